@@ -1,0 +1,339 @@
+//! Time, injected.
+//!
+//! Everything in this crate that depends on time (layer expiry, rates, budgets, the
+//! timestamp of a line) reads it through a [`Clock`], so tests advance a
+//! [`ManualClock`] instead of sleeping.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of wall-clock time.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::clock::{Clock, SystemClock};
+/// let now = SystemClock.now();
+/// assert!(now > std::time::UNIX_EPOCH);
+/// ```
+pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
+    /// The current wall-clock time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The operating system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[inline]
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A clock that only moves when told to; clones share the same time.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::clock::{Clock, ManualClock};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000));
+/// let other = clock.clone();
+/// clock.advance(Duration::from_millis(1_500));
+/// assert_eq!(other.now(), UNIX_EPOCH + Duration::from_millis(1_001_500));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    nanos_since_epoch: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock stopped at `start` (times before the Unix epoch are clamped to it).
+    pub fn new(start: SystemTime) -> Self {
+        Self {
+            nanos_since_epoch: Arc::new(AtomicU64::new(nanos_since_epoch(start))),
+        }
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos_since_epoch.fetch_add(by, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `to` (which may be earlier than now: wall clocks step back).
+    pub fn set(&self, to: SystemTime) {
+        self.nanos_since_epoch
+            .store(nanos_since_epoch(to), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.nanos_since_epoch.load(Ordering::SeqCst))
+    }
+}
+
+fn nanos_since_epoch(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Writes `t` as an RFC 3339 UTC timestamp with microseconds,
+/// e.g. `2026-11-29T20:06:15.123456Z` (always 27 bytes).
+///
+/// Times before the Unix epoch are written as the epoch.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let mut buf = Vec::new();
+/// logpolicy::clock::write_rfc3339(&mut buf, UNIX_EPOCH + Duration::from_micros(1_796_069_175_123_456));
+/// assert_eq!(buf, b"2026-12-01T20:06:15.123456Z");
+/// ```
+pub fn write_rfc3339(buf: &mut Vec<u8>, t: SystemTime) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let mut prefix = [0u8; 20];
+    rfc3339_seconds(d.as_secs(), &mut prefix);
+    buf.extend_from_slice(&prefix[..19]);
+    buf.push(b'.');
+    let micros = d.subsec_micros();
+    let mut digits = [b'0'; 6];
+    let mut m = micros;
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (m % 10) as u8;
+        m /= 10;
+    }
+    buf.extend_from_slice(&digits);
+    buf.push(b'Z');
+}
+
+/// Fills `out[..19]` with `YYYY-MM-DDTHH:MM:SS` for `secs` since the epoch.
+pub(crate) fn rfc3339_seconds(secs: u64, out: &mut [u8; 20]) {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days as i64);
+    let y = y.clamp(0, 9999) as u32;
+    let (hh, mm, ss) = (
+        (rem / 3600) as u32,
+        ((rem / 60) % 60) as u32,
+        (rem % 60) as u32,
+    );
+    let put2 = |o: &mut [u8], v: u32| {
+        o[0] = b'0' + (v / 10) as u8;
+        o[1] = b'0' + (v % 10) as u8;
+    };
+    out[0] = b'0' + (y / 1000) as u8;
+    out[1] = b'0' + ((y / 100) % 10) as u8;
+    out[2] = b'0' + ((y / 10) % 10) as u8;
+    out[3] = b'0' + (y % 10) as u8;
+    out[4] = b'-';
+    put2(&mut out[5..7], m);
+    out[7] = b'-';
+    put2(&mut out[8..10], d);
+    out[10] = b'T';
+    put2(&mut out[11..13], hh);
+    out[13] = b':';
+    put2(&mut out[14..16], mm);
+    out[16] = b':';
+    put2(&mut out[17..19], ss);
+}
+
+/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 to (year, month, day).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Parses an RFC 3339 timestamp (`2026-11-29T20:06:15Z`, fractional seconds and a
+/// numeric offset allowed) into a `SystemTime`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// let t = logpolicy::clock::parse_rfc3339("1970-01-02T00:00:01.5+01:00").unwrap();
+/// assert_eq!(t, UNIX_EPOCH + Duration::from_millis(82_801_500));
+/// assert!(logpolicy::clock::parse_rfc3339("yesterday").is_err());
+/// ```
+pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
+    let bad =
+        || format!("invalid RFC 3339 timestamp {s:?} (expected e.g. \"2026-11-29T20:06:15Z\")");
+    let b = s.as_bytes();
+    if b.len() < 20 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        let part = &s[r];
+        if part.bytes().all(|c| c.is_ascii_digit()) {
+            part.parse::<i64>().map_err(|_| bad())
+        } else {
+            Err(bad())
+        }
+    };
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60
+    {
+        return Err(bad());
+    }
+    let mut i = 19;
+    let mut nanos: u64 = 0;
+    if b[i] == b'.' {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + u64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let n = i - start;
+        if n == 0 {
+            return Err(bad());
+        }
+        for _ in n..9 {
+            nanos *= 10;
+        }
+    }
+    let offset_secs: i64 = match &s[i..] {
+        "Z" | "z" => 0,
+        rest if rest.len() == 6
+            && (rest.starts_with('+') || rest.starts_with('-'))
+            && &rest[3..4] == ":" =>
+        {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            if oh > 23 || om > 59 {
+                return Err(bad());
+            }
+            let o = oh * 3600 + om * 60;
+            if rest.starts_with('-') {
+                -o
+            } else {
+                o
+            }
+        }
+        _ => return Err(bad()),
+    };
+    let days = days_from_civil(y, mo as u32, d as u32);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se.min(59) - offset_secs;
+    if secs < 0 {
+        return Err(format!("timestamp {s:?} is before 1970"));
+    }
+    Ok(UNIX_EPOCH + Duration::new(secs as u64, nanos as u32))
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Formats a time as RFC 3339 UTC, the form used in policy documents and the admin
+/// endpoint: whole seconds as `2026-11-29T20:06:15Z`, otherwise with nanoseconds
+/// (`2026-11-29T20:06:15.000000001Z`), so that [`parse_rfc3339`] gives back the same time.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use logpolicy::clock::{format_rfc3339, parse_rfc3339};
+/// assert_eq!(format_rfc3339(UNIX_EPOCH + Duration::from_secs(86_400)), "1970-01-02T00:00:00Z");
+/// let t = UNIX_EPOCH + Duration::new(5, 1);
+/// assert_eq!(parse_rfc3339(&format_rfc3339(t)).unwrap(), t);
+/// ```
+pub fn format_rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let mut out = [0u8; 20];
+    rfc3339_seconds(d.as_secs(), &mut out);
+    let mut s = String::from_utf8_lossy(&out[..19]).into_owned();
+    if d.subsec_nanos() != 0 {
+        s.push_str(&format!(".{:09}", d.subsec_nanos()));
+    }
+    s.push('Z');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn known_dates() {
+        let mut b = Vec::new();
+        write_rfc3339(&mut b, UNIX_EPOCH);
+        assert_eq!(b, b"1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            format_rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_dates() {
+        for s in [
+            "2026-02-30T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T24:00:00Z",
+            "2026-11-29T20:06:15",
+            "2026-11-29T20:06:15.Z",
+            "２026-11-29T20:06:15Z",
+        ] {
+            assert!(parse_rfc3339(s).is_err(), "{s}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_round_trips(secs in 0u64..253_402_300_799, micros in 0u32..1_000_000) {
+            let t = UNIX_EPOCH + Duration::new(secs, micros * 1000);
+            let mut b = Vec::new();
+            write_rfc3339(&mut b, t);
+            let s = String::from_utf8(b).unwrap();
+            prop_assert_eq!(parse_rfc3339(&s).unwrap(), t);
+        }
+    }
+}

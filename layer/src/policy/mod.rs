@@ -1,0 +1,432 @@
+//! The policy model: layers of directives, merged into one effective policy.
+//!
+//! A [`Policy`] is an ordered list of [`PolicyLayer`]s. Each layer has a source (`env`
+//! for the baseline from the environment, `namespace/name` for a pushed LogPolicy), a
+//! priority, an optional expiry and its [`Directives`]. The effective policy at a time
+//! is decided per target: among the layers not yet expired, the one with the highest
+//! priority (ties: the one listed first) that has an opinion on the target (a
+//! matching target entry or a default level) gives the level. That is the same as
+//! flattening the layers into one table in which every target named by any layer gets
+//! the level the layers give it, which is what [`Policy::effective_at`] returns and
+//! what the filter compiles.
+//!
+//! ```
+//! use logpolicy::{Directives, Level, Policy, PolicyLayer};
+//! use std::time::{Duration, UNIX_EPOCH};
+//!
+//! let now = UNIX_EPOCH + Duration::from_secs(1_000);
+//! let policy = Policy::new(vec![
+//!     PolicyLayer::baseline("info,shop::db=warn".parse().unwrap()),
+//!     PolicyLayer::new("prod/incident-42", 10, "shop=debug".parse().unwrap())
+//!         .unwrap()
+//!         .expires_at(now + Duration::from_secs(900)),
+//! ]);
+//! let effective = policy.effective_at(now);
+//! assert_eq!(effective.level_for("shop::db::pool"), Level::Debug); // the raise covers shop::*
+//! assert_eq!(effective.level_for("hyper"), Level::Info);
+//! assert_eq!(effective.next_expiry, Some(now + Duration::from_secs(900)));
+//!
+//! let later = policy.effective_at(now + Duration::from_secs(900));
+//! assert_eq!(later.level_for("shop::db::pool"), Level::Warn); // fell back by itself
+//! ```
+
+mod directives;
+mod target;
+
+use std::fmt;
+use std::time::SystemTime;
+
+pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS};
+pub(crate) use target::prefix_matches;
+pub use target::{Target, TargetError, MAX_TARGET_LEN};
+
+use crate::clock::{format_rfc3339, parse_rfc3339};
+use crate::level::Level;
+
+/// The level of targets when no layer sets a default level.
+pub const FALLBACK_LEVEL: Level = Level::Info;
+
+/// The most layers a policy may have.
+pub const MAX_LAYERS: usize = 64;
+
+/// The source name of the baseline layer built from the environment.
+pub const BASELINE_SOURCE: &str = "env";
+
+/// One layer of a policy: where it came from, how much it weighs, until when, and what
+/// it says.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::PolicyLayer;
+/// let layer = PolicyLayer::new("shop/debug-payments", 5, "shop::payment=debug".parse().unwrap()).unwrap();
+/// assert_eq!(layer.source(), "shop/debug-payments");
+/// assert!(PolicyLayer::new("", 0, Default::default()).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyLayer {
+    source: String,
+    /// Higher wins; between equal priorities, the layer listed first wins.
+    pub priority: i32,
+    /// When the layer stops applying; `None` for never.
+    pub expires_at: Option<SystemTime>,
+    /// What the layer says.
+    pub directives: Directives,
+}
+
+/// A policy layer or document that is not valid; names the offending field.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A layer's source name is empty, too long, or has control characters.
+    #[error("invalid source {0:?}: must be 1 to 256 printable characters")]
+    InvalidSource(String),
+    /// More than [`MAX_LAYERS`] layers.
+    #[error("too many layers: {0} (at most {MAX_LAYERS})")]
+    TooManyLayers(usize),
+    /// Two layers with the same source.
+    #[error("duplicate layer source {0:?}")]
+    DuplicateSource(String),
+    /// A JSON document that does not describe a policy; the message gives the path of
+    /// the offending field, e.g. `layers[1].targets[0].level: invalid level "verbose"`.
+    #[error("{path}: {message}")]
+    Json {
+        /// Where in the document, e.g. `layers[0].expiresAt`, or `.` for the whole.
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+}
+
+impl PolicyLayer {
+    /// A layer with no expiry.
+    pub fn new(
+        source: impl Into<String>,
+        priority: i32,
+        directives: Directives,
+    ) -> Result<Self, PolicyError> {
+        let source = source.into();
+        if source.is_empty() || source.len() > 256 || source.chars().any(char::is_control) {
+            return Err(PolicyError::InvalidSource(source));
+        }
+        Ok(PolicyLayer {
+            source,
+            priority,
+            expires_at: None,
+            directives,
+        })
+    }
+
+    /// The baseline layer: source `env`, priority `i32::MIN`, no expiry.
+    pub fn baseline(directives: Directives) -> Self {
+        PolicyLayer {
+            source: BASELINE_SOURCE.to_owned(),
+            priority: i32::MIN,
+            expires_at: None,
+            directives,
+        }
+    }
+
+    /// This layer, expiring at `at`.
+    #[must_use]
+    pub fn expires_at(mut self, at: SystemTime) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// Where this layer came from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the layer still applies at `now`.
+    pub fn is_active_at(&self, now: SystemTime) -> bool {
+        self.expires_at.is_none_or(|at| now < at)
+    }
+}
+
+/// An ordered list of layers.
+///
+/// Its JSON form is `{"layers": [...]}`, each layer
+/// `{"source", "priority", "expiresAt", "defaultLevel", "targets": [{"target", "level"}]}`
+/// with everything but `source` optional.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::{Level, Policy};
+/// let p = Policy::from_json(r#"{"layers":[{"source":"env","defaultLevel":"warn",
+///     "targets":[{"target":"shop","level":"debug"}]}]}"#).unwrap();
+/// assert_eq!(p.effective_at(std::time::SystemTime::now()).level_for("shop::x"), Level::Debug);
+/// assert_eq!(Policy::from_json(&p.to_json()).unwrap(), p);
+///
+/// let err = Policy::from_json(r#"{"layers":[{"source":"env","targets":[{"target":"a","level":"verbose"}]}]}"#);
+/// assert_eq!(err.unwrap_err().to_string(),
+///            r#"layers[0].targets[0].level: invalid level "verbose" (expected one of trace, debug, info, warn, error, off)"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    layers: Vec<PolicyLayer>,
+}
+
+impl Policy {
+    /// A policy of these layers, in this order (earlier wins ties of priority).
+    ///
+    /// Prefer [`Policy::try_new`] for layers from outside: this one keeps only the first
+    /// [`MAX_LAYERS`] layers and the first layer of each source.
+    pub fn new(layers: Vec<PolicyLayer>) -> Self {
+        let mut out: Vec<PolicyLayer> = Vec::with_capacity(layers.len().min(MAX_LAYERS));
+        for layer in layers {
+            if out.len() < MAX_LAYERS && !out.iter().any(|l| l.source == layer.source) {
+                out.push(layer);
+            }
+        }
+        Policy { layers: out }
+    }
+
+    /// A policy of these layers, or an error if there are too many or two share a source.
+    pub fn try_new(layers: Vec<PolicyLayer>) -> Result<Self, PolicyError> {
+        if layers.len() > MAX_LAYERS {
+            return Err(PolicyError::TooManyLayers(layers.len()));
+        }
+        for (i, l) in layers.iter().enumerate() {
+            if layers[..i].iter().any(|o| o.source == l.source) {
+                return Err(PolicyError::DuplicateSource(l.source.clone()));
+            }
+        }
+        Ok(Policy { layers })
+    }
+
+    /// The layers, in order.
+    pub fn layers(&self) -> &[PolicyLayer] {
+        &self.layers
+    }
+
+    /// Replaces the layer with the same source, or adds it at the end.
+    pub fn upsert(&mut self, layer: PolicyLayer) -> Result<(), PolicyError> {
+        let len = self.layers.len();
+        match self.layers.iter_mut().find(|l| l.source == layer.source) {
+            Some(slot) => *slot = layer,
+            None if len >= MAX_LAYERS => return Err(PolicyError::TooManyLayers(len + 1)),
+            None => self.layers.push(layer),
+        }
+        Ok(())
+    }
+
+    /// Removes the layer of `source`; returns whether there was one.
+    pub fn remove(&mut self, source: &str) -> bool {
+        let before = self.layers.len();
+        self.layers.retain(|l| l.source != source);
+        before != self.layers.len()
+    }
+
+    /// The effective policy at `now`.
+    pub fn effective_at(&self, now: SystemTime) -> EffectivePolicy {
+        let mut active: Vec<&PolicyLayer> =
+            self.layers.iter().filter(|l| l.is_active_at(now)).collect();
+        // Stable: equal priorities keep list order, so the first listed wins.
+        active.sort_by(|a, b| b.priority.cmp(&a.priority));
+        let resolve = |target: &str| active.iter().find_map(|l| l.directives.level_for(target));
+        let default_level = active
+            .iter()
+            .find_map(|l| l.directives.default_level)
+            .unwrap_or(FALLBACK_LEVEL);
+        let mut directives = Directives::with_default(default_level);
+        for layer in &active {
+            for (target, _) in &layer.directives.targets {
+                if !directives.targets.iter().any(|(t, _)| t == target) {
+                    let level = resolve(target.as_str()).unwrap_or(default_level);
+                    directives.targets.push((target.clone(), level));
+                }
+            }
+        }
+        let next_expiry = active.iter().filter_map(|l| l.expires_at).min();
+        EffectivePolicy {
+            directives,
+            sources: active.iter().map(|l| l.source.clone()).collect(),
+            next_expiry,
+        }
+    }
+
+    /// Parses the JSON form; errors name the path of the offending field.
+    pub fn from_json(json: &str) -> Result<Self, PolicyError> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        let doc: json::PolicyDoc =
+            serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Json {
+                path: e.path().to_string(),
+                message: strip_position(e.inner()),
+            })?;
+        doc.try_into()
+    }
+
+    /// The JSON form.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&json::PolicyDoc::from(self)).unwrap_or_default()
+    }
+}
+
+/// serde_json appends " at line 1 column 42"; the path already says where.
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) if e.line() > 0 => s[..i].to_owned(),
+        _ => s,
+    }
+}
+
+/// The merged result of a policy's active layers at one time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectivePolicy {
+    /// One flat table: the default level (always set) and every target any active layer
+    /// names, with the level the layers give it.
+    pub directives: Directives,
+    /// The sources of the active layers, highest priority first.
+    pub sources: Vec<String>,
+    /// When the next active layer expires, if any does.
+    pub next_expiry: Option<SystemTime>,
+}
+
+impl EffectivePolicy {
+    /// The level for `target` (longest matching entry, else the default).
+    pub fn level_for(&self, target: &str) -> Level {
+        self.directives.level_for(target).unwrap_or(FALLBACK_LEVEL)
+    }
+}
+
+impl fmt::Display for Policy {
+    /// One line per layer: `source priority=N [until=TIME] directives`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, l) in self.layers.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{} priority={}", l.source, l.priority)?;
+            if let Some(at) = l.expires_at {
+                write!(f, " until={}", format_rfc3339(at))?;
+            }
+            write!(f, " {}", l.directives)?;
+        }
+        Ok(())
+    }
+}
+
+mod json {
+    //! The serde form; converted once into the typed model.
+    use super::*;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct PolicyDoc {
+        pub layers: Vec<LayerDoc>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub(super) struct LayerDoc {
+        pub source: String,
+        #[serde(default)]
+        pub priority: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "rfc3339_opt")]
+        pub expires_at: Option<SystemTime>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub default_level: Option<Level>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub targets: Vec<TargetDoc>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct TargetDoc {
+        pub target: Target,
+        pub level: Level,
+    }
+
+    mod rfc3339_opt {
+        use super::*;
+        pub fn serialize<S: serde::Serializer>(
+            t: &Option<SystemTime>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => s.serialize_str(&format_rfc3339(*t)),
+                None => s.serialize_none(),
+            }
+        }
+        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<SystemTime>, D::Error> {
+            let s: Option<std::borrow::Cow<'de, str>> = Option::deserialize(d)?;
+            s.map(|s| parse_rfc3339(&s).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
+
+    impl TryFrom<PolicyDoc> for Policy {
+        type Error = PolicyError;
+        fn try_from(doc: PolicyDoc) -> Result<Self, PolicyError> {
+            let mut layers = Vec::with_capacity(doc.layers.len());
+            for (i, l) in doc.layers.into_iter().enumerate() {
+                let at = |field: &str, message: String| PolicyError::Json {
+                    path: format!("layers[{i}]{field}"),
+                    message,
+                };
+                if l.targets.len() > MAX_TARGETS {
+                    return Err(at(
+                        ".targets",
+                        format!("too many targets (at most {MAX_TARGETS})"),
+                    ));
+                }
+                let mut directives = Directives {
+                    default_level: l.default_level,
+                    targets: Vec::with_capacity(l.targets.len()),
+                };
+                for (j, t) in l.targets.into_iter().enumerate() {
+                    if directives.targets.iter().any(|(x, _)| *x == t.target) {
+                        return Err(at(
+                            &format!(".targets[{j}].target"),
+                            format!("duplicate target {:?}", t.target.as_str()),
+                        ));
+                    }
+                    directives.targets.push((t.target, t.level));
+                }
+                let mut layer = PolicyLayer::new(l.source, l.priority, directives)
+                    .map_err(|e| at(".source", e.to_string()))?;
+                layer.expires_at = l.expires_at;
+                layers.push(layer);
+            }
+            Policy::try_new(layers).map_err(|e| PolicyError::Json {
+                path: "layers".into(),
+                message: e.to_string(),
+            })
+        }
+    }
+
+    impl From<&Policy> for PolicyDoc {
+        fn from(p: &Policy) -> Self {
+            PolicyDoc {
+                layers: p
+                    .layers
+                    .iter()
+                    .map(|l| LayerDoc {
+                        source: l.source.clone(),
+                        priority: l.priority,
+                        expires_at: l.expires_at,
+                        default_level: l.directives.default_level,
+                        targets: l
+                            .directives
+                            .targets
+                            .iter()
+                            .map(|(t, lv)| TargetDoc {
+                                target: t.clone(),
+                                level: *lv,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

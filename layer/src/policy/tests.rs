@@ -1,0 +1,173 @@
+use super::*;
+use proptest::prelude::*;
+use std::time::{Duration, UNIX_EPOCH};
+
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+fn layer(source: &str, priority: i32, d: &str) -> PolicyLayer {
+    PolicyLayer::new(source, priority, d.parse().unwrap()).unwrap()
+}
+
+#[test]
+fn higher_priority_wins_per_target_and_ties_go_to_the_first() {
+    let p = Policy::new(vec![
+        layer("a", 0, "warn,x=error"),
+        layer("b", 5, "x::y=debug"),
+        layer("c", 5, "x::y=trace,z=off"),
+    ]);
+    let e = p.effective_at(t0());
+    assert_eq!(e.level_for("x::y::w"), Level::Debug);
+    assert_eq!(e.level_for("x::q"), Level::Error);
+    assert_eq!(e.level_for("z"), Level::Off);
+    assert_eq!(e.level_for("other"), Level::Warn);
+    assert_eq!(e.sources, ["b", "c", "a"]);
+}
+
+#[test]
+fn no_default_anywhere_falls_back_to_info() {
+    let p = Policy::new(vec![layer("a", 0, "x=debug")]);
+    assert_eq!(p.effective_at(t0()).level_for("y"), FALLBACK_LEVEL);
+    assert_eq!(
+        Policy::default().effective_at(t0()).level_for("y"),
+        FALLBACK_LEVEL
+    );
+}
+
+#[test]
+fn expired_layers_stop_applying_at_their_instant() {
+    let p = Policy::new(vec![
+        PolicyLayer::baseline("info".parse().unwrap()),
+        layer("raise", 1, "debug").expires_at(t0() + Duration::from_secs(10)),
+        layer("later", 2, "x=trace").expires_at(t0() + Duration::from_secs(20)),
+    ]);
+    let e = p.effective_at(t0());
+    assert_eq!(e.level_for("y"), Level::Debug);
+    assert_eq!(e.next_expiry, Some(t0() + Duration::from_secs(10)));
+    let e = p.effective_at(t0() + Duration::from_secs(10));
+    assert_eq!(e.level_for("y"), Level::Info);
+    assert_eq!(e.level_for("x"), Level::Trace);
+    assert_eq!(e.next_expiry, Some(t0() + Duration::from_secs(20)));
+    let e = p.effective_at(t0() + Duration::from_secs(25));
+    assert_eq!(e.next_expiry, None);
+    assert_eq!(e.sources, ["env"]);
+}
+
+#[test]
+fn json_errors_name_the_field() {
+    let e = |s: &str| Policy::from_json(s).unwrap_err().to_string();
+    assert!(
+        e(r#"{"layers":[{"source":"a","bogus":1}]}"#)
+            .starts_with("layers[0].bogus: unknown field `bogus`"),
+        "{}",
+        e(r#"{"layers":[{"source":"a","bogus":1}]}"#)
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a"},{"source":"b","expiresAt":"soon"}]}"#),
+        r#"layers[1].expiresAt: invalid RFC 3339 timestamp "soon" (expected e.g. "2026-11-29T20:06:15Z")"#
+    );
+    assert!(
+        e(r#"{"layers":[{"source":"a","targets":[{"target":"a b","level":"info"}]}]}"#)
+            .starts_with("layers[0].targets[0].target: target \"a b\" contains")
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a"},{"source":"a"}]}"#),
+        r#"layers: duplicate layer source "a""#
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":""}]}"#),
+        r#"layers[0].source: invalid source "": must be 1 to 256 printable characters"#
+    );
+    assert_eq!(
+        e(
+            r#"{"layers":[{"source":"a","targets":[{"target":"x","level":"info"},{"target":"x","level":"warn"}]}]}"#
+        ),
+        r#"layers[0].targets[1].target: duplicate target "x""#
+    );
+    assert_eq!(e("nope"), ".: expected ident");
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a"}"#),
+        "layers: EOF while parsing a list"
+    );
+    assert!(e(r#"{"layers":[{"source":"a","priority":1e99}]}"#)
+        .starts_with("layers[0].priority: invalid type"));
+}
+
+#[test]
+fn upsert_and_remove_by_source() {
+    let mut p = Policy::new(vec![PolicyLayer::baseline(Directives::with_default(
+        Level::Info,
+    ))]);
+    p.upsert(layer("ns/a", 1, "debug")).unwrap();
+    p.upsert(layer("ns/a", 1, "trace")).unwrap();
+    assert_eq!(p.layers().len(), 2);
+    assert_eq!(p.effective_at(t0()).level_for("q"), Level::Trace);
+    assert!(p.remove("ns/a"));
+    assert!(!p.remove("ns/a"));
+    assert_eq!(p.effective_at(t0()).level_for("q"), Level::Info);
+}
+
+fn arb_target() -> impl Strategy<Value = Target> {
+    "[ab](::[ab]){0,3}".prop_map(|s| Target::new(&s).unwrap())
+}
+
+fn arb_level() -> impl Strategy<Value = Level> {
+    prop::sample::select(Level::ALL.to_vec())
+}
+
+fn arb_layer(i: usize) -> impl Strategy<Value = PolicyLayer> {
+    (
+        -2i32..3,
+        prop::option::of(0u64..30),
+        prop::option::of(arb_level()),
+        prop::collection::vec((arb_target(), arb_level()), 0..5),
+    )
+        .prop_map(move |(priority, expiry, default_level, targets)| {
+            let mut d = Directives {
+                default_level,
+                targets: Vec::new(),
+            };
+            for (t, l) in targets {
+                d.set_target(t, l);
+            }
+            let mut l = PolicyLayer::new(format!("l{i}"), priority, d).unwrap();
+            l.expires_at = expiry.map(|s| t0() + Duration::from_secs(s));
+            l
+        })
+}
+
+fn arb_policy() -> impl Strategy<Value = Policy> {
+    (0usize..5)
+        .prop_flat_map(|n| (0..n).map(arb_layer).collect::<Vec<_>>())
+        .prop_map(Policy::new)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+    /// The flat table gives every target exactly what per-layer resolution gives it.
+    #[test]
+    fn flat_table_equals_layered_resolution(p in arb_policy(), at in 0u64..35, target in "[abc](::[abc]){0,4}") {
+        let now = t0() + Duration::from_secs(at);
+        let mut active: Vec<&PolicyLayer> = p.layers().iter().filter(|l| l.is_active_at(now)).collect();
+        active.sort_by(|a, b| b.priority.cmp(&a.priority));
+        let expected = active.iter().find_map(|l| l.directives.level_for(&target)).unwrap_or(FALLBACK_LEVEL);
+        prop_assert_eq!(p.effective_at(now).level_for(&target), expected);
+    }
+
+    #[test]
+    fn json_round_trips(p in arb_policy()) {
+        prop_assert_eq!(Policy::from_json(&p.to_json()).unwrap(), p);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(50_000))]
+
+    /// Arbitrary and near-miss JSON: an error or a policy, never a panic.
+    #[test]
+    fn any_json_parses_or_errors(s in r#"\{"layers":\[\{"source":"[a-z/]{0,3}"(,"(priority|expiresAt|defaultLevel|targets|x)":(-?[0-9e.]{1,12}|"[-0-9a-zT:.Z]{0,25}"|\[\{"target":"[a-z: ]{0,5}","level":"[a-z]{0,6}"\}\]|null|true)){0,4}\}\]\}|\PC{0,30}"#) {
+        let _ = Policy::from_json(&s);
+    }
+}
