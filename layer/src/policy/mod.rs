@@ -292,6 +292,13 @@ impl EffectivePolicy {
     }
 }
 
+impl fmt::Display for EffectivePolicy {
+    /// The flat table as directives, e.g. `info,shop::payment=debug`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.directives, f)
+    }
+}
+
 impl fmt::Display for Policy {
     /// One line per layer: `source priority=N [until=TIME] directives`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

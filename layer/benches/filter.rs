@@ -1,0 +1,214 @@
+//! ns per event for the filter and the formatter, side by side with what a Rust user
+//! would pick instead, in the same run:
+//!
+//! (a) a disabled `debug!` and a disabled `info!(target: "noisy")` under our filter, under
+//!     `EnvFilter` with the same directives, and with no subscriber;
+//! (b) the same after 1,000 policy swaps (ours: handle swaps; peer: `reload` of EnvFilter);
+//! (c) an enabled event and a per-target-filtered event behind
+//!     `reload::Layer<EnvFilter>` and behind our filter;
+//! (d) an enabled 6-field `info!` formatted to JSON into a sink: ours vs
+//!     `tracing_subscriber::fmt` JSON.
+//!
+//! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
+//! `target/bench/filter.json`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::Criterion;
+use logpolicy::{Format, FormatLayer, NullSink, PolicyFilter};
+use tracing::Dispatch;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{reload, EnvFilter};
+
+mod report;
+use report::Row;
+
+const DIRECTIVES: &str = "info,noisy=warn";
+/// Macro calls per criterion iteration, so that loop overhead does not dominate ~1 ns.
+const N: usize = 100;
+
+/// A layer that does nothing but look at the event: the cost of "enabled" without output.
+struct Touch;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Touch {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        black_box(e.metadata().name());
+    }
+}
+
+#[inline(never)]
+fn disabled_debug() {
+    for i in 0..N {
+        tracing::debug!(i, "disabled by level");
+    }
+}
+
+#[inline(never)]
+fn disabled_noisy() {
+    for i in 0..N {
+        tracing::info!(target: "noisy", i, "disabled by target");
+    }
+}
+
+#[inline(never)]
+fn enabled_info() {
+    for i in 0..N {
+        tracing::info!(target: "app", i, "enabled");
+    }
+}
+
+#[inline(never)]
+fn filtered_by_target() {
+    for i in 0..N {
+        tracing::info!(target: "noisy::db", i, "disabled by target");
+    }
+}
+
+#[inline(never)]
+fn six_fields() {
+    tracing::info!(
+        target: "shop::http",
+        method = "GET",
+        path = "/api/cart/42",
+        status = 200u16,
+        latency_us = 1234u64,
+        user = "c0ffee-42",
+        cache_hit = true,
+        "request served"
+    );
+}
+
+fn ours(directives: &str) -> (Dispatch, logpolicy::PolicyHandle) {
+    let filter = PolicyFilter::from_directives(directives).expect("directives");
+    let handle = filter.handle();
+    (Dispatch::new(tracing_subscriber::registry().with(filter).with(Touch)), handle)
+}
+
+fn env_filter(directives: &str) -> (Dispatch, reload::Handle<EnvFilter, tracing_subscriber::Registry>) {
+    let (layer, handle) = reload::Layer::new(EnvFilter::new(directives));
+    (Dispatch::new(tracing_subscriber::registry().with(layer).with(Touch)), handle)
+}
+
+/// Runs `f` under `dispatch` with only that dispatcher alive, so tracing's interest
+/// cache reflects it alone (as in a service with one global subscriber).
+fn under(c: &mut Criterion, group: &str, id: &str, dispatch: Dispatch, f: fn()) {
+    tracing::callsite::rebuild_interest_cache();
+    tracing::dispatcher::with_default(&dispatch, || {
+        tracing::callsite::rebuild_interest_cache();
+        c.benchmark_group(group).bench_function(id, |b| b.iter(f));
+    });
+    drop(dispatch);
+    tracing::callsite::rebuild_interest_cache();
+}
+
+fn bench_disabled(c: &mut Criterion, group: &str, swaps: usize) {
+    for (name, f) in [("debug", disabled_debug as fn()), ("noisy", disabled_noisy)] {
+        let (d, h) = ours(DIRECTIVES);
+        for i in 0..swaps {
+            h.set_directives(if i % 2 == 0 { "debug,noisy=info" } else { DIRECTIVES }).expect("swap");
+        }
+        h.set_directives(DIRECTIVES).expect("swap");
+        under(c, group, &format!("{name}/logpolicy"), d, f);
+
+        let (d, h) = env_filter(DIRECTIVES);
+        for i in 0..swaps {
+            let next = if i % 2 == 0 { "debug,noisy=info" } else { DIRECTIVES };
+            h.reload(EnvFilter::new(next)).expect("reload");
+        }
+        h.reload(EnvFilter::new(DIRECTIVES)).expect("reload");
+        under(c, group, &format!("{name}/envfilter"), d, f);
+
+        if swaps == 0 {
+            under(c, group, &format!("{name}/no-subscriber"), Dispatch::none(), f);
+        }
+    }
+}
+
+fn bench_reloadable(c: &mut Criterion) {
+    for (name, f) in [("enabled", enabled_info as fn()), ("target-filtered", filtered_by_target)] {
+        under(c, "c-reloadable", &format!("{name}/logpolicy"), ours(DIRECTIVES).0, f);
+        under(c, "c-reloadable", &format!("{name}/reload-envfilter"), env_filter(DIRECTIVES).0, f);
+    }
+}
+
+fn line_bytes(dispatch: &Dispatch, out: &std::sync::Mutex<Vec<u8>>) -> usize {
+    tracing::dispatcher::with_default(dispatch, six_fields);
+    let n = out.lock().map(|b| b.len()).unwrap_or(0);
+    n
+}
+
+fn bench_json(c: &mut Criterion) -> serde_json::Value {
+    let ours = || {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(PolicyFilter::from_directives("info").expect("directives"))
+                .with(FormatLayer::new(Format::Json, NullSink)),
+        )
+    };
+    let fmt = || {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(EnvFilter::new("info"))
+                .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::sink)),
+        )
+    };
+    under(c, "d-json", "logpolicy", ours(), six_fields);
+    under(c, "d-json", "fmt-json", fmt(), six_fields);
+
+    // Bytes per line, measured on one line each.
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ours_line = Dispatch::new(tracing_subscriber::registry().with(FormatLayer::new(Format::Json, buf.clone())));
+    let ours_bytes = line_bytes(&ours_line, &buf);
+    let ours_text = String::from_utf8_lossy(&buf.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
+    drop(ours_line);
+    let fmt_buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let w = fmt_buf.clone();
+    let fmt_line = Dispatch::new(tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer().json().with_writer(move || SharedVec(w.clone())),
+    ));
+    let fmt_bytes = line_bytes(&fmt_line, &fmt_buf);
+    let fmt_text = String::from_utf8_lossy(&fmt_buf.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
+    println!("\nbytes per 6-field line: logpolicy {ours_bytes}, fmt JSON {fmt_bytes}");
+    println!("logpolicy: {}", ours_text.trim_end());
+    println!("fmt JSON:  {}", fmt_text.trim_end());
+    serde_json::json!({ "bytes_per_line": { "logpolicy": ours_bytes, "fmt-json": fmt_bytes } })
+}
+
+struct SharedVec(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for SharedVec {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut v) = self.0.lock() {
+            v.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(700))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    bench_disabled(&mut c, "a-disabled", 0);
+    bench_disabled(&mut c, "b-after-1000-swaps", 1_000);
+    bench_reloadable(&mut c);
+    let extra = bench_json(&mut c);
+    c.final_summary();
+
+    let n = N as f64;
+    let rows = [
+        Row { case: "(a) disabled debug!", ours: ("a-disabled", "debug/logpolicy"), peer: ("a-disabled", "debug/envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(a) disabled info!(target: noisy)", ours: ("a-disabled", "noisy/logpolicy"), peer: ("a-disabled", "noisy/envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(a) disabled debug! vs no subscriber", ours: ("a-disabled", "debug/logpolicy"), peer: ("a-disabled", "debug/no-subscriber"), target: 1.1, per_iter: n },
+        Row { case: "(a) disabled noisy vs no subscriber", ours: ("a-disabled", "noisy/logpolicy"), peer: ("a-disabled", "noisy/no-subscriber"), target: 1.1, per_iter: n },
+        Row { case: "(b) disabled debug!, 1,000 swaps", ours: ("b-after-1000-swaps", "debug/logpolicy"), peer: ("b-after-1000-swaps", "debug/envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(b) disabled noisy, 1,000 swaps", ours: ("b-after-1000-swaps", "noisy/logpolicy"), peer: ("b-after-1000-swaps", "noisy/envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(c) enabled event", ours: ("c-reloadable", "enabled/logpolicy"), peer: ("c-reloadable", "enabled/reload-envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(c) per-target-filtered event", ours: ("c-reloadable", "target-filtered/logpolicy"), peer: ("c-reloadable", "target-filtered/reload-envfilter"), target: 1.1, per_iter: n },
+        Row { case: "(d) 6-field info! to JSON", ours: ("d-json", "logpolicy"), peer: ("d-json", "fmt-json"), target: 0.3, per_iter: 1.0 },
+    ];
+    report::report("filter", &rows, extra);
+}

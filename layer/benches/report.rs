@@ -1,0 +1,79 @@
+//! Collects criterion's estimates after a run, prints a markdown table of figures and
+//! ratios against the peers measured in the same run, and writes them as JSON under
+//! `target/bench/`.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// One comparison: ours against a peer, both measured in this run.
+pub struct Row {
+    pub case: &'static str,
+    pub ours: (&'static str, &'static str),
+    pub peer: (&'static str, &'static str),
+    /// The largest acceptable ours/peer ratio.
+    pub target: f64,
+    /// Operations per criterion iteration (to report per event).
+    pub per_iter: f64,
+}
+
+pub fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    exe.ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "target"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+/// The median of a benchmark, in ns per iteration, from criterion's output.
+pub fn median_ns(group: &str, id: &str) -> Option<f64> {
+    let path = target_dir().join("criterion").join(group).join(id.replace('/', "_")).join("new").join("estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+/// Prints the table and writes `target/bench/<name>.json`; returns whether every
+/// target was met.
+pub fn report(name: &str, rows: &[Row], extra: serde_json::Value) -> bool {
+    let mut all_met = true;
+    let mut json_rows = Vec::new();
+    println!("\n| case | ours (ns/event) | peer | peer (ns/event) | ratio | target | met |");
+    println!("|---|---:|---|---:|---:|---:|---|");
+    for r in rows {
+        let (Some(o), Some(p)) = (median_ns(r.ours.0, r.ours.1), median_ns(r.peer.0, r.peer.1)) else {
+            println!("| {} | (not run) | {} | | | | |", r.case, r.peer.1);
+            continue;
+        };
+        let (o, p) = (o / r.per_iter, p / r.per_iter);
+        let ratio = o / p;
+        let met = ratio <= r.target;
+        all_met &= met;
+        println!(
+            "| {} | {:.2} | {} | {:.2} | {:.3} | ≤ {} | {} |",
+            r.case,
+            o,
+            r.peer.1,
+            p,
+            ratio,
+            r.target,
+            if met { "yes" } else { "NO" }
+        );
+        json_rows.push(serde_json::json!({
+            "case": r.case, "ours": r.ours.1, "peer": r.peer.1,
+            "ours_ns": o, "peer_ns": p, "ratio": ratio, "target": r.target, "met": met,
+        }));
+    }
+    let dir = target_dir().join("bench");
+    let _ = std::fs::create_dir_all(&dir);
+    let doc = serde_json::json!({ "bench": name, "rows": json_rows, "extra": extra, "all_met": all_met });
+    let path = dir.join(format!("{name}.json"));
+    match std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
+        Ok(()) => println!("\nwritten to {}", path.display()),
+        Err(e) => println!("\ncould not write {}: {e}", path.display()),
+    }
+    all_met
+}

@@ -1,0 +1,58 @@
+//! A per-thread cache of the timestamp's seconds, so a line pays only for the
+//! microseconds.
+
+use std::cell::Cell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::clock::rfc3339_seconds;
+
+thread_local! {
+    static CACHE: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+}
+
+/// Appends `t` as `2026-11-29T20:06:15.123456Z`.
+#[inline]
+pub(crate) fn write_timestamp(buf: &mut Vec<u8>, t: SystemTime) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let prefix = CACHE.with(|c| {
+        let (cached, prefix) = c.get();
+        if cached == secs {
+            prefix
+        } else {
+            let mut p = [0u8; 20];
+            rfc3339_seconds(secs, &mut p);
+            p[19] = b'.';
+            c.set((secs, p));
+            p
+        }
+    });
+    buf.extend_from_slice(&prefix);
+    let mut micros = d.subsec_micros();
+    let mut digits = [b'0'; 7];
+    for slot in digits[..6].iter_mut().rev() {
+        *slot = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    digits[6] = b'Z';
+    buf.extend_from_slice(&digits);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn matches_the_uncached_form() {
+        for s in [0u64, 1, 59, 86_399, 1_800_000_000, 1_800_000_001] {
+            for us in [0u32, 1, 999_999] {
+                let t = UNIX_EPOCH + Duration::new(s, us * 1000);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                write_timestamp(&mut a, t);
+                crate::clock::write_rfc3339(&mut b, t);
+                assert_eq!(a, b);
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Setting up logging in one line.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::prelude::*;
+
+use crate::filter::{PolicyFilter, PolicyHandle};
+use crate::format::{Format, FormatLayer};
+use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
+use crate::sink::StdoutSink;
+
+/// The environment variables read for the baseline, first found wins.
+pub const ENV_VARS: [&str; 2] = ["LOGPOLICY", "RUST_LOG"];
+
+/// The baseline when neither variable is set.
+pub const DEFAULT_DIRECTIVES: &str = "info";
+
+/// Why logging could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// An environment variable holds directives that do not parse.
+    #[error("{var}: {source}")]
+    Directives {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with it.
+        source: DirectiveError,
+    },
+    /// Directives given to [`Builder::directives`] do not parse.
+    #[error("directives: {0}")]
+    Given(DirectiveError),
+    /// Another global subscriber was set first.
+    #[error("a global tracing subscriber is already set: {0}")]
+    AlreadySet(String),
+}
+
+/// Configures logging: the baseline policy, the format, and where lines go.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::{Builder, Format};
+/// let (dispatch, logging) = Builder::new()
+///     .directives("info,shop::payment=debug")
+///     .format(Format::Json)
+///     .build()
+///     .unwrap();
+/// tracing::dispatcher::with_default(&dispatch, || tracing::info!(target: "shop::http", "up"));
+/// assert_eq!(logging.handle().effective().to_string(), "info,shop::payment=debug");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    directives: Option<String>,
+    from_env: bool,
+    format: Option<Format>,
+}
+
+/// Running logging: changes the policy at runtime. Keep it for the life of the program.
+#[must_use = "keep the returned Logging alive for the program's lifetime"]
+#[derive(Debug)]
+pub struct Logging {
+    handle: PolicyHandle,
+}
+
+impl Logging {
+    /// The handle that changes the policy.
+    pub fn handle(&self) -> &PolicyHandle {
+        &self.handle
+    }
+}
+
+impl Builder {
+    /// A builder with the baseline `info`, JSON when stdout is not a terminal.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// A builder whose baseline comes from `LOGPOLICY`, else `RUST_LOG`, else `info`.
+    pub fn from_env() -> Self {
+        Builder {
+            from_env: true,
+            ..Builder::default()
+        }
+    }
+
+    /// Uses these directives as the baseline (overrides the environment).
+    #[must_use]
+    pub fn directives(mut self, directives: impl Into<String>) -> Self {
+        self.directives = Some(directives.into());
+        self
+    }
+
+    /// Forces a format (default: JSON unless stdout is a terminal).
+    #[must_use]
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = Some(format);
+        self
+    }
+
+    fn baseline(&self) -> Result<Directives, InitError> {
+        if let Some(d) = &self.directives {
+            return d.parse().map_err(InitError::Given);
+        }
+        if self.from_env {
+            for var in ENV_VARS {
+                if let Ok(value) = std::env::var(var) {
+                    return value.parse().map_err(|source| InitError::Directives { var, source });
+                }
+            }
+        }
+        DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)
+    }
+
+    /// Builds the subscriber without installing it.
+    pub fn build(self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
+        let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(self.baseline()?)]));
+        let handle = filter.handle();
+        let format = self.format.unwrap_or_else(|| {
+            if std::io::stdout().is_terminal() {
+                Format::Text
+            } else {
+                Format::Json
+            }
+        });
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(FormatLayer::new(format, StdoutSink));
+        Ok((tracing_core::Dispatch::new(subscriber), Logging { handle }))
+    }
+
+    /// Builds the subscriber and installs it as the global default.
+    pub fn try_init(self) -> Result<Logging, InitError> {
+        let (dispatch, logging) = self.build()?;
+        tracing_core::dispatcher::set_global_default(dispatch).map_err(|e| InitError::AlreadySet(e.to_string()))?;
+        Ok(logging)
+    }
+}
+
+/// Sets up logging in one line: baseline from `LOGPOLICY` or `RUST_LOG` (default
+/// `info`), JSON lines to stdout when it is not a terminal, text otherwise.
+///
+/// # Examples
+///
+/// ```
+/// let logging = logpolicy::init().expect("logging");
+/// tracing::info!(target: "shop::http", "listening");
+/// // Later, from any thread:
+/// logging.handle().set_directives("info,shop::payment=debug").unwrap();
+/// ```
+pub fn init() -> Result<Logging, InitError> {
+    Builder::from_env().try_init()
+}
