@@ -12,6 +12,8 @@
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -81,12 +83,23 @@ fn six_fields() {
 fn ours(directives: &str) -> (Dispatch, logpolicy::PolicyHandle) {
     let filter = PolicyFilter::from_directives(directives).expect("directives");
     let handle = filter.handle();
-    (Dispatch::new(tracing_subscriber::registry().with(filter).with(Touch)), handle)
+    (
+        Dispatch::new(tracing_subscriber::registry().with(filter).with(Touch)),
+        handle,
+    )
 }
 
-fn env_filter(directives: &str) -> (Dispatch, reload::Handle<EnvFilter, tracing_subscriber::Registry>) {
+fn env_filter(
+    directives: &str,
+) -> (
+    Dispatch,
+    reload::Handle<EnvFilter, tracing_subscriber::Registry>,
+) {
     let (layer, handle) = reload::Layer::new(EnvFilter::new(directives));
-    (Dispatch::new(tracing_subscriber::registry().with(layer).with(Touch)), handle)
+    (
+        Dispatch::new(tracing_subscriber::registry().with(layer).with(Touch)),
+        handle,
+    )
 }
 
 /// Runs `f` under `dispatch` with only that dispatcher alive, so tracing's interest
@@ -105,29 +118,59 @@ fn bench_disabled(c: &mut Criterion, group: &str, swaps: usize) {
     for (name, f) in [("debug", disabled_debug as fn()), ("noisy", disabled_noisy)] {
         let (d, h) = ours(DIRECTIVES);
         for i in 0..swaps {
-            h.set_directives(if i % 2 == 0 { "debug,noisy=info" } else { DIRECTIVES }).expect("swap");
+            h.set_directives(if i % 2 == 0 {
+                "debug,noisy=info"
+            } else {
+                DIRECTIVES
+            })
+            .expect("swap");
         }
         h.set_directives(DIRECTIVES).expect("swap");
         under(c, group, &format!("{name}/logpolicy"), d, f);
 
         let (d, h) = env_filter(DIRECTIVES);
         for i in 0..swaps {
-            let next = if i % 2 == 0 { "debug,noisy=info" } else { DIRECTIVES };
+            let next = if i % 2 == 0 {
+                "debug,noisy=info"
+            } else {
+                DIRECTIVES
+            };
             h.reload(EnvFilter::new(next)).expect("reload");
         }
         h.reload(EnvFilter::new(DIRECTIVES)).expect("reload");
         under(c, group, &format!("{name}/envfilter"), d, f);
 
         if swaps == 0 {
-            under(c, group, &format!("{name}/no-subscriber"), Dispatch::none(), f);
+            under(
+                c,
+                group,
+                &format!("{name}/no-subscriber"),
+                Dispatch::none(),
+                f,
+            );
         }
     }
 }
 
 fn bench_reloadable(c: &mut Criterion) {
-    for (name, f) in [("enabled", enabled_info as fn()), ("target-filtered", filtered_by_target)] {
-        under(c, "c-reloadable", &format!("{name}/logpolicy"), ours(DIRECTIVES).0, f);
-        under(c, "c-reloadable", &format!("{name}/reload-envfilter"), env_filter(DIRECTIVES).0, f);
+    for (name, f) in [
+        ("enabled", enabled_info as fn()),
+        ("target-filtered", filtered_by_target),
+    ] {
+        under(
+            c,
+            "c-reloadable",
+            &format!("{name}/logpolicy"),
+            ours(DIRECTIVES).0,
+            f,
+        );
+        under(
+            c,
+            "c-reloadable",
+            &format!("{name}/reload-envfilter"),
+            env_filter(DIRECTIVES).0,
+            f,
+        );
     }
 }
 
@@ -149,7 +192,11 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
         Dispatch::new(
             tracing_subscriber::registry()
                 .with(EnvFilter::new("info"))
-                .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::sink)),
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .json()
+                        .with_writer(std::io::sink),
+                ),
         )
     };
     under(c, "d-json", "logpolicy", ours(), six_fields);
@@ -157,17 +204,25 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
 
     // Bytes per line, measured on one line each.
     let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let ours_line = Dispatch::new(tracing_subscriber::registry().with(FormatLayer::new(Format::Json, buf.clone())));
+    let ours_line = Dispatch::new(
+        tracing_subscriber::registry().with(FormatLayer::new(Format::Json, buf.clone())),
+    );
     let ours_bytes = line_bytes(&ours_line, &buf);
-    let ours_text = String::from_utf8_lossy(&buf.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
+    let ours_text =
+        String::from_utf8_lossy(&buf.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
     drop(ours_line);
     let fmt_buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let w = fmt_buf.clone();
-    let fmt_line = Dispatch::new(tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer().json().with_writer(move || SharedVec(w.clone())),
-    ));
+    let fmt_line = Dispatch::new(
+        tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(move || SharedVec(w.clone())),
+        ),
+    );
     let fmt_bytes = line_bytes(&fmt_line, &fmt_buf);
-    let fmt_text = String::from_utf8_lossy(&fmt_buf.lock().map(|b| b.clone()).unwrap_or_default()).into_owned();
+    let fmt_text = String::from_utf8_lossy(&fmt_buf.lock().map(|b| b.clone()).unwrap_or_default())
+        .into_owned();
     println!("\nbytes per 6-field line: logpolicy {ours_bytes}, fmt JSON {fmt_bytes}");
     println!("logpolicy: {}", ours_text.trim_end());
     println!("fmt JSON:  {}", fmt_text.trim_end());
@@ -200,15 +255,69 @@ fn main() {
 
     let n = N as f64;
     let rows = [
-        Row { case: "(a) disabled debug!", ours: ("a-disabled", "debug/logpolicy"), peer: ("a-disabled", "debug/envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(a) disabled info!(target: noisy)", ours: ("a-disabled", "noisy/logpolicy"), peer: ("a-disabled", "noisy/envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(a) disabled debug! vs no subscriber", ours: ("a-disabled", "debug/logpolicy"), peer: ("a-disabled", "debug/no-subscriber"), target: 1.1, per_iter: n },
-        Row { case: "(a) disabled noisy vs no subscriber", ours: ("a-disabled", "noisy/logpolicy"), peer: ("a-disabled", "noisy/no-subscriber"), target: 1.1, per_iter: n },
-        Row { case: "(b) disabled debug!, 1,000 swaps", ours: ("b-after-1000-swaps", "debug/logpolicy"), peer: ("b-after-1000-swaps", "debug/envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(b) disabled noisy, 1,000 swaps", ours: ("b-after-1000-swaps", "noisy/logpolicy"), peer: ("b-after-1000-swaps", "noisy/envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(c) enabled event", ours: ("c-reloadable", "enabled/logpolicy"), peer: ("c-reloadable", "enabled/reload-envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(c) per-target-filtered event", ours: ("c-reloadable", "target-filtered/logpolicy"), peer: ("c-reloadable", "target-filtered/reload-envfilter"), target: 1.1, per_iter: n },
-        Row { case: "(d) 6-field info! to JSON", ours: ("d-json", "logpolicy"), peer: ("d-json", "fmt-json"), target: 0.3, per_iter: 1.0 },
+        Row {
+            case: "(a) disabled debug!",
+            ours: ("a-disabled", "debug/logpolicy"),
+            peer: ("a-disabled", "debug/envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(a) disabled info!(target: noisy)",
+            ours: ("a-disabled", "noisy/logpolicy"),
+            peer: ("a-disabled", "noisy/envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(a) disabled debug! vs no subscriber",
+            ours: ("a-disabled", "debug/logpolicy"),
+            peer: ("a-disabled", "debug/no-subscriber"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(a) disabled noisy vs no subscriber",
+            ours: ("a-disabled", "noisy/logpolicy"),
+            peer: ("a-disabled", "noisy/no-subscriber"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(b) disabled debug!, 1,000 swaps",
+            ours: ("b-after-1000-swaps", "debug/logpolicy"),
+            peer: ("b-after-1000-swaps", "debug/envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(b) disabled noisy, 1,000 swaps",
+            ours: ("b-after-1000-swaps", "noisy/logpolicy"),
+            peer: ("b-after-1000-swaps", "noisy/envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(c) enabled event",
+            ours: ("c-reloadable", "enabled/logpolicy"),
+            peer: ("c-reloadable", "enabled/reload-envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(c) per-target-filtered event",
+            ours: ("c-reloadable", "target-filtered/logpolicy"),
+            peer: ("c-reloadable", "target-filtered/reload-envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(d) 6-field info! to JSON",
+            ours: ("d-json", "logpolicy"),
+            peer: ("d-json", "fmt-json"),
+            target: 0.3,
+            per_iter: 1.0,
+        },
     ];
     report::report("filter", &rows, extra);
 }

@@ -8,8 +8,11 @@ use std::path::PathBuf;
 
 /// One comparison: ours against a peer, both measured in this run.
 pub struct Row {
+    /// What is measured.
     pub case: &'static str,
+    /// Ours: (criterion group, benchmark id).
     pub ours: (&'static str, &'static str),
+    /// The peer: (criterion group, benchmark id).
     pub peer: (&'static str, &'static str),
     /// The largest acceptable ours/peer ratio.
     pub target: f64,
@@ -17,6 +20,7 @@ pub struct Row {
     pub per_iter: f64,
 }
 
+/// Cargo's target directory, where criterion writes and where we write.
 pub fn target_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(d);
@@ -30,7 +34,12 @@ pub fn target_dir() -> PathBuf {
 
 /// The median of a benchmark, in ns per iteration, from criterion's output.
 pub fn median_ns(group: &str, id: &str) -> Option<f64> {
-    let path = target_dir().join("criterion").join(group).join(id.replace('/', "_")).join("new").join("estimates.json");
+    let path = target_dir()
+        .join("criterion")
+        .join(group)
+        .join(id.replace('/', "_"))
+        .join("new")
+        .join("estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["median"]["point_estimate"].as_f64()
@@ -44,7 +53,8 @@ pub fn report(name: &str, rows: &[Row], extra: serde_json::Value) -> bool {
     println!("\n| case | ours (ns/event) | peer | peer (ns/event) | ratio | target | met |");
     println!("|---|---:|---|---:|---:|---:|---|");
     for r in rows {
-        let (Some(o), Some(p)) = (median_ns(r.ours.0, r.ours.1), median_ns(r.peer.0, r.peer.1)) else {
+        let (Some(o), Some(p)) = (median_ns(r.ours.0, r.ours.1), median_ns(r.peer.0, r.peer.1))
+        else {
             println!("| {} | (not run) | {} | | | | |", r.case, r.peer.1);
             continue;
         };
@@ -69,9 +79,13 @@ pub fn report(name: &str, rows: &[Row], extra: serde_json::Value) -> bool {
     }
     let dir = target_dir().join("bench");
     let _ = std::fs::create_dir_all(&dir);
-    let doc = serde_json::json!({ "bench": name, "rows": json_rows, "extra": extra, "all_met": all_met });
+    let doc =
+        serde_json::json!({ "bench": name, "rows": json_rows, "extra": extra, "all_met": all_met });
     let path = dir.join(format!("{name}.json"));
-    match std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
+    match std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&doc).unwrap_or_default(),
+    ) {
         Ok(()) => println!("\nwritten to {}", path.display()),
         Err(e) => println!("\ncould not write {}: {e}", path.display()),
     }

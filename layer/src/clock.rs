@@ -95,7 +95,7 @@ fn nanos_since_epoch(t: SystemTime) -> u64 {
 /// use std::time::{Duration, UNIX_EPOCH};
 /// let mut buf = Vec::new();
 /// logpolicy::clock::write_rfc3339(&mut buf, UNIX_EPOCH + Duration::from_micros(1_796_069_175_123_456));
-/// assert_eq!(buf, b"2026-12-01T20:06:15.123456Z");
+/// assert_eq!(buf, b"2026-11-30T20:06:15.123456Z");
 /// ```
 pub fn write_rfc3339(buf: &mut Vec<u8>, t: SystemTime) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();

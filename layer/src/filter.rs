@@ -47,7 +47,9 @@ use tracing_subscriber::layer::{self, Context};
 
 use crate::clock::{Clock, SystemClock};
 use crate::level::Level;
-use crate::policy::{prefix_matches, DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer};
+use crate::policy::{
+    prefix_matches, DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer,
+};
 
 /// The policy as the event path reads it: a flat table, longest target first.
 #[derive(Debug)]
@@ -63,7 +65,10 @@ pub(crate) struct Compiled {
 impl Compiled {
     fn new(policy: &Policy, now: SystemTime, generation: u64) -> Self {
         let effective = policy.effective_at(now);
-        let default = effective.directives.default_level.unwrap_or(crate::policy::FALLBACK_LEVEL);
+        let default = effective
+            .directives
+            .default_level
+            .unwrap_or(crate::policy::FALLBACK_LEVEL);
         let mut targets: Vec<(Box<str>, Level)> = effective
             .directives
             .targets
@@ -171,7 +176,10 @@ pub struct PolicyHandle {
 impl std::fmt::Debug for PolicyFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyFilter")
-            .field("effective", &self.shared.compiled.load().effective.directives.to_string())
+            .field(
+                "effective",
+                &self.shared.compiled.load().effective.directives.to_string(),
+            )
             .finish()
     }
 }
@@ -269,14 +277,19 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the policy half-written: it is
         // replaced whole. Keep serving.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Recompiles `policy` at the clock's time and swaps it in.
     fn install(&self, state: &State) {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        self.compiled
-            .store(Arc::new(Compiled::new(&state.policy, self.clock.now(), generation)));
+        self.compiled.store(Arc::new(Compiled::new(
+            &state.policy,
+            self.clock.now(),
+            generation,
+        )));
     }
 
     /// After a swap: refresh tracing's caches and (re)arm the expiry timer.
@@ -405,7 +418,10 @@ impl PolicyHandle {
     /// On an error the previous policy stays.
     pub fn set_directives(&self, directives: &str) -> Result<(), DirectiveError> {
         let d: Directives = directives.parse()?;
-        self.update(|p| p.upsert(PolicyLayer::baseline(d)).map_err(|_| DirectiveError::TooManyTargets))
+        self.update(|p| {
+            p.upsert(PolicyLayer::baseline(d))
+                .map_err(|_| DirectiveError::TooManyTargets)
+        })
     }
 
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy

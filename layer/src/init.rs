@@ -104,7 +104,9 @@ impl Builder {
         if self.from_env {
             for var in ENV_VARS {
                 if let Ok(value) = std::env::var(var) {
-                    return value.parse().map_err(|source| InitError::Directives { var, source });
+                    return value
+                        .parse()
+                        .map_err(|source| InitError::Directives { var, source });
                 }
             }
         }
@@ -131,7 +133,8 @@ impl Builder {
     /// Builds the subscriber and installs it as the global default.
     pub fn try_init(self) -> Result<Logging, InitError> {
         let (dispatch, logging) = self.build()?;
-        tracing_core::dispatcher::set_global_default(dispatch).map_err(|e| InitError::AlreadySet(e.to_string()))?;
+        tracing_core::dispatcher::set_global_default(dispatch)
+            .map_err(|e| InitError::AlreadySet(e.to_string()))?;
         Ok(logging)
     }
 }

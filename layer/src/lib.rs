@@ -8,19 +8,17 @@
 //! ## Quick start
 //!
 //! ```
-//! fn main() {
-//!     // Baseline from LOGPOLICY or RUST_LOG (default "info"); JSON to stdout unless
-//!     // stdout is a terminal.
-//!     let logging = logpolicy::init().expect("logging");
-//!     tracing::info!(target: "shop::http", port = 8080, "listening");
+//! // Baseline from LOGPOLICY or RUST_LOG (default "info"); JSON to stdout unless
+//! // stdout is a terminal.
+//! let logging = logpolicy::init().expect("logging");
+//! tracing::info!(target: "shop::http", port = 8080, "listening");
 //!
-//!     // During an incident, from any thread: raise one target for 15 minutes.
-//!     let raise = logpolicy::PolicyLayer::new("ops/incident-42", 10,
-//!         "shop::payment=debug".parse().unwrap()).unwrap()
-//!         .expires_at(std::time::SystemTime::now() + std::time::Duration::from_secs(900));
-//!     logging.handle().upsert_layer(raise).unwrap();
-//!     tracing::debug!(target: "shop::payment", "now visible, for 15 minutes");
-//! }
+//! // During an incident, from any thread: raise one target for 15 minutes.
+//! let raise = logpolicy::PolicyLayer::new("ops/incident-42", 10,
+//!     "shop::payment=debug".parse().unwrap()).unwrap()
+//!     .expires_at(std::time::SystemTime::now() + std::time::Duration::from_secs(900));
+//! logging.handle().upsert_layer(raise).unwrap();
+//! tracing::debug!(target: "shop::payment", "now visible, for 15 minutes");
 //! ```
 //!
 //! ## Composing it yourself
@@ -67,5 +65,7 @@ pub use filter::{PolicyFilter, PolicyHandle};
 pub use format::{Format, FormatLayer};
 pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS};
 pub use level::{Level, ParseLevelError};
-pub use policy::{DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target};
+pub use policy::{
+    DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
+};
 pub use sink::{LineSink, NullSink, StdoutSink};

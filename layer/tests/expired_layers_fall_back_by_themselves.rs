@@ -2,6 +2,8 @@
 //! the clock says so, and with the system clock on the filter's own timer, without
 //! anyone touching the filter.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -34,7 +36,11 @@ fn injected_clock_expiry_and_system_clock_timer() {
     );
     let handle = filter.handle();
     let count = Count::default();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(filter).with(count.clone()));
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(count.clone()),
+    );
 
     tracing::dispatcher::with_default(&dispatch, || {
         payment_debug();

@@ -1,6 +1,8 @@
 //! A swap takes effect at once for callsites already cached, in both directions, and
 //! moves tracing's global max-level hint with it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -28,7 +30,10 @@ fn swaps_enable_and_disable_cached_callsites() {
     let filter = PolicyFilter::from_directives("info,noisy=warn").unwrap();
     let handle = filter.handle();
     let count = Count::default();
-    tracing_subscriber::registry().with(filter).with(count.clone()).init();
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(count.clone())
+        .init();
 
     // Cache both callsites as disabled.
     noisy();
@@ -54,7 +59,10 @@ fn swaps_enable_and_disable_cached_callsites() {
 
     // A bad change is refused and the previous policy stays.
     let err = handle.set_directives("info,noisy=verbose").unwrap_err();
-    assert_eq!(err.to_string(), r#"invalid level "verbose" in directive "noisy=verbose""#);
+    assert_eq!(
+        err.to_string(),
+        r#"invalid level "verbose" in directive "noisy=verbose""#
+    );
     noisy();
     tracing::info!(target: "other", "kept");
     assert_eq!(count.0.load(Ordering::SeqCst), 3);

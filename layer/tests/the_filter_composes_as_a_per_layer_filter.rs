@@ -1,6 +1,8 @@
 //! As a per-layer filter, the policy governs one output and leaves another alone, and
 //! swaps reach it too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 
 use logpolicy::{Format, FormatLayer, PolicyFilter};
@@ -17,7 +19,12 @@ fn governs_only_its_own_layer() {
         .with(FormatLayer::new(Format::Json, ours.clone()).with_filter(filter))
         .with(FormatLayer::new(Format::Json, other.clone()).with_filter(LevelFilter::TRACE))
         .init();
-    let lines = |b: &Arc<Mutex<Vec<u8>>>| String::from_utf8(b.lock().unwrap().clone()).unwrap().lines().count();
+    let lines = |b: &Arc<Mutex<Vec<u8>>>| {
+        String::from_utf8(b.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .count()
+    };
 
     let emit = || {
         tracing::debug!(target: "shop::payment::card", "a");

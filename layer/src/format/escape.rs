@@ -34,7 +34,14 @@ pub(crate) fn write_escaped(buf: &mut Vec<u8>, s: &str) {
         }
         buf.extend_from_slice(&bytes[start..i]);
         if e == b'u' {
-            buf.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]);
+            buf.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 0xf) as usize],
+            ]);
         } else {
             buf.extend_from_slice(&[b'\\', e]);
         }
@@ -87,6 +94,9 @@ mod tests {
     fn controls_and_quotes() {
         let mut buf = Vec::new();
         write_escaped(&mut buf, "a\"b\\c\n\u{1}\u{7f}é");
-        assert_eq!(String::from_utf8(buf).unwrap(), "a\\\"b\\\\c\\n\\u0001\u{7f}é");
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "a\\\"b\\\\c\\n\\u0001\u{7f}é"
+        );
     }
 }

@@ -52,35 +52,41 @@ impl Visit for JsonFields<'_> {
     #[inline]
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     #[inline]
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     fn record_u128(&mut self, field: &Field, value: u128) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     #[inline]
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.key(field);
-        self.buf.extend_from_slice(if value { b"true" } else { b"false" });
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.key(field);
         if value.is_finite() {
-            self.buf.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+            self.buf
+                .extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
         } else {
             // JSON has no NaN or infinities: write them as strings.
             let _ = write!(Raw(self.buf), "\"{value}\"");
@@ -169,17 +175,20 @@ impl Visit for TextFields<'_> {
 
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.key(field);
-        self.buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.key(field);
-        self.buf.extend_from_slice(if value { b"true" } else { b"false" });
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {

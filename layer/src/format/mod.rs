@@ -37,8 +37,8 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::clock::{Clock, SystemClock};
 use crate::level::Level;
 use crate::sink::LineSink;
-use fields::{JsonFields, TextFields};
 pub(crate) use escape::write_escaped;
+use fields::{JsonFields, TextFields};
 pub(crate) use timestamp::write_timestamp;
 
 /// The line format.
@@ -182,7 +182,9 @@ impl<K: LineSink> FormatLayer<K> {
 
 impl<K> std::fmt::Debug for FormatLayer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FormatLayer").field("format", &self.format).finish()
+        f.debug_struct("FormatLayer")
+            .field("format", &self.format)
+            .finish()
     }
 }
 

@@ -16,7 +16,9 @@ fn capture(format: Format, f: impl FnOnce()) -> String {
 }
 
 fn json_lines(s: &str) -> Vec<serde_json::Value> {
-    s.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 #[test]
@@ -49,7 +51,9 @@ fn reserved_names_never_collide() {
 
 #[test]
 fn non_finite_floats_stay_valid_json() {
-    let out = capture(Format::Json, || tracing::info!(a = f64::NAN, b = f64::INFINITY, c = 1e300));
+    let out = capture(Format::Json, || {
+        tracing::info!(a = f64::NAN, b = f64::INFINITY, c = 1e300)
+    });
     let v = &json_lines(&out)[0];
     assert_eq!(v["a"], "NaN");
     assert_eq!(v["b"], "inf");
@@ -71,8 +75,13 @@ fn errors_are_written_with_their_sources() {
         }
     }
     let e = Outer(std::io::Error::other("card \"declined\""));
-    let out = capture(Format::Json, || tracing::error!(error = &e as &dyn std::error::Error, "x"));
-    assert_eq!(json_lines(&out)[0]["error"], "payment failed: card \"declined\"");
+    let out = capture(Format::Json, || {
+        tracing::error!(error = &e as &dyn std::error::Error, "x")
+    });
+    assert_eq!(
+        json_lines(&out)[0]["error"],
+        "payment failed: card \"declined\""
+    );
 }
 
 #[test]

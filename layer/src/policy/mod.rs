@@ -224,7 +224,7 @@ impl Policy {
         let mut active: Vec<&PolicyLayer> =
             self.layers.iter().filter(|l| l.is_active_at(now)).collect();
         // Stable: equal priorities keep list order, so the first listed wins.
-        active.sort_by(|a, b| b.priority.cmp(&a.priority));
+        active.sort_by_key(|l| std::cmp::Reverse(l.priority));
         let resolve = |target: &str| active.iter().find_map(|l| l.directives.level_for(target));
         let default_level = active
             .iter()

@@ -151,7 +151,7 @@ proptest! {
     fn flat_table_equals_layered_resolution(p in arb_policy(), at in 0u64..35, target in "[abc](::[abc]){0,4}") {
         let now = t0() + Duration::from_secs(at);
         let mut active: Vec<&PolicyLayer> = p.layers().iter().filter(|l| l.is_active_at(now)).collect();
-        active.sort_by(|a, b| b.priority.cmp(&a.priority));
+        active.sort_by_key(|l| std::cmp::Reverse(l.priority));
         let expected = active.iter().find_map(|l| l.directives.level_for(&target)).unwrap_or(FALLBACK_LEVEL);
         prop_assert_eq!(p.effective_at(now).level_for(&target), expected);
     }
