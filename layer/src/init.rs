@@ -7,7 +7,9 @@ use tracing_subscriber::prelude::*;
 use crate::filter::{PolicyFilter, PolicyHandle};
 use crate::format::{Format, FormatLayer};
 use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
-use crate::sink::StdoutSink;
+use crate::writer::{
+    install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
+};
 
 /// The environment variables read for the baseline, first found wins.
 pub const ENV_VARS: [&str; 2] = ["LOGPOLICY", "RUST_LOG"];
@@ -29,6 +31,9 @@ pub enum InitError {
     /// Directives given to [`Builder::directives`] do not parse.
     #[error("directives: {0}")]
     Given(DirectiveError),
+    /// The writer could not be started (bad configuration, a file that cannot be opened).
+    #[error("writer: {0}")]
+    Writer(#[from] WriterError),
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -48,24 +53,40 @@ pub enum InitError {
 /// tracing::dispatcher::with_default(&dispatch, || tracing::info!(target: "shop::http", "up"));
 /// assert_eq!(logging.handle().effective().to_string(), "info,shop::payment=debug");
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Builder {
     directives: Option<String>,
     from_env: bool,
     format: Option<Format>,
+    writer: Option<WriterConfig>,
 }
 
-/// Running logging: changes the policy at runtime. Keep it for the life of the program.
-#[must_use = "keep the returned Logging alive for the program's lifetime"]
+/// Running logging: changes the policy at runtime, and owns the writer's thread.
+/// Keep it for the life of the program: dropping it flushes what is queued (within
+/// the writer's `flush_timeout`) and stops the writer.
+#[must_use = "keep the returned Logging alive for the program's lifetime: dropping it stops the writer"]
 #[derive(Debug)]
 pub struct Logging {
     handle: PolicyHandle,
+    writer: Writer,
+    _guard: WriterGuard,
 }
 
 impl Logging {
     /// The handle that changes the policy.
     pub fn handle(&self) -> &PolicyHandle {
         &self.handle
+    }
+
+    /// Waits until every line logged so far is written, or `timeout`; returns whether
+    /// it was.
+    pub fn flush(&self, timeout: std::time::Duration) -> bool {
+        self.writer.flush(timeout)
+    }
+
+    /// What the writer has written, dropped and still holds.
+    pub fn writer_stats(&self) -> WriterStats {
+        self.writer.stats()
     }
 }
 
@@ -97,6 +118,14 @@ impl Builder {
         self
     }
 
+    /// Configures the writer (default: stdout, 4 MiB queue, drop mode with a reserve for
+    /// `alwaysKeep` lines; see [`crate::writer`]).
+    #[must_use]
+    pub fn writer(mut self, config: WriterConfig) -> Self {
+        self.writer = Some(config);
+        self
+    }
+
     fn baseline(&self) -> Result<Directives, InitError> {
         if let Some(d) = &self.directives {
             return d.parse().map_err(InitError::Given);
@@ -124,10 +153,16 @@ impl Builder {
                 Format::Json
             }
         });
+        let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
         let subscriber = tracing_subscriber::registry()
             .with(filter)
-            .with(FormatLayer::new(format, StdoutSink));
-        Ok((tracing_core::Dispatch::new(subscriber), Logging { handle }))
+            .with(FormatLayer::new(format, writer.clone()));
+        let logging = Logging {
+            handle,
+            writer,
+            _guard: guard,
+        };
+        Ok((tracing_core::Dispatch::new(subscriber), logging))
     }
 
     /// Builds the subscriber and installs it as the global default.
@@ -135,12 +170,15 @@ impl Builder {
         let (dispatch, logging) = self.build()?;
         tracing_core::dispatcher::set_global_default(dispatch)
             .map_err(|e| InitError::AlreadySet(e.to_string()))?;
+        install_panic_hook(logging.writer.clone());
         Ok(logging)
     }
 }
 
 /// Sets up logging in one line: baseline from `LOGPOLICY` or `RUST_LOG` (default
-/// `info`), JSON lines to stdout when it is not a terminal, text otherwise.
+/// `info`), JSON lines to stdout when it is not a terminal, text otherwise, through the
+/// non-blocking [`Writer`] (a flood never stalls the service; every drop is counted),
+/// with a panic hook that flushes what is queued.
 ///
 /// # Examples
 ///

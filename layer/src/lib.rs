@@ -54,12 +54,13 @@
 //! [`EffectivePolicy`]; see [`policy`].
 
 pub mod clock;
-mod filter;
+pub mod filter;
 pub mod format;
 mod init;
 mod level;
 pub mod policy;
 mod sink;
+pub mod writer;
 
 pub use filter::{PolicyFilter, PolicyHandle};
 pub use format::{Format, FormatLayer};

@@ -1,0 +1,349 @@
+//! The writer's configuration: a value built once, validated once, by [`Writer::new`].
+//!
+//! [`Writer::new`]: super::Writer::new
+
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+
+/// The smallest accepted [`WriterConfig::capacity_bytes`]: 4 KiB.
+pub const MIN_CAPACITY_BYTES: usize = 4 * 1024;
+
+/// The largest accepted [`WriterConfig::reserve_percent`]: at least 10% of the queue stays
+/// usable by lines below `alwaysKeep`.
+pub const MAX_RESERVE_PERCENT: u8 = 90;
+
+/// Where the writer's background thread writes.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::Output;
+/// let out = Output::File("/tmp/service.log".into());
+/// assert_eq!(out.to_string(), "file /tmp/service.log");
+/// assert_eq!(Output::default().to_string(), "stdout");
+/// ```
+#[derive(Debug, Default)]
+pub enum Output {
+    /// The process's standard output (the writer writes to a duplicate of fd 1, unbuffered).
+    #[default]
+    Stdout,
+    /// The process's standard error (a duplicate of fd 2).
+    Stderr,
+    /// A file, created if missing and always appended to.
+    File(PathBuf),
+    /// An already open file descriptor (a pipe, a socket, a file); blocking or not.
+    Fd(OwnedFd),
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::Stdout => f.write_str("stdout"),
+            Output::Stderr => f.write_str("stderr"),
+            Output::File(p) => write!(f, "file {}", p.display()),
+            Output::Fd(fd) => write!(f, "fd {fd:?}"),
+        }
+    }
+}
+
+/// What a line below `alwaysKeep` does when its share of the queue is full.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::Overflow;
+/// assert_eq!(Overflow::default(), Overflow::Drop);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Drop the line at once and count it ([`DropReason::QueueFull`]); a log call never
+    /// waits on the reader.
+    ///
+    /// [`DropReason::QueueFull`]: super::DropReason::QueueFull
+    #[default]
+    Drop,
+    /// Wait for space: lossless back-pressure, the caller runs at the reader's speed.
+    Block,
+}
+
+/// What an `alwaysKeep` line (by default `warn` and `error`) does when even the reserve is
+/// full. Only consulted in [`Overflow::Drop`] mode; in [`Overflow::Block`] mode every line
+/// waits.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::ReserveFull;
+/// use std::time::Duration;
+/// assert_eq!(ReserveFull::default(), ReserveFull::WaitThenDrop(Duration::from_millis(100)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReserveFull {
+    /// Wait up to this long for space, then drop and count ([`DropReason::ReserveFull`]).
+    ///
+    /// [`DropReason::ReserveFull`]: super::DropReason::ReserveFull
+    WaitThenDrop(Duration),
+    /// Drop at once and count.
+    Drop,
+    /// Wait as long as it takes.
+    Block,
+}
+
+impl Default for ReserveFull {
+    fn default() -> Self {
+        ReserveFull::WaitThenDrop(Duration::from_millis(100))
+    }
+}
+
+/// Configuration of a [`Writer`](super::Writer).
+///
+/// Fields are public; the methods of the same names set one field and return the value,
+/// so a configuration reads as one expression. Validation happens in
+/// [`WriterConfig::validate`], which [`Writer::new`](super::Writer::new) calls.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{Output, Overflow, WriterConfig};
+/// use std::time::Duration;
+///
+/// let config = WriterConfig::new(Output::Stderr)
+///     .capacity_bytes(1 << 20)
+///     .reserve_percent(30)
+///     .overflow(Overflow::Drop)
+///     .flush_timeout(Duration::from_secs(1));
+/// assert!(config.validate().is_ok());
+/// assert_eq!(config.normal_limit_bytes(), 734_003);
+///
+/// let err = WriterConfig::default().capacity_bytes(100).validate().unwrap_err();
+/// assert!(err.to_string().contains("capacity_bytes"));
+/// ```
+#[derive(Debug)]
+pub struct WriterConfig {
+    /// Where lines go. Default: [`Output::Stdout`].
+    pub output: Output,
+    /// The queue's bound in bytes (queued plus being written). Default 4 MiB, at least
+    /// [`MIN_CAPACITY_BYTES`].
+    pub capacity_bytes: usize,
+    /// The share of `capacity_bytes`, in percent, that only `alwaysKeep` lines may use.
+    /// Default 25, at most [`MAX_RESERVE_PERCENT`].
+    pub reserve_percent: u8,
+    /// What lines below `alwaysKeep` do when their share is full. Default [`Overflow::Drop`].
+    pub overflow: Overflow,
+    /// What `alwaysKeep` lines do when the whole queue is full (drop mode only).
+    /// Default: wait up to 100 ms, then drop.
+    pub reserve_full: ReserveFull,
+    /// How long dropping the [`WriterGuard`](super::WriterGuard) waits for the queue to be
+    /// written. Default 2 s.
+    pub flush_timeout: Duration,
+    /// The clock that timestamps the lines the writer writes itself (drop summaries).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            output: Output::Stdout,
+            capacity_bytes: 4 * 1024 * 1024,
+            reserve_percent: 25,
+            overflow: Overflow::Drop,
+            reserve_full: ReserveFull::default(),
+            flush_timeout: Duration::from_secs(2),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl WriterConfig {
+    /// The defaults, writing to `output`.
+    pub fn new(output: Output) -> Self {
+        Self {
+            output,
+            ..Self::default()
+        }
+    }
+
+    /// Sets [`WriterConfig::output`].
+    #[must_use]
+    pub fn output(mut self, output: Output) -> Self {
+        self.output = output;
+        self
+    }
+
+    /// Sets [`WriterConfig::capacity_bytes`].
+    #[must_use]
+    pub fn capacity_bytes(mut self, bytes: usize) -> Self {
+        self.capacity_bytes = bytes;
+        self
+    }
+
+    /// Sets [`WriterConfig::reserve_percent`].
+    #[must_use]
+    pub fn reserve_percent(mut self, percent: u8) -> Self {
+        self.reserve_percent = percent;
+        self
+    }
+
+    /// Sets [`WriterConfig::overflow`].
+    #[must_use]
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// Sets [`WriterConfig::reserve_full`].
+    #[must_use]
+    pub fn reserve_full(mut self, reserve_full: ReserveFull) -> Self {
+        self.reserve_full = reserve_full;
+        self
+    }
+
+    /// Sets [`WriterConfig::flush_timeout`].
+    #[must_use]
+    pub fn flush_timeout(mut self, timeout: Duration) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+
+    /// Sets [`WriterConfig::clock`].
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The bytes that lines below `alwaysKeep` may occupy:
+    /// `capacity_bytes * (100 - reserve_percent) / 100` (rounded down).
+    pub fn normal_limit_bytes(&self) -> usize {
+        normal_limit(self.capacity_bytes, self.reserve_percent)
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), WriterError> {
+        if self.capacity_bytes < MIN_CAPACITY_BYTES {
+            return Err(WriterError::InvalidConfig {
+                field: "capacity_bytes",
+                reason: format!(
+                    "must be at least {MIN_CAPACITY_BYTES} bytes, got {}",
+                    self.capacity_bytes
+                ),
+            });
+        }
+        if self.capacity_bytes > isize::MAX as usize / 2 {
+            return Err(WriterError::InvalidConfig {
+                field: "capacity_bytes",
+                reason: format!(
+                    "{} bytes is more than this platform can hold",
+                    self.capacity_bytes
+                ),
+            });
+        }
+        if self.reserve_percent > MAX_RESERVE_PERCENT {
+            return Err(WriterError::InvalidConfig {
+                field: "reserve_percent",
+                reason: format!(
+                    "must be at most {MAX_RESERVE_PERCENT} (lines below alwaysKeep need some room), got {}",
+                    self.reserve_percent
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `capacity * (100 - reserve_percent) / 100`, without overflow for any `usize` capacity.
+pub(crate) fn normal_limit(capacity: usize, reserve_percent: u8) -> usize {
+    let keep = 100 - usize::from(reserve_percent.min(100));
+    (capacity / 100) * keep + (capacity % 100) * keep / 100
+}
+
+/// Why a [`Writer`](super::Writer) could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    /// A configuration field is out of range.
+    #[error("invalid writer configuration: `{field}` {reason}")]
+    InvalidConfig {
+        /// The field's name as in [`WriterConfig`].
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The output could not be opened (or stdout/stderr duplicated).
+    #[error("cannot open the log output ({output}): {source}")]
+    Open {
+        /// The output, as displayed by [`Output`]'s `Display`.
+        output: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The background thread could not be started.
+    #[error("cannot start the log writer thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = WriterConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.capacity_bytes, 4 << 20);
+        assert_eq!(c.normal_limit_bytes(), 3 << 20);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let small = WriterConfig::default().capacity_bytes(4095).validate();
+        assert!(matches!(
+            small,
+            Err(WriterError::InvalidConfig {
+                field: "capacity_bytes",
+                ..
+            })
+        ));
+        assert!(WriterConfig::default()
+            .capacity_bytes(4096)
+            .validate()
+            .is_ok());
+        let reserve = WriterConfig::default().reserve_percent(91).validate();
+        let msg = reserve.map_err(|e| e.to_string()).unwrap_err();
+        assert!(
+            msg.contains("`reserve_percent`") && msg.contains("91"),
+            "{msg}"
+        );
+        assert!(WriterConfig::default()
+            .reserve_percent(90)
+            .validate()
+            .is_ok());
+        assert!(WriterConfig::default()
+            .reserve_percent(0)
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn reserve_arithmetic() {
+        assert_eq!(normal_limit(4096, 25), 3072);
+        assert_eq!(normal_limit(4096, 0), 4096);
+        assert_eq!(normal_limit(4099, 90), 409);
+        assert_eq!(normal_limit(usize::MAX, 0), usize::MAX);
+        assert_eq!(normal_limit(usize::MAX, 50), usize::MAX / 2);
+    }
+
+    proptest! {
+        #[test]
+        fn normal_limit_matches_wide_arithmetic(cap in 0usize.., pct in 0u8..=100) {
+            let wide = (cap as u128) * (100 - u128::from(pct)) / 100;
+            prop_assert_eq!(normal_limit(cap, pct) as u128, wide);
+        }
+    }
+}

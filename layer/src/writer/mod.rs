@@ -1,0 +1,774 @@
+//! The non-blocking, byte-bounded writer: formatted lines in, batched writes out.
+//!
+//! A [`Writer`] copies each line (already formatted, `\n` included) on the calling thread
+//! into a queue bounded in **bytes**, and one background thread, `logpolicy-writer`,
+//! writes the queue out in large batches. The caller never touches the output; in the
+//! default [`Overflow::Drop`] mode it never waits for the reader either.
+//!
+//! # Design
+//!
+//! The queue is a list of fixed-size chunks (1/32 of the capacity, between 4 KiB and
+//! 64 KiB) behind one mutex. A call to [`Writer::write_line`] takes the lock, checks the
+//! byte budget, copies the line into the tail chunk (spilling into the next chunk if
+//! needed) and bumps a few counters: the lock is held for a `memcpy`, never for I/O.
+//! The writer thread takes *all* pending chunks at once (a swap of two `Vec`s), releases
+//! the lock and writes the batch with one `writev` (more only on partial writes, or past
+//! 1024 chunks), then gives the chunks back for reuse. While it writes, callers fill new
+//! chunks, so batches grow exactly when the output is slow.
+//!
+//! # Memory bound
+//!
+//! Queued bytes (waiting plus being written) never exceed
+//! [`WriterConfig::capacity_bytes`]. Chunks are allocated lazily, reused forever, and
+//! never grow; only the last waiting chunk and the last chunk of the batch in flight can
+//! be partly filled, so at most `capacity / chunk + 2` chunks ever exist: memory is the
+//! capacity plus two chunks (128 KiB at most), plus the thread's stack.
+//!
+//! # Overflow semantics
+//!
+//! Lines below `alwaysKeep` (the caller says which, with `always_keep`) may fill the queue
+//! up to `capacity * (100 - reserve_percent) / 100` bytes; `alwaysKeep` lines may use
+//! the whole capacity, so an info flood that fills its share still leaves room for errors.
+//!
+//! | mode | line below `alwaysKeep`, share full | `alwaysKeep` line, queue full |
+//! |---|---|---|
+//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] | as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
+//! | [`Overflow::Block`] | waits for space | waits for space |
+//!
+//! The reserve applies in block mode too, so errors still overtake an info flood in the
+//! queue. A line longer than its whole share (the normal limit, or the capacity for
+//! `alwaysKeep` lines) can never fit: it is dropped at once, in every mode, and counted as
+//! `QueueFull` or `ReserveFull`. Lines are never truncated.
+//!
+//! # Drop reasons
+//!
+//! - [`DropReason::QueueFull`]: a line below `alwaysKeep` found its share full (drop mode).
+//! - [`DropReason::ReserveFull`]: an `alwaysKeep` line found the reserve full too.
+//! - [`DropReason::OutputClosed`]: the line was queued, but the `write` of its batch failed
+//!   with an error other than `EINTR`/`EAGAIN` (`EPIPE` when the reader went away, `ENOSPC`,
+//!   …). The whole batch is counted, even if a prefix of it reached the output. The writer
+//!   keeps serving: later lines are still taken, tried and counted.
+//! - [`DropReason::Shutdown`]: the line was still queued when the guard's flush timed out,
+//!   or was logged after the guard was dropped.
+//!
+//! # Accounting and in-band reports
+//!
+//! For every level, at every [`Writer::stats`] snapshot:
+//! `emitted == written + dropped (all reasons) + queued`.
+//!
+//! Whenever lines were dropped since the last report, the writer thread writes one JSON
+//! line in front of its next batch (or on its own once the output is writable), e.g.
+//!
+//! ```text
+//! {"ts":"2026-11-29T20:06:15.123456Z","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,"reserve_full":0,"output_closed":0,"shutdown":0},"trace":0,"debug":0,"info":31,"warn":0,"error":0,"total":31}
+//! ```
+//!
+//! with the counts since the previous report, so the reports add up to the drops. A report
+//! whose write fails is carried into the next one, so `OutputClosed` drops are reported
+//! too if the output recovers. Drops counted after the guard was dropped are only in the
+//! stats. Reports are not events: they are counted in [`WriterStats::summary_lines`],
+//! never in the per-level counters. The writer never emits `tracing` events itself.
+//!
+//! # Shutdown
+//!
+//! Dropping the [`WriterGuard`] stops accepting lines, waits up to
+//! [`WriterConfig::flush_timeout`] for the queue (and pending reports) to be written, then
+//! stops the thread. If the time runs out, whatever is still queued, including a batch the
+//! thread is blocked writing, is counted as [`DropReason::Shutdown`] and the thread is left
+//! to end with the process (it may be blocked in `write` on a paused reader; it writes and
+//! counts nothing more after that). [`install_panic_hook`] flushes, within a second, what
+//! is queued when a thread panics.
+//!
+//! # Examples
+//!
+//! ```
+//! use logpolicy::writer::{Output, Writer, WriterConfig};
+//! use std::time::Duration;
+//! use tracing_core::Level;
+//!
+//! let path = std::env::temp_dir().join(format!("writer-doc-{}.log", std::process::id()));
+//! let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone())))?;
+//! assert!(writer.write_line(Level::INFO, false, b"{\"msg\":\"started\"}\n"));
+//! assert!(writer.write_line(Level::ERROR, true, b"{\"msg\":\"failed\"}\n"));
+//! drop(guard); // flushes
+//! assert_eq!(std::fs::read_to_string(&path)?, "{\"msg\":\"started\"}\n{\"msg\":\"failed\"}\n");
+//! assert!(!writer.write_line(Level::INFO, false, b"too late\n"));
+//! # std::fs::remove_file(path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod config;
+mod output;
+mod queue;
+mod stats;
+mod summary;
+
+pub use config::{
+    Output, Overflow, ReserveFull, WriterConfig, WriterError, MAX_RESERVE_PERCENT,
+    MIN_CAPACITY_BYTES,
+};
+pub use stats::{
+    level_index, DropCounts, DropReason, LevelStats, WriterStats, LEVELS, LEVEL_ORDER,
+};
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tracing_core::Level;
+
+use crate::clock::Clock;
+use queue::{Fit, Queue};
+use summary::Unreported;
+
+/// How long the panic hook waits for queued lines to be written.
+pub const PANIC_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The name of the background thread.
+pub const THREAD_NAME: &str = "logpolicy-writer";
+
+/// A handle to the writer: cheap to clone, shared by every thread that logs.
+///
+/// Built with [`Writer::new`], which also returns the [`WriterGuard`] that owns the
+/// background thread.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{DropReason, Output, Overflow, Writer, WriterConfig};
+/// use tracing_core::Level;
+///
+/// let path = std::env::temp_dir().join(format!("writer-handle-{}.log", std::process::id()));
+/// let config = WriterConfig::new(Output::File(path.clone())).capacity_bytes(4096);
+/// let (writer, _guard) = Writer::new(config)?;
+/// let worker = writer.clone();
+/// std::thread::spawn(move || worker.write_line(Level::WARN, true, b"from a thread\n"))
+///     .join()
+///     .unwrap();
+/// // A line larger than the queue can never be written: dropped and counted, not truncated.
+/// assert!(!writer.write_line(Level::INFO, false, &[b'x'; 8192]));
+/// assert_eq!(writer.stats().dropped(DropReason::QueueFull), 1);
+/// # std::fs::remove_file(path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Writer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("overflow", &self.shared.overflow)
+            .field("reserve_full", &self.shared.reserve_full)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Owns the background thread: dropping it flushes (within
+/// [`WriterConfig::flush_timeout`]) and stops the writer.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{Output, Writer, WriterConfig};
+/// use tracing_core::Level;
+///
+/// let path = std::env::temp_dir().join(format!("writer-guard-{}.log", std::process::id()));
+/// let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone())))?;
+/// writer.write_line(Level::INFO, false, b"last words\n");
+/// drop(guard);
+/// assert_eq!(std::fs::read_to_string(&path)?, "last words\n");
+/// # std::fs::remove_file(path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "dropping the guard flushes and stops the writer; keep it alive for the program's lifetime"]
+#[derive(Debug)]
+pub struct WriterGuard {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer thread: lines pending, a report due, or stop.
+    work: Condvar,
+    /// Wakes callers waiting for queue space.
+    space: Condvar,
+    /// Wakes `flush` and the guard after each batch.
+    progress: Condvar,
+    /// Set when the thread must give up waiting for a non-blocking output.
+    stop_flag: AtomicBool,
+    /// Queued bytes, mirrored from the queue under the lock, read without it.
+    queued_hint: AtomicUsize,
+    /// Lines below `alwaysKeep` refused without taking the lock (drop mode, queue seen
+    /// full), per level; folded into the counters under the lock by `State::fold`.
+    lockless_drops: [AtomicU64; LEVELS],
+    normal_limit: usize,
+    overflow: Overflow,
+    reserve_full: ReserveFull,
+    flush_timeout: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+/// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
+#[derive(Debug, Clone, Copy, Default)]
+struct LevelCounters {
+    emitted: u64,
+    accepted: u64,
+    written: u64,
+    dropped: [u64; 4],
+}
+
+#[derive(Debug)]
+struct State {
+    queue: Queue,
+    levels: [LevelCounters; LEVELS],
+    /// The values of `Shared::lockless_drops` already folded into the counters.
+    folded: [u64; LEVELS],
+    /// Drops not yet reported in-band, `[reason][level]`.
+    unreported: Unreported,
+    /// Reportable drops so far; `reported_seq` is the value covered by the last finished
+    /// report attempt.
+    drops_seq: u64,
+    reported_seq: u64,
+    /// Lines accepted so far, and lines that have left the queue (written or dropped).
+    accepted_seq: u64,
+    resolved_seq: u64,
+    bytes_written: u64,
+    write_syscalls: u64,
+    io_errors: u64,
+    last_io_error: Option<ErrorKind>,
+    summary_lines: u64,
+    /// The last write succeeded (reports are only written on their own when it did).
+    healthy: bool,
+    /// The writer thread waits on `work`.
+    writer_idle: bool,
+    /// The writer thread is writing a batch outside the lock.
+    writer_busy: bool,
+    space_waiters: usize,
+    progress_waiters: usize,
+    /// The guard was dropped: no more lines are accepted.
+    closed: bool,
+    /// The thread must exit at its next look at the state.
+    stop: bool,
+    /// The guard gave up on the queue and counted it as `Shutdown`.
+    abandoned: bool,
+}
+
+impl State {
+    /// Counts `n` dropped lines of level `li`; reportable drops also go to the next
+    /// in-band report. Returns whether the writer thread should be woken for a report.
+    fn count_drop(&mut self, li: usize, reason: DropReason, n: u64, reportable: bool) -> bool {
+        self.levels[li].dropped[reason.index()] += n;
+        if !reportable || n == 0 {
+            return false;
+        }
+        self.unreported[reason.index()][li] += n;
+        self.drops_seq += n;
+        self.healthy && self.writer_idle
+    }
+
+    /// Moves the lock-free drop counts into the counters (each such drop is one emitted
+    /// and one `QueueFull` line, so the balance holds at every snapshot).
+    fn fold(&mut self, lockless: &[AtomicU64; LEVELS]) {
+        for (li, a) in lockless.iter().enumerate() {
+            let now = a.load(Ordering::Acquire);
+            let n = now - self.folded[li];
+            if n > 0 {
+                self.folded[li] = now;
+                self.levels[li].emitted += n;
+                self.count_drop(li, DropReason::QueueFull, n, true);
+            }
+        }
+    }
+
+    fn report_due(&self) -> bool {
+        self.healthy && summary::total(&self.unreported) > 0
+    }
+
+    fn snapshot(&self) -> WriterStats {
+        let queued = self.queue.queued_lines();
+        let mut levels = [LevelStats::default(); LEVELS];
+        for (li, out) in levels.iter_mut().enumerate() {
+            let c = &self.levels[li];
+            *out = LevelStats {
+                emitted: c.emitted,
+                accepted: c.accepted,
+                written: c.written,
+                dropped: DropCounts {
+                    by_reason: c.dropped,
+                },
+                queued: queued[li],
+            };
+        }
+        WriterStats {
+            levels,
+            bytes_written: self.bytes_written,
+            queue_bytes: self.queue.queued_bytes(),
+            peak_queue_bytes: self.queue.peak_bytes(),
+            write_syscalls: self.write_syscalls,
+            io_errors: self.io_errors,
+            last_io_error: self.last_io_error,
+            summary_lines: self.summary_lines,
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock; if some did, the counters are still
+        // consistent enough to keep logging.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock, with the lock-free drops folded in.
+    fn lock_folded(&self) -> MutexGuard<'_, State> {
+        let mut st = self.lock();
+        st.fold(&self.lockless_drops);
+        st
+    }
+
+    fn publish_queued(&self, st: &State) {
+        self.queued_hint
+            .store(st.queue.queued_bytes(), Ordering::Release);
+    }
+
+    fn wake_writer(&self, st: &mut State) {
+        if st.writer_idle {
+            st.writer_idle = false;
+            self.work.notify_one();
+        }
+    }
+}
+
+/// How long a caller may wait for space.
+enum Wait {
+    No,
+    Forever,
+    Until(Instant),
+}
+
+impl Writer {
+    /// Validates `config`, opens the output and starts the background thread.
+    ///
+    /// # Errors
+    ///
+    /// [`WriterError::InvalidConfig`] naming the bad field, [`WriterError::Open`] if the
+    /// output cannot be opened, [`WriterError::Spawn`] if the thread cannot be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, Writer, WriterConfig, WriterError};
+    /// let err = Writer::new(WriterConfig::new(Output::Stdout).reserve_percent(95)).unwrap_err();
+    /// assert!(matches!(err, WriterError::InvalidConfig { field: "reserve_percent", .. }));
+    /// ```
+    pub fn new(config: WriterConfig) -> Result<(Writer, WriterGuard), WriterError> {
+        config.validate()?;
+        let normal_limit = config.normal_limit_bytes();
+        let WriterConfig {
+            output,
+            capacity_bytes,
+            overflow,
+            reserve_full,
+            flush_timeout,
+            clock,
+            ..
+        } = config;
+        let out = output::open(output)?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: Queue::new(capacity_bytes, normal_limit),
+                levels: [LevelCounters::default(); LEVELS],
+                folded: [0; LEVELS],
+                unreported: [[0; LEVELS]; 4],
+                drops_seq: 0,
+                reported_seq: 0,
+                accepted_seq: 0,
+                resolved_seq: 0,
+                bytes_written: 0,
+                write_syscalls: 0,
+                io_errors: 0,
+                last_io_error: None,
+                summary_lines: 0,
+                healthy: true,
+                writer_idle: false,
+                writer_busy: false,
+                space_waiters: 0,
+                progress_waiters: 0,
+                closed: false,
+                stop: false,
+                abandoned: false,
+            }),
+            work: Condvar::new(),
+            space: Condvar::new(),
+            progress: Condvar::new(),
+            stop_flag: AtomicBool::new(false),
+            queued_hint: AtomicUsize::new(0),
+            lockless_drops: Default::default(),
+            normal_limit,
+            overflow,
+            reserve_full,
+            flush_timeout,
+            clock,
+        });
+        let for_thread = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(THREAD_NAME.to_owned())
+            .spawn(move || run(&for_thread, out))
+            .map_err(WriterError::Spawn)?;
+        Ok((
+            Writer {
+                shared: Arc::clone(&shared),
+            },
+            WriterGuard {
+                shared,
+                thread: Some(thread),
+            },
+        ))
+    }
+
+    /// Queues one complete line (`line` includes its trailing `\n`).
+    ///
+    /// `always_keep` is true when the event's level is at or above the policy's
+    /// `alwaysKeep` (default `warn`): such lines may use the reserve. Returns `true` if the
+    /// line was queued, `false` if it was dropped (and counted). In [`Overflow::Drop`] mode
+    /// a line below `alwaysKeep` never waits for the reader; an `alwaysKeep` line waits at
+    /// most as [`ReserveFull`] allows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, Writer, WriterConfig};
+    /// use tracing_core::Level;
+    ///
+    /// let (writer, _guard) = Writer::new(WriterConfig::new(Output::Stderr))?;
+    /// assert!(writer.write_line(Level::ERROR, true, b"{\"level\":\"ERROR\",\"msg\":\"disk full\"}\n"));
+    /// # Ok::<(), logpolicy::writer::WriterError>(())
+    /// ```
+    pub fn write_line(&self, level: Level, always_keep: bool, line: &[u8]) -> bool {
+        let li = level_index(level);
+        let sh = &*self.shared;
+        if !always_keep
+            && sh.overflow == Overflow::Drop
+            && line.len() <= sh.normal_limit
+            && sh.queued_hint.load(Ordering::Acquire) + line.len() > sh.normal_limit
+        {
+            // The queue is (or just was) full: refuse without touching the lock, so a
+            // flood behind a paused reader never makes callers queue for it.
+            sh.lockless_drops[li].fetch_add(1, Ordering::AcqRel);
+            return false;
+        }
+        let mut st = sh.lock();
+        st.levels[li].emitted += 1;
+        let full = if always_keep {
+            DropReason::ReserveFull
+        } else {
+            DropReason::QueueFull
+        };
+        let mut deadline = None;
+        loop {
+            if st.closed {
+                st.count_drop(li, DropReason::Shutdown, 1, false);
+                return false;
+            }
+            let wait = match st.queue.fit(line.len(), always_keep) {
+                Fit::Now => {
+                    st.queue.push(li, line);
+                    sh.publish_queued(&st);
+                    st.levels[li].accepted += 1;
+                    st.accepted_seq += 1;
+                    sh.wake_writer(&mut st);
+                    return true;
+                }
+                Fit::Never => Wait::No,
+                Fit::Later => match (sh.overflow, always_keep, sh.reserve_full) {
+                    (Overflow::Block, _, _) | (Overflow::Drop, true, ReserveFull::Block) => {
+                        Wait::Forever
+                    }
+                    (Overflow::Drop, false, _) | (Overflow::Drop, true, ReserveFull::Drop) => {
+                        Wait::No
+                    }
+                    (Overflow::Drop, true, ReserveFull::WaitThenDrop(d)) => {
+                        Wait::Until(*deadline.get_or_insert_with(|| Instant::now() + d))
+                    }
+                },
+            };
+            match wait {
+                Wait::No => {
+                    if st.count_drop(li, full, 1, true) {
+                        sh.wake_writer(&mut st);
+                    }
+                    return false;
+                }
+                Wait::Forever => {
+                    st.space_waiters += 1;
+                    st = sh.space.wait(st).unwrap_or_else(PoisonError::into_inner);
+                    st.space_waiters -= 1;
+                }
+                Wait::Until(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        if st.count_drop(li, full, 1, true) {
+                            sh.wake_writer(&mut st);
+                        }
+                        return false;
+                    }
+                    st.space_waiters += 1;
+                    st = sh
+                        .space
+                        .wait_timeout(st, until - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                    st.space_waiters -= 1;
+                }
+            }
+        }
+    }
+
+    /// Waits until every line queued before the call has left the queue (written, or
+    /// dropped because the output failed) and pending drop reports were attempted, or
+    /// until `timeout`. Returns whether that happened in time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, Writer, WriterConfig};
+    /// use std::time::Duration;
+    /// use tracing_core::Level;
+    ///
+    /// let path = std::env::temp_dir().join(format!("writer-flush-{}.log", std::process::id()));
+    /// let (writer, _guard) = Writer::new(WriterConfig::new(Output::File(path.clone())))?;
+    /// writer.write_line(Level::INFO, false, b"a\n");
+    /// assert!(writer.flush(Duration::from_secs(5)));
+    /// assert_eq!(std::fs::read(&path)?, b"a\n");
+    /// # std::fs::remove_file(path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let sh = &*self.shared;
+        let deadline = Instant::now().checked_add(timeout);
+        let mut st = sh.lock_folded();
+        let target = st.accepted_seq;
+        let drops = st.drops_seq;
+        loop {
+            let lines_done = st.resolved_seq >= target;
+            let reports_done = st.reported_seq >= drops || !st.healthy;
+            if (lines_done && reports_done) || st.stop {
+                return lines_done;
+            }
+            sh.wake_writer(&mut st);
+            st.progress_waiters += 1;
+            st = match deadline {
+                None => sh.progress.wait(st).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        st.progress_waiters -= 1;
+                        return false;
+                    }
+                    sh.progress
+                        .wait_timeout(st, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+            st.progress_waiters -= 1;
+        }
+    }
+
+    /// A consistent snapshot of the counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, Writer, WriterConfig};
+    /// let (writer, _guard) = Writer::new(WriterConfig::new(Output::Stderr))?;
+    /// let stats = writer.stats();
+    /// assert_eq!(stats.emitted_total(), 0);
+    /// assert!(stats.is_balanced());
+    /// # Ok::<(), logpolicy::writer::WriterError>(())
+    /// ```
+    pub fn stats(&self) -> WriterStats {
+        self.shared.lock_folded().snapshot()
+    }
+}
+
+impl WriterGuard {
+    /// A handle to the writer this guard owns.
+    pub fn writer(&self) -> Writer {
+        Writer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        let sh = &*self.shared;
+        let deadline = Instant::now().checked_add(sh.flush_timeout);
+        let mut st = sh.lock_folded();
+        st.closed = true;
+        if st.space_waiters > 0 {
+            sh.space.notify_all();
+        }
+        let mut drained = false;
+        loop {
+            st.fold(&sh.lockless_drops);
+            if st.queue.queued_bytes() == 0 && !st.writer_busy && !st.report_due() {
+                drained = true;
+                break;
+            }
+            sh.wake_writer(&mut st);
+            let now = Instant::now();
+            let left = match deadline {
+                Some(d) if d > now => d - now,
+                Some(_) => break,
+                None => Duration::from_secs(3600),
+            };
+            st.progress_waiters += 1;
+            st = sh
+                .progress
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            st.progress_waiters -= 1;
+        }
+        if !drained {
+            let lines = st.queue.abandon();
+            sh.publish_queued(&st);
+            for (li, n) in lines.iter().enumerate() {
+                st.count_drop(li, DropReason::Shutdown, *n, false);
+            }
+            st.resolved_seq += lines.iter().sum::<u64>();
+            st.abandoned = true;
+        }
+        st.stop = true;
+        sh.stop_flag.store(true, Ordering::Release);
+        sh.work.notify_all();
+        if st.progress_waiters > 0 {
+            sh.progress.notify_all();
+        }
+        drop(st);
+        if let Some(thread) = self.thread.take() {
+            if drained {
+                // The thread is idle (nothing queued, nothing being written): it sees
+                // `stop` at once.
+                let _ = thread.join();
+            }
+            // Otherwise it may be blocked in `write` on a paused reader: leave it.
+        }
+    }
+}
+
+/// The background thread.
+fn run(shared: &Shared, mut out: File) {
+    let mut st = shared.lock();
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(st.queue.max_chunks());
+    let mut head: Vec<u8> = Vec::with_capacity(512);
+    loop {
+        loop {
+            if st.stop {
+                return;
+            }
+            st.fold(&shared.lockless_drops);
+            if st.queue.pending_bytes() > 0 || st.report_due() {
+                break;
+            }
+            st.writer_idle = true;
+            st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.writer_idle = false;
+        }
+        let report = if summary::total(&st.unreported) > 0 {
+            Some(std::mem::take(&mut st.unreported))
+        } else {
+            None
+        };
+        let report_seq = st.drops_seq;
+        st.queue.take(&mut batch);
+        st.writer_busy = true;
+        drop(st);
+
+        head.clear();
+        if let Some(counts) = &report {
+            summary::write_summary_line(&mut head, shared.clock.now(), counts);
+        }
+        let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
+
+        st = shared.lock();
+        st.writer_busy = false;
+        if st.abandoned {
+            // The guard counted this batch as `Shutdown`; count nothing more.
+            return;
+        }
+        st.write_syscalls += outcome.syscalls;
+        st.bytes_written += outcome.bytes;
+        if let Some(counts) = report {
+            if outcome.bytes >= head.len() as u64 {
+                st.summary_lines += 1;
+            } else {
+                for (slot, n) in st
+                    .unreported
+                    .iter_mut()
+                    .flatten()
+                    .zip(counts.iter().flatten())
+                {
+                    *slot += n;
+                }
+            }
+        }
+        st.reported_seq = report_seq;
+        let lines = st.queue.finish(&mut batch);
+        shared.publish_queued(&st);
+        st.resolved_seq += lines.iter().sum::<u64>();
+        match outcome.error {
+            None => {
+                for (c, n) in st.levels.iter_mut().zip(lines) {
+                    c.written += n;
+                }
+                st.healthy = true;
+            }
+            Some(e) => {
+                st.io_errors += 1;
+                st.last_io_error = Some(e.kind());
+                st.healthy = false;
+                let reportable = !st.closed;
+                for (li, n) in lines.iter().enumerate() {
+                    st.count_drop(li, DropReason::OutputClosed, *n, reportable);
+                }
+            }
+        }
+        if st.space_waiters > 0 {
+            shared.space.notify_all();
+        }
+        if st.progress_waiters > 0 {
+            shared.progress.notify_all();
+        }
+    }
+}
+
+/// Chains a panic hook that, after the previous hook ran, waits up to
+/// [`PANIC_FLUSH_TIMEOUT`] for what is queued to be written, so the lines that led to a
+/// panic are not lost if the process then aborts or exits.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{install_panic_hook, Output, Writer, WriterConfig};
+/// let (writer, _guard) = Writer::new(WriterConfig::new(Output::Stderr))?;
+/// install_panic_hook(writer);
+/// # let _ = std::panic::take_hook();
+/// # Ok::<(), logpolicy::writer::WriterError>(())
+/// ```
+pub fn install_panic_hook(writer: Writer) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        writer.flush(PANIC_FLUSH_TIMEOUT);
+    }));
+}

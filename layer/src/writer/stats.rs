@@ -1,0 +1,232 @@
+//! Counters: what was emitted, written and dropped, per level and per reason.
+
+use std::io::ErrorKind;
+
+use tracing_core::Level;
+
+/// The number of tracing levels; counters are indexed by [`level_index`].
+pub const LEVELS: usize = 5;
+
+/// The levels in counter order: trace, debug, info, warn, error.
+pub const LEVEL_ORDER: [Level; LEVELS] = [
+    Level::TRACE,
+    Level::DEBUG,
+    Level::INFO,
+    Level::WARN,
+    Level::ERROR,
+];
+
+/// The index of `level` in every per-level array of this module: trace 0 … error 4.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::level_index;
+/// use tracing_core::Level;
+/// assert_eq!(level_index(Level::TRACE), 0);
+/// assert_eq!(level_index(Level::ERROR), 4);
+/// ```
+#[inline]
+pub fn level_index(level: Level) -> usize {
+    match level {
+        Level::TRACE => 0,
+        Level::DEBUG => 1,
+        Level::INFO => 2,
+        Level::WARN => 3,
+        _ => 4,
+    }
+}
+
+/// Why a line was not written.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::DropReason;
+/// assert_eq!(DropReason::QueueFull.as_str(), "queue_full");
+/// assert_eq!(DropReason::ALL.len(), 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// A line below `alwaysKeep` found its share of the queue full (drop mode), or could
+    /// never fit in it.
+    QueueFull,
+    /// An `alwaysKeep` line found the whole queue, reserve included, full (after waiting
+    /// as [`ReserveFull`](super::ReserveFull) says), or could never fit in it.
+    ReserveFull,
+    /// The line was queued but the output refused its batch (`EPIPE`, `ENOSPC`, …).
+    OutputClosed,
+    /// The line was still queued when the guard's flush timed out, or was logged after the
+    /// guard was dropped.
+    Shutdown,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 4] = [
+        DropReason::QueueFull,
+        DropReason::ReserveFull,
+        DropReason::OutputClosed,
+        DropReason::Shutdown,
+    ];
+
+    /// The reason's name in summary lines and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::ReserveFull => "reserve_full",
+            DropReason::OutputClosed => "output_closed",
+            DropReason::Shutdown => "shutdown",
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Dropped lines of one level, per reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Counts indexed in [`DropReason::ALL`] order.
+    pub by_reason: [u64; 4],
+}
+
+impl DropCounts {
+    /// The count for one reason.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.by_reason[reason.index()]
+    }
+
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        self.by_reason.iter().sum()
+    }
+}
+
+/// Counters of one level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Calls to [`Writer::write_line`](super::Writer::write_line).
+    pub emitted: u64,
+    /// Lines that entered the queue.
+    pub accepted: u64,
+    /// Lines the output took.
+    pub written: u64,
+    /// Lines not written, per reason.
+    pub dropped: DropCounts,
+    /// Lines in the queue now (waiting or being written).
+    pub queued: u64,
+}
+
+/// A snapshot of a writer's counters, taken atomically.
+///
+/// At every snapshot, for every level,
+/// `emitted == written + dropped.total() + queued` (see [`WriterStats::is_balanced`]).
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{Output, Writer, WriterConfig};
+/// use tracing_core::Level;
+///
+/// let file = std::env::temp_dir().join(format!("stats-doc-{}.log", std::process::id()));
+/// let (writer, guard) = Writer::new(WriterConfig::new(Output::File(file.clone())))?;
+/// writer.write_line(Level::INFO, false, b"{\"msg\":\"hello\"}\n");
+/// assert!(writer.flush(std::time::Duration::from_secs(5)));
+/// let stats = writer.stats();
+/// assert_eq!(stats.level(Level::INFO).written, 1);
+/// assert_eq!(stats.bytes_written, 16);
+/// assert!(stats.is_balanced());
+/// drop(guard);
+/// # std::fs::remove_file(file).ok();
+/// # Ok::<(), logpolicy::writer::WriterError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Per-level counters, indexed by [`level_index`].
+    pub levels: [LevelStats; LEVELS],
+    /// Bytes the output took (event lines and summary lines).
+    pub bytes_written: u64,
+    /// Bytes queued now (waiting plus being written).
+    pub queue_bytes: usize,
+    /// The most bytes ever queued at once.
+    pub peak_queue_bytes: usize,
+    /// `write`/`writev` calls made (including failed and partial ones).
+    pub write_syscalls: u64,
+    /// Failed writes (not counting `EINTR`/`EAGAIN`, which are retried).
+    pub io_errors: u64,
+    /// The kind of the last failed write.
+    pub last_io_error: Option<ErrorKind>,
+    /// In-band drop summary lines written.
+    pub summary_lines: u64,
+}
+
+impl WriterStats {
+    /// The counters of `level`.
+    pub fn level(&self, level: Level) -> &LevelStats {
+        &self.levels[level_index(level)]
+    }
+
+    /// Lines dropped for `reason`, all levels together.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.levels.iter().map(|l| l.dropped.get(reason)).sum()
+    }
+
+    /// Lines dropped for any reason, all levels together.
+    pub fn dropped_total(&self) -> u64 {
+        self.levels.iter().map(|l| l.dropped.total()).sum()
+    }
+
+    /// Lines emitted, all levels together.
+    pub fn emitted_total(&self) -> u64 {
+        self.levels.iter().map(|l| l.emitted).sum()
+    }
+
+    /// Lines written, all levels together.
+    pub fn written_total(&self) -> u64 {
+        self.levels.iter().map(|l| l.written).sum()
+    }
+
+    /// Whether `emitted == written + dropped + queued` holds for every level.
+    pub fn is_balanced(&self) -> bool {
+        self.levels
+            .iter()
+            .all(|l| l.emitted == l.written + l.dropped.total() + l.queued)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_follow_verbosity() {
+        for (i, level) in LEVEL_ORDER.iter().enumerate() {
+            assert_eq!(level_index(*level), i);
+        }
+        for (i, reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), i);
+        }
+    }
+
+    #[test]
+    fn balance_detects_a_lost_line() {
+        let mut s = WriterStats::default();
+        s.levels[2].emitted = 3;
+        s.levels[2].written = 1;
+        s.levels[2].dropped.by_reason[DropReason::QueueFull.index()] = 1;
+        assert!(!s.is_balanced());
+        s.levels[2].queued = 1;
+        assert!(s.is_balanced());
+        assert_eq!(s.dropped(DropReason::QueueFull), 1);
+        assert_eq!(s.dropped_total(), 1);
+    }
+}
