@@ -1,9 +1,11 @@
 //! A reader paused for 5 s neither stalls the service (no `write_line` takes 1 ms in drop
-//! mode) nor loses an error, and the counts add up exactly once it resumes.
+//! mode, not even right after the reader resumes) nor loses an error, and the counts add
+//! up exactly once it resumes.
 
 mod common;
 
 use common::{level_index, ChildSpec, Reader};
+use logpolicy::writer::DropReason;
 use std::time::Duration;
 use tracing_core::Level;
 
@@ -23,11 +25,12 @@ fn errors_survive_a_paused_reader() {
     let d = &run.delivered;
     let (info, error) = (level_index(Level::INFO), level_index(Level::ERROR));
     eprintln!(
-        "paused reader: write_line max {} us, p99.9 <= {} us, {} calls >= 1 ms (control: max {} us, {} >= 1 ms; slow calls [ms since start, us, queued]: {}); info emitted {} delivered {} reported dropped {}; errors {}/{}; peak queue {} B",
+        "paused reader: write_line max {} us, p99.9 <= {} us, {} calls >= 1 ms (control: max {} us, {} >= 1 ms; slow calls [ms since start, us, queued]: {}); info emitted {} delivered {} reported dropped {} (queue_full {}, contended {}); errors {}/{}; peak queue {} B",
         run.num("max_latency_us"), run.num("p999_latency_us_upper"), run.report["latencies_over_1ms"],
         run.num("control_max_us"), run.report["control_over_1ms"],
         run.report["slow_calls_ms_us_queued"],
         run.emitted(Level::INFO), d.events[info], d.reported[info],
+        run.dropped(Level::INFO, DropReason::QueueFull), run.dropped(Level::INFO, DropReason::Contended),
         d.events[error], run.emitted(Level::ERROR), run.stat("peak_queue_bytes"),
     );
     assert!(run.exit_ok, "child failed:\n{}", run.stderr);
@@ -45,20 +48,13 @@ fn errors_survive_a_paused_reader() {
     assert_eq!(d.events[info] + d.reported[info], run.emitted(Level::INFO));
     assert_eq!(run.level_stat(Level::ERROR, "dropped_total"), 0);
     run.assert_accounting_exact();
-    // No call that the full queue refused took 1 ms: while the reader is paused, a log
-    // call never waits. Calls that queued a line take the queue's lock; on two shared,
-    // oversubscribed cores a lock holder descheduled right after the reader resumes can
-    // hold them up for a scheduler tick (seen: up to ~4 ms, 0-3 calls of 240,000).
-    let slow = run.report["slow_calls_ms_us_queued"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let slow_drops = slow.iter().filter(|c| c[2] == false).count();
-    assert_eq!(slow_drops, 0, "a refused call took >= 1 ms: {slow:?}");
-    assert!(
-        slow.len() <= 10,
-        "{} calls took >= 1 ms: {slow:?}",
-        slow.len()
+    // While the reader is paused a log call never waits for it, nor (behind a
+    // preempted lock holder) for the queue's lock: no call takes 1 ms.
+    assert_eq!(
+        run.report["latencies_over_1ms"], 0,
+        "slow calls [ms since start, us, queued]: {}",
+        run.report["slow_calls_ms_us_queued"]
     );
+    assert!(run.num("max_latency_us") < 1000.0);
     assert!(run.num("p999_latency_us_upper") <= 100.0);
 }

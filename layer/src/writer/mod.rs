@@ -10,11 +10,29 @@
 //! The queue is a list of fixed-size chunks (1/32 of the capacity, between 4 KiB and
 //! 64 KiB) behind one mutex. A call to [`Writer::write_line`] takes the lock, checks the
 //! byte budget, copies the line into the tail chunk (spilling into the next chunk if
-//! needed) and bumps a few counters: the lock is held for a `memcpy`, never for I/O.
-//! The writer thread takes *all* pending chunks at once (a swap of two `Vec`s), releases
-//! the lock and writes the batch with one `writev` (more only on partial writes, or past
-//! 1024 chunks), then gives the chunks back for reuse. While it writes, callers fill new
-//! chunks, so batches grow exactly when the output is slow.
+//! needed) and bumps a few counters: the lock is held for a `memcpy`, never for I/O,
+//! and the writer thread is woken after the lock is released. The writer thread takes
+//! *all* pending chunks at once (a swap of two `Vec`s), releases the lock and writes the
+//! batch with one `writev` (more only on partial writes, or past 1024 chunks), empties
+//! the chunks, and gives them back for reuse (a move of pointers under the lock). While
+//! it writes, callers fill new chunks, so batches grow exactly when the output is slow.
+//! New chunks are allocated, and their pages touched, by the writer thread outside the
+//! lock (it keeps two spare chunks ready while the memory bound allows), so a caller
+//! holding the lock does not take page faults.
+//!
+//! Callers wake the writer thread only when it sleeps: after a batch it looks for new
+//! lines every 200 µs for 10 ms before it does. A wake-up is a syscall on the caller's
+//! thread, and the thread it wakes often preempts the caller in the middle of its log
+//! call (measured: 2–5 ms calls on a busy two-core machine), so under a steady flow of
+//! lines callers make no syscall at all.
+//!
+//! A lock held for nanoseconds can still be held for milliseconds: when the scheduler
+//! preempts its holder (two producers, the writer thread and a reader on two cores). In
+//! [`Overflow::Drop`] mode a line below `alwaysKeep` therefore only *tries* to take the
+//! lock, busy-waiting at most [`WriterConfig::lock_spin`] (default 500 µs); if it cannot, the line is dropped
+//! and counted as [`DropReason::Contended`]. Contention between running threads lasts
+//! nanoseconds, so behind a reader that keeps up this does not drop lines in practice.
+//! `alwaysKeep` lines, and every line in [`Overflow::Block`] mode, wait for the lock.
 //!
 //! # Memory bound
 //!
@@ -32,7 +50,7 @@
 //!
 //! | mode | line below `alwaysKeep`, share full | `alwaysKeep` line, queue full |
 //! |---|---|---|
-//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] | as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
+//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] (or [`DropReason::Contended`] if the lock is not free within [`WriterConfig::lock_spin`]) | as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
 //! | [`Overflow::Block`] | waits for space | waits for space |
 //!
 //! The reserve applies in block mode too, so errors still overtake an info flood in the
@@ -50,6 +68,9 @@
 //!   keeps serving: later lines are still taken, tried and counted.
 //! - [`DropReason::Shutdown`]: the line was still queued when the guard's flush timed out,
 //!   or was logged after the guard was dropped.
+//! - [`DropReason::Contended`]: a line below `alwaysKeep` (drop mode) could not take the
+//!   queue's lock within [`WriterConfig::lock_spin`] because its holder was descheduled. It has its own
+//!   reason, not `QueueFull`, so that scheduling trouble is not mistaken for a slow reader.
 //!
 //! # Accounting and in-band reports
 //!
@@ -60,10 +81,12 @@
 //! line in front of its next batch (or on its own once the output is writable), e.g.
 //!
 //! ```text
-//! {"ts":"2026-11-29T20:06:15.123456Z","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,"reserve_full":0,"output_closed":0,"shutdown":0},"trace":0,"debug":0,"info":31,"warn":0,"error":0,"total":31}
+//! {"ts":"2026-11-29T20:06:15.123456Z","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,"reserve_full":0,"output_closed":0,"shutdown":0,"contended":0},"trace":0,"debug":0,"info":31,"warn":0,"error":0,"total":31}
 //! ```
 //!
-//! with the counts since the previous report, so the reports add up to the drops. A report
+//! with the counts since the previous report, so the reports add up to the drops. Drops
+//! counted without the lock are reported at the next batch, or within a second when
+//! nothing else is logged. A report
 //! whose write fails is carried into the next one, so `OutputClosed` drops are reported
 //! too if the output recovers. Drops counted after the guard was dropped are only in the
 //! stats. Reports are not events: they are counted in [`WriterStats::summary_lines`],
@@ -104,24 +127,24 @@ mod stats;
 mod summary;
 
 pub use config::{
-    Output, Overflow, ReserveFull, WriterConfig, WriterError, MAX_RESERVE_PERCENT,
-    MIN_CAPACITY_BYTES,
+    Output, Overflow, ReserveFull, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
+    MAX_RESERVE_PERCENT, MIN_CAPACITY_BYTES,
 };
 pub use stats::{
-    level_index, DropCounts, DropReason, LevelStats, WriterStats, LEVELS, LEVEL_ORDER,
+    level_index, DropCounts, DropReason, LevelStats, WriterStats, LEVELS, LEVEL_ORDER, REASONS,
 };
 
 use std::fs::File;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tracing_core::Level;
 
 use crate::clock::Clock;
-use queue::{Fit, Queue};
+use queue::{clear_chunks, fresh_chunk, Fit, Queue};
 use summary::Unreported;
 
 /// How long the panic hook waits for queued lines to be written.
@@ -130,6 +153,19 @@ pub const PANIC_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 /// The name of the background thread.
 pub const THREAD_NAME: &str = "logpolicy-writer";
 
+/// How often an idle writer thread looks for drops counted without the lock, so that they
+/// are reported even if nothing else is logged.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// After a batch, the writer thread keeps looking for new lines every `NAP` for up to
+/// `LINGER` before it sleeps until woken. While it does, callers never wake it.
+const NAP: Duration = Duration::from_micros(200);
+const LINGER: Duration = Duration::from_millis(10);
+
+/// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
+const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
+const LOCKLESS_QUEUE_FULL: usize = 0;
+const LOCKLESS_CONTENDED: usize = 1;
 /// A handle to the writer: cheap to clone, shared by every thread that logs.
 ///
 /// Built with [`Writer::new`], which also returns the [`WriterGuard`] that owns the
@@ -205,13 +241,15 @@ struct Shared {
     stop_flag: AtomicBool,
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     queued_hint: AtomicUsize,
-    /// Lines below `alwaysKeep` refused without taking the lock (drop mode, queue seen
-    /// full), per level; folded into the counters under the lock by `State::fold`.
-    lockless_drops: [AtomicU64; LEVELS],
+    /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
+    /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
+    /// folded into the counters under the lock by `State::fold`.
+    lockless_drops: [[AtomicU64; LEVELS]; 2],
     normal_limit: usize,
     overflow: Overflow,
     reserve_full: ReserveFull,
     flush_timeout: Duration,
+    lock_spin: Duration,
     clock: Arc<dyn Clock>,
 }
 
@@ -221,7 +259,7 @@ struct LevelCounters {
     emitted: u64,
     accepted: u64,
     written: u64,
-    dropped: [u64; 4],
+    dropped: [u64; REASONS],
 }
 
 #[derive(Debug)]
@@ -229,7 +267,7 @@ struct State {
     queue: Queue,
     levels: [LevelCounters; LEVELS],
     /// The values of `Shared::lockless_drops` already folded into the counters.
-    folded: [u64; LEVELS],
+    folded: [[u64; LEVELS]; 2],
     /// Drops not yet reported in-band, `[reason][level]`.
     unreported: Unreported,
     /// Reportable drops so far; `reported_seq` is the value covered by the last finished
@@ -274,17 +312,22 @@ impl State {
     }
 
     /// Moves the lock-free drop counts into the counters (each such drop is one emitted
-    /// and one `QueueFull` line, so the balance holds at every snapshot).
-    fn fold(&mut self, lockless: &[AtomicU64; LEVELS]) {
-        for (li, a) in lockless.iter().enumerate() {
-            let now = a.load(Ordering::Acquire);
-            let n = now - self.folded[li];
-            if n > 0 {
-                self.folded[li] = now;
-                self.levels[li].emitted += n;
-                self.count_drop(li, DropReason::QueueFull, n, true);
+    /// and one dropped line, so the balance holds at every snapshot). Returns whether the
+    /// writer thread should be woken for a report.
+    fn fold(&mut self, lockless: &[[AtomicU64; LEVELS]; 2]) -> bool {
+        let mut wake = false;
+        for (ri, reason) in LOCKLESS_REASONS.iter().enumerate() {
+            for (li, a) in lockless[ri].iter().enumerate() {
+                let now = a.load(Ordering::Acquire);
+                let n = now - self.folded[ri][li];
+                if n > 0 {
+                    self.folded[ri][li] = now;
+                    self.levels[li].emitted += n;
+                    wake |= self.count_drop(li, *reason, n, true);
+                }
             }
         }
+        wake
     }
 
     fn report_due(&self) -> bool {
@@ -326,10 +369,32 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The lock if it can be had within `spin` (busy-waiting, never sleeping), else
+    /// `None`.
+    fn lock_within(&self, spin: Duration) -> Option<MutexGuard<'_, State>> {
+        let mut started: Option<Instant> = None;
+        loop {
+            match self.state.try_lock() {
+                Ok(st) => return Some(st),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            let t0 = *started.get_or_insert_with(Instant::now);
+            if t0.elapsed() >= spin {
+                return None;
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
     /// The lock, with the lock-free drops folded in.
     fn lock_folded(&self) -> MutexGuard<'_, State> {
         let mut st = self.lock();
-        st.fold(&self.lockless_drops);
+        if st.fold(&self.lockless_drops) {
+            self.wake_writer(&mut st);
+        }
         st
     }
 
@@ -377,6 +442,7 @@ impl Writer {
             overflow,
             reserve_full,
             flush_timeout,
+            lock_spin,
             clock,
             ..
         } = config;
@@ -385,8 +451,8 @@ impl Writer {
             state: Mutex::new(State {
                 queue: Queue::new(capacity_bytes, normal_limit),
                 levels: [LevelCounters::default(); LEVELS],
-                folded: [0; LEVELS],
-                unreported: [[0; LEVELS]; 4],
+                folded: [[0; LEVELS]; 2],
+                unreported: [[0; LEVELS]; REASONS],
                 drops_seq: 0,
                 reported_seq: 0,
                 accepted_seq: 0,
@@ -415,6 +481,7 @@ impl Writer {
             overflow,
             reserve_full,
             flush_timeout,
+            lock_spin,
             clock,
         });
         let for_thread = Arc::clone(&shared);
@@ -438,8 +505,9 @@ impl Writer {
     /// `always_keep` is true when the event's level is at or above the policy's
     /// `alwaysKeep` (default `warn`): such lines may use the reserve. Returns `true` if the
     /// line was queued, `false` if it was dropped (and counted). In [`Overflow::Drop`] mode
-    /// a line below `alwaysKeep` never waits for the reader; an `alwaysKeep` line waits at
-    /// most as [`ReserveFull`] allows.
+    /// a line below `alwaysKeep` never waits for the reader, nor longer than [`WriterConfig::lock_spin`]
+    /// for the queue's lock; an `alwaysKeep` line waits for the lock (which its holders
+    /// keep for a copy) and for space at most as [`ReserveFull`] allows.
     ///
     /// # Examples
     ///
@@ -454,17 +522,28 @@ impl Writer {
     pub fn write_line(&self, level: Level, always_keep: bool, line: &[u8]) -> bool {
         let li = level_index(level);
         let sh = &*self.shared;
-        if !always_keep
-            && sh.overflow == Overflow::Drop
+        let never_wait = !always_keep && sh.overflow == Overflow::Drop;
+        if never_wait
             && line.len() <= sh.normal_limit
             && sh.queued_hint.load(Ordering::Acquire) + line.len() > sh.normal_limit
         {
             // The queue is (or just was) full: refuse without touching the lock, so a
             // flood behind a paused reader never makes callers queue for it.
-            sh.lockless_drops[li].fetch_add(1, Ordering::AcqRel);
+            sh.lockless_drops[LOCKLESS_QUEUE_FULL][li].fetch_add(1, Ordering::AcqRel);
             return false;
         }
-        let mut st = sh.lock();
+        let mut st = if never_wait {
+            match sh.lock_within(sh.lock_spin) {
+                Some(st) => st,
+                None => {
+                    // The holder was preempted: waiting could take a time slice.
+                    sh.lockless_drops[LOCKLESS_CONTENDED][li].fetch_add(1, Ordering::AcqRel);
+                    return false;
+                }
+            }
+        } else {
+            sh.lock()
+        };
         st.levels[li].emitted += 1;
         let full = if always_keep {
             DropReason::ReserveFull
@@ -483,7 +562,14 @@ impl Writer {
                     sh.publish_queued(&st);
                     st.levels[li].accepted += 1;
                     st.accepted_seq += 1;
-                    sh.wake_writer(&mut st);
+                    // Wake the writer after unlocking, so the syscall is not made under
+                    // the lock (the writer rechecks the queue under the lock; no wakeup
+                    // is lost).
+                    let wake = std::mem::replace(&mut st.writer_idle, false);
+                    drop(st);
+                    if wake {
+                        sh.work.notify_one();
+                    }
                     return true;
                 }
                 Fit::Never => Wait::No,
@@ -666,12 +752,40 @@ impl Drop for WriterGuard {
     }
 }
 
-/// The background thread.
-fn run(shared: &Shared, mut out: File) {
+/// Naps until lines are queued, the thread must stop, or [`LINGER`] has passed.
+fn linger(shared: &Shared) {
+    let until = Instant::now() + LINGER;
+    while shared.queued_hint.load(Ordering::Acquire) == 0
+        && !shared.stop_flag.load(Ordering::Acquire)
+        && Instant::now() < until
+    {
+        std::thread::sleep(NAP);
+    }
+}
+
+/// Allocates, outside the lock, the spare chunks the queue wants, and hands them in.
+fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let want = st.queue.spare_wanted();
+    if want == 0 {
+        return st;
+    }
+    let chunk_len = st.queue.chunk_len();
+    drop(st);
+    let mut spare: Vec<Vec<u8>> = (0..want).map(|_| fresh_chunk(chunk_len)).collect();
     let mut st = shared.lock();
+    st.queue.add_spare(&mut spare);
+    st
+}
+
+/// The background thread. It holds the lock only to swap the pending chunks out, to
+/// give them back and to update counters; writing, emptying chunks, allocating new
+/// ones and waking waiters all happen outside it.
+fn run(shared: &Shared, mut out: File) {
+    let mut st = top_up_spares(shared, shared.lock());
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(st.queue.max_chunks());
     let mut head: Vec<u8> = Vec::with_capacity(512);
     loop {
+        let mut lingered = false;
         loop {
             if st.stop {
                 return;
@@ -680,8 +794,23 @@ fn run(shared: &Shared, mut out: File) {
             if st.queue.pending_bytes() > 0 || st.report_due() {
                 break;
             }
+            if !lingered {
+                // Look again every `NAP` for a while, without the lock, before asking
+                // callers to wake us: a wake-up is a syscall on the caller's thread, and
+                // the woken thread often preempts the caller right there, in the middle
+                // of its log call, for as long as the scheduler likes.
+                drop(st);
+                linger(shared);
+                lingered = true;
+                st = shared.lock();
+                continue;
+            }
             st.writer_idle = true;
-            st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st = shared
+                .work
+                .wait_timeout(st, IDLE_TICK)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
             st.writer_idle = false;
         }
         let report = if summary::total(&st.unreported) > 0 {
@@ -699,6 +828,7 @@ fn run(shared: &Shared, mut out: File) {
             summary::write_summary_line(&mut head, shared.clock.now(), counts);
         }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
+        clear_chunks(&mut batch);
 
         st = shared.lock();
         st.writer_busy = false;
@@ -743,11 +873,17 @@ fn run(shared: &Shared, mut out: File) {
                 }
             }
         }
-        if st.space_waiters > 0 {
-            shared.space.notify_all();
-        }
-        if st.progress_waiters > 0 {
-            shared.progress.notify_all();
+        let notify_space = st.space_waiters > 0;
+        let notify_progress = st.progress_waiters > 0;
+        if notify_space || notify_progress || st.queue.spare_wanted() > 0 {
+            drop(st);
+            if notify_space {
+                shared.space.notify_all();
+            }
+            if notify_progress {
+                shared.progress.notify_all();
+            }
+            st = top_up_spares(shared, shared.lock());
         }
     }
 }

@@ -14,6 +14,24 @@ pub(crate) enum Fit {
     Never,
 }
 
+/// Free chunks the writer thread keeps ready for callers (while the bound allows).
+const SPARE_CHUNKS: usize = 2;
+
+/// Empties the chunks of a written batch (outside the lock), keeping their memory.
+pub(crate) fn clear_chunks(batch: &mut [Vec<u8>]) {
+    for chunk in batch {
+        chunk.clear();
+    }
+}
+
+/// A chunk for [`Queue::add_spare`]: allocated and its pages touched, so the copy a caller
+/// makes into it under the lock takes no page fault.
+pub(crate) fn fresh_chunk(chunk_size: usize) -> Vec<u8> {
+    let mut chunk = vec![0u8; chunk_size];
+    chunk.clear();
+    chunk
+}
+
 /// The chunk size for a queue of `capacity` bytes: 1/32 of it, between 4 KiB and 64 KiB.
 pub(crate) fn chunk_size_for(capacity: usize) -> usize {
     (capacity / 32).clamp(4 * 1024, 64 * 1024)
@@ -160,14 +178,43 @@ impl Queue {
     }
 
     /// The batch in flight is done (written or not): returns its lines per level, takes its
-    /// chunks back for reuse and leaves `batch` empty.
+    /// chunks back for reuse and leaves `batch` empty. The caller empties the chunks first,
+    /// outside the lock (see [`clear_chunks`]); this only moves pointers.
     pub(crate) fn finish(&mut self, batch: &mut Vec<Vec<u8>>) -> [u64; LEVELS] {
-        for mut chunk in batch.drain(..) {
-            chunk.clear();
-            self.free.push(chunk);
-        }
+        debug_assert!(batch.iter().all(Vec::is_empty));
+        self.free.append(batch);
         self.inflight_bytes = 0;
         std::mem::take(&mut self.inflight_lines)
+    }
+
+    /// How many fresh chunks the writer thread should allocate (outside the lock) and
+    /// hand in with [`Queue::add_spare`], so that callers find a free chunk instead of
+    /// allocating (and faulting in fresh pages) while they hold the lock. Never more than
+    /// the bound allows.
+    pub(crate) fn spare_wanted(&self) -> usize {
+        SPARE_CHUNKS
+            .saturating_sub(self.free.len())
+            .min(self.max_chunks().saturating_sub(self.allocated_chunks))
+    }
+
+    /// The chunk size, for the writer thread's allocation of spares.
+    pub(crate) fn chunk_len(&self) -> usize {
+        self.chunk_size
+    }
+
+    /// Takes chunks allocated outside the lock (empty, `chunk_size` capacity), up to the
+    /// bound; returns the ones it did not take (only if the bound was reached meanwhile).
+    pub(crate) fn add_spare(&mut self, spare: &mut Vec<Vec<u8>>) {
+        while self.allocated_chunks < self.max_chunks() {
+            match spare.pop() {
+                Some(chunk) => {
+                    debug_assert!(chunk.is_empty() && chunk.capacity() >= self.chunk_size);
+                    self.allocated_chunks += 1;
+                    self.free.push(chunk);
+                }
+                None => return,
+            }
+        }
     }
 
     /// Gives up on everything queued (the guard's flush timed out): returns the lines per
@@ -221,6 +268,7 @@ mod tests {
         let mut batch = Vec::new();
         assert_eq!(q.take(&mut batch), 4000);
         assert_eq!(q.fit(100, true), Fit::Later);
+        clear_chunks(&mut batch);
         assert_eq!(q.finish(&mut batch), [0, 0, 1, 0, 0]);
         assert!(batch.is_empty());
         assert_eq!(q.fit(4096, true), Fit::Now);
@@ -231,7 +279,7 @@ mod tests {
         /// Whatever the interleaving, bytes come out in order, the bound holds and no more
         /// than `capacity / chunk + 2` chunks are ever allocated.
         #[test]
-        fn bounded_and_ordered(ops in proptest::collection::vec((0u8..4, 1usize..9000), 1..400)) {
+        fn bounded_and_ordered(ops in proptest::collection::vec((0u8..5, 1usize..9000), 1..400)) {
             let capacity = 16 * 1024;
             let mut q = Queue::new(capacity, capacity * 3 / 4);
             let mut batch = Vec::new();
@@ -254,9 +302,16 @@ mod tests {
                             q.take(&mut batch);
                         }
                     }
-                    _ => {
+                    3 => {
                         got.extend_from_slice(&bytes(&batch));
+                        clear_chunks(&mut batch);
                         q.finish(&mut batch);
+                    }
+                    _ => {
+                        let mut spare: Vec<Vec<u8>> =
+                            (0..q.spare_wanted()).map(|_| fresh_chunk(q.chunk_len())).collect();
+                        q.add_spare(&mut spare);
+                        prop_assert!(spare.is_empty());
                     }
                 }
                 prop_assert!(q.queued_bytes() <= capacity);
@@ -264,6 +319,7 @@ mod tests {
                 prop_assert!(batch.iter().all(|c| c.capacity() == q.chunk_size()));
             }
             got.extend_from_slice(&bytes(&batch));
+            clear_chunks(&mut batch);
             q.finish(&mut batch);
             q.take(&mut batch);
             got.extend_from_slice(&bytes(&batch));

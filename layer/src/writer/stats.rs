@@ -7,6 +7,10 @@ use tracing_core::Level;
 /// The number of tracing levels; counters are indexed by [`level_index`].
 pub const LEVELS: usize = 5;
 
+/// The number of [`DropReason`]s; per-reason counters are indexed in
+/// [`DropReason::ALL`] order.
+pub const REASONS: usize = 5;
+
 /// The levels in counter order: trace, debug, info, warn, error.
 pub const LEVEL_ORDER: [Level; LEVELS] = [
     Level::TRACE,
@@ -44,7 +48,8 @@ pub fn level_index(level: Level) -> usize {
 /// ```
 /// use logpolicy::writer::DropReason;
 /// assert_eq!(DropReason::QueueFull.as_str(), "queue_full");
-/// assert_eq!(DropReason::ALL.len(), 4);
+/// assert_eq!(DropReason::Contended.as_str(), "contended");
+/// assert_eq!(DropReason::ALL.len(), 5);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
@@ -59,15 +64,23 @@ pub enum DropReason {
     /// The line was still queued when the guard's flush timed out, or was logged after the
     /// guard was dropped.
     Shutdown,
+    /// A line below `alwaysKeep` (drop mode) could not take the queue's lock within
+    /// [`WriterConfig::lock_spin`](super::WriterConfig::lock_spin): another thread held it, typically because the
+    /// scheduler preempted that thread in the middle of its copy. Dropping keeps the
+    /// promise that a log call in drop mode never waits; a separate reason (rather than
+    /// [`DropReason::QueueFull`]) keeps a lock-contention problem from passing for a
+    /// slow reader.
+    Contended,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; REASONS] = [
         DropReason::QueueFull,
         DropReason::ReserveFull,
         DropReason::OutputClosed,
         DropReason::Shutdown,
+        DropReason::Contended,
     ];
 
     /// The reason's name in summary lines and metric labels.
@@ -77,6 +90,7 @@ impl DropReason {
             DropReason::ReserveFull => "reserve_full",
             DropReason::OutputClosed => "output_closed",
             DropReason::Shutdown => "shutdown",
+            DropReason::Contended => "contended",
         }
     }
 
@@ -96,7 +110,7 @@ impl std::fmt::Display for DropReason {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DropCounts {
     /// Counts indexed in [`DropReason::ALL`] order.
-    pub by_reason: [u64; 4],
+    pub by_reason: [u64; REASONS],
 }
 
 impl DropCounts {

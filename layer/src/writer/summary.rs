@@ -2,11 +2,11 @@
 
 use std::time::SystemTime;
 
-use super::stats::{DropReason, LEVELS};
+use super::stats::{DropReason, LEVELS, REASONS};
 use crate::clock::write_rfc3339;
 
 /// Lines dropped but not yet reported, `[reason][level]`.
-pub(crate) type Unreported = [[u64; LEVELS]; 4];
+pub(crate) type Unreported = [[u64; LEVELS]; REASONS];
 
 /// The level names used as keys of the summary line, in counter order.
 const LEVEL_KEYS: [&str; LEVELS] = ["trace", "debug", "info", "warn", "error"];
@@ -17,7 +17,7 @@ pub(crate) fn total(counts: &Unreported) -> u64 {
 }
 
 /// Appends one summary line (with its `\n`) to `buf`, e.g.
-/// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,…},"trace":0,…,"total":31}`.
+/// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,…,"contended":0},"trace":0,…,"total":31}`.
 pub(crate) fn write_summary_line(buf: &mut Vec<u8>, ts: SystemTime, counts: &Unreported) {
     let mut num = itoa::Buffer::new();
     buf.extend_from_slice(b"{\"ts\":\"");
@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn summary_is_one_json_line() {
-        let mut counts: Unreported = [[0; LEVELS]; 4];
+        let mut counts: Unreported = [[0; LEVELS]; REASONS];
         counts[DropReason::QueueFull.index()][2] = 31;
         counts[DropReason::ReserveFull.index()][4] = 2;
         counts[DropReason::OutputClosed.index()][3] = 5;
@@ -77,6 +77,7 @@ mod tests {
         assert_eq!(v["reason"]["reserve_full"], 2);
         assert_eq!(v["reason"]["output_closed"], 5);
         assert_eq!(v["reason"]["shutdown"], 0);
+        assert_eq!(v["reason"]["contended"], 0);
         assert_eq!(v["info"], 31);
         assert_eq!(v["warn"], 5);
         assert_eq!(v["error"], 2);
@@ -86,8 +87,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn summary_totals_add_up(flat in proptest::collection::vec(0u64..u64::MAX / 64, 20)) {
-            let mut counts: Unreported = [[0; LEVELS]; 4];
+        fn summary_totals_add_up(flat in proptest::collection::vec(0u64..u64::MAX / 64, LEVELS * REASONS)) {
+            let mut counts: Unreported = [[0; LEVELS]; REASONS];
             for (i, n) in flat.iter().enumerate() {
                 counts[i / LEVELS][i % LEVELS] = *n;
             }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 pub use logpolicy::writer::level_index;
 use logpolicy::writer::{
-    DropReason, Output, Overflow, Writer, WriterConfig, WriterStats, LEVELS, LEVEL_ORDER,
+    install_panic_hook, DropReason, Output, Overflow, Writer, WriterConfig, WriterStats, LEVELS,
+    LEVEL_ORDER, REASONS,
 };
 use serde_json::{json, Value};
 use tracing_core::Level;
@@ -36,6 +37,11 @@ pub struct ChildSpec {
     pub flush_timeout_ms: u64,
     /// Bytes of padding per line (lines are about 110 bytes plus this).
     pub pad: usize,
+    /// End with a panic on another thread (the panic hook installed, the guard never
+    /// dropped) instead of dropping the guard.
+    pub end_with_panic: bool,
+    /// `WriterConfig::lock_spin` in µs (0: the default).
+    pub lock_spin_us: u64,
 }
 
 impl Default for ChildSpec {
@@ -48,6 +54,11 @@ impl Default for ChildSpec {
             block: false,
             flush_timeout_ms: 10_000,
             pad: 40,
+            end_with_panic: false,
+            lock_spin_us: std::env::var("WRITER_LOCK_SPIN_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
         }
     }
 }
@@ -62,6 +73,8 @@ impl ChildSpec {
             "block": self.block,
             "flush_timeout_ms": self.flush_timeout_ms,
             "pad": self.pad,
+            "end_with_panic": self.end_with_panic,
+            "lock_spin_us": self.lock_spin_us,
         })
         .to_string()
     }
@@ -77,6 +90,8 @@ impl ChildSpec {
             block: v["block"].as_bool().unwrap_or(false),
             flush_timeout_ms: u("flush_timeout_ms"),
             pad: u("pad") as usize,
+            end_with_panic: v["end_with_panic"].as_bool().unwrap_or(false),
+            lock_spin_us: v["lock_spin_us"].as_u64().unwrap_or(0),
         }
     }
 }
@@ -168,7 +183,15 @@ fn run_child(spec: &ChildSpec) {
             Overflow::Drop
         })
         .flush_timeout(Duration::from_millis(spec.flush_timeout_ms));
+    let config = if spec.lock_spin_us > 0 {
+        config.lock_spin(Duration::from_micros(spec.lock_spin_us))
+    } else {
+        config
+    };
     let (writer, guard) = Writer::new(config).expect("writer starts");
+    if spec.end_with_panic {
+        install_panic_hook(writer.clone());
+    }
     let start = Instant::now();
     let per_thread_rate = spec.rate_per_sec as f64 / spec.threads as f64;
     let handles: Vec<_> = (0..spec.threads)
@@ -236,8 +259,17 @@ fn run_child(spec: &ChildSpec) {
         lat.merge(&l);
     }
     let produced_ms = start.elapsed().as_secs_f64() * 1e3;
+    let queued_at_end = writer.stats().queue_bytes;
     let drop_start = Instant::now();
-    drop(guard);
+    if spec.end_with_panic {
+        // The hook runs on the panicking thread before `join` returns; the guard is
+        // never dropped, so only the hook can have flushed what was queued.
+        let panicked = thread::spawn(|| panic!("the child panics on purpose")).join();
+        assert!(panicked.is_err());
+        std::mem::forget(guard);
+    } else {
+        drop(guard);
+    }
     let guard_drop_ms = drop_start.elapsed().as_secs_f64() * 1e3;
     let total_ms = start.elapsed().as_secs_f64() * 1e3;
     let stats = writer.stats();
@@ -255,6 +287,7 @@ fn run_child(spec: &ChildSpec) {
         "baseline_rss_kb": baseline_rss_kb,
         "peak_rss_kb": vm_hwm_kb(),
         "produced_ms": produced_ms,
+        "queued_bytes_at_end": queued_at_end,
         "guard_drop_ms": guard_drop_ms,
         "total_ms": total_ms,
     });
@@ -309,7 +342,7 @@ pub struct Delivered {
     pub events: [u64; LEVELS],
     /// Sums of the in-band summary lines, per level and per reason.
     pub reported: [u64; LEVELS],
-    pub reported_by_reason: [u64; 4],
+    pub reported_by_reason: [u64; REASONS],
     pub reported_total: u64,
     pub summary_lines: u64,
     pub malformed: Vec<String>,
