@@ -1,0 +1,275 @@
+//! Shared parts of the scenario benchmarks: the loggers under test, a latency histogram
+//! with flat memory, and the process's peak memory.
+//!
+//! The `reader-scenarios` binary re-executes themselves as child
+//! processes, one per logger and scenario, so every logger starts from a fresh process
+//! and its peak RSS is its own.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use logpolicy::writer::{Output, Writer, WriterConfig, WriterGuard};
+use logpolicy::{Format, FormatLayer, PolicyFilter};
+use serde_json::{json, Value};
+use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::prelude::*;
+
+/// The queue bound configured for our writer in every benchmark.
+pub const OUR_CAPACITY_BYTES: usize = 4 << 20;
+
+/// A logger under test; each writes JSON lines to the process's stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logger {
+    /// `logpolicy`: `PolicyFilter` + `FormatLayer` (JSON) + the non-blocking `Writer`,
+    /// drop mode, 4 MiB queue.
+    Ours,
+    /// `tracing_subscriber::fmt().json()` writing straight to stdout.
+    Fmt,
+    /// `tracing_appender::non_blocking` (default: lossy, 128,000 lines) with fmt JSON.
+    NonBlockingLossy,
+    /// `tracing_appender::non_blocking` with `lossy(false)` with fmt JSON.
+    NonBlockingLossless,
+}
+
+impl Logger {
+    /// Every logger, in report order.
+    pub const ALL: [Logger; 4] = [
+        Logger::Ours,
+        Logger::Fmt,
+        Logger::NonBlockingLossy,
+        Logger::NonBlockingLossless,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Logger::Ours => "logpolicy",
+            Logger::Fmt => "fmt-stdout",
+            Logger::NonBlockingLossy => "non_blocking-lossy",
+            Logger::NonBlockingLossless => "non_blocking-lossless",
+        }
+    }
+}
+
+impl fmt::Display for Logger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Logger {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Logger::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| format!("unknown logger {s:?}"))
+    }
+}
+
+/// A logger installed as the global default; [`Installed::finish`] flushes it and
+/// reports what it counted.
+pub struct Installed {
+    logger: Logger,
+    ours: Option<(Writer, WriterGuard)>,
+    non_blocking: Option<(ErrorCounter, WorkerGuard)>,
+}
+
+/// Installs `logger` as the global default subscriber, at level `info`.
+pub fn install(logger: Logger) -> Installed {
+    let mut installed = Installed {
+        logger,
+        ours: None,
+        non_blocking: None,
+    };
+    match logger {
+        Logger::Ours => {
+            let config = WriterConfig::new(Output::Stdout)
+                .capacity_bytes(OUR_CAPACITY_BYTES)
+                .flush_timeout(Duration::from_secs(10));
+            let (writer, guard) = Writer::new(config).expect("writer");
+            let subscriber = tracing_subscriber::registry()
+                .with(PolicyFilter::from_directives("info").expect("directives"))
+                .with(FormatLayer::new(Format::Json, writer.clone()));
+            tracing::subscriber::set_global_default(subscriber).expect("global default");
+            installed.ours = Some((writer, guard));
+        }
+        Logger::Fmt => {
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .with_max_level(tracing::Level::INFO)
+                .with_writer(std::io::stdout)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("global default");
+        }
+        Logger::NonBlockingLossy | Logger::NonBlockingLossless => {
+            let (nb, guard) = NonBlockingBuilder::default()
+                .lossy(logger == Logger::NonBlockingLossy)
+                .finish(std::io::stdout());
+            let counter = nb.error_counter();
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .with_max_level(tracing::Level::INFO)
+                .with_writer(nb)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("global default");
+            installed.non_blocking = Some((counter, guard));
+        }
+    }
+    installed
+}
+
+impl Installed {
+    /// Flushes (drops the guards) and returns what the logger itself counted:
+    /// `{"dropped_counted": n, ...}` (for ours, also the writer's per-level stats).
+    pub fn finish(self) -> Value {
+        match (self.ours, self.non_blocking) {
+            (Some((writer, guard)), _) => {
+                drop(guard);
+                let s = writer.stats();
+                let level = |l: tracing::Level| {
+                    let c = s.level(l);
+                    json!({"emitted": c.emitted, "written": c.written,
+                           "dropped": c.dropped.total(), "queued": c.queued})
+                };
+                json!({
+                    "logger": self.logger.name(),
+                    "dropped_counted": s.dropped_total(),
+                    "info": level(tracing::Level::INFO),
+                    "error": level(tracing::Level::ERROR),
+                    "peak_queue_bytes": s.peak_queue_bytes,
+                    "write_syscalls": s.write_syscalls,
+                    "summary_lines": s.summary_lines,
+                    "balanced": s.is_balanced(),
+                })
+            }
+            (None, Some((counter, guard))) => {
+                drop(guard);
+                json!({"logger": self.logger.name(), "dropped_counted": counter.dropped_lines()})
+            }
+            (None, None) => json!({"logger": self.logger.name(), "dropped_counted": 0}),
+        }
+    }
+}
+
+/// Latencies in log-linear buckets (16 per power of two, relative error < 6.25%): flat
+/// memory whatever the number of samples.
+#[derive(Clone)]
+pub struct Histogram {
+    buckets: Vec<u64>,
+    count: u64,
+    max_ns: u64,
+}
+
+const SUB: u32 = 16;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            buckets: vec![0; 64 * SUB as usize],
+            count: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn index(ns: u64) -> usize {
+        if ns < u64::from(SUB) {
+            return ns as usize;
+        }
+        let exp = 63 - ns.leading_zeros(); // >= 4
+        let sub = (ns >> (exp - 4)) & u64::from(SUB - 1);
+        ((exp - 3) * SUB) as usize + sub as usize
+    }
+
+    fn upper(index: usize) -> u64 {
+        let i = index as u64;
+        if i < u64::from(SUB) {
+            return i;
+        }
+        let exp = i / u64::from(SUB) + 3;
+        let sub = i % u64::from(SUB);
+        let upper = ((u128::from(SUB) + u128::from(sub) + 1) << (exp - 4)) - 1;
+        u64::try_from(upper).unwrap_or(u64::MAX)
+    }
+
+    /// Records one latency.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.buckets[Self::index(ns)] += 1;
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Adds `other`'s samples.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
+    /// An upper bound of the `q` quantile, in nanoseconds.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        let want = ((self.count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return Self::upper(i).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+
+    /// The largest latency recorded.
+    pub fn max_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+/// The process's peak resident memory (`VmHWM`), in KiB.
+pub fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_close_upper_bounds() {
+        let mut h = Histogram::default();
+        for ns in 1..=100_000u64 {
+            h.record(ns);
+        }
+        let p99 = h.quantile_ns(0.99);
+        assert!((99_000..=99_000 * 107 / 100).contains(&p99), "{p99}");
+        assert_eq!(h.quantile_ns(1.0), 100_000);
+        assert_eq!(h.count(), 100_000);
+        for i in 0..Histogram::index(u64::MAX) {
+            assert!(Histogram::index(Histogram::upper(i)) == i, "{i}");
+        }
+    }
+
+    #[test]
+    fn logger_names_round_trip() {
+        for l in Logger::ALL {
+            assert_eq!(l.name().parse::<Logger>(), Ok(l));
+        }
+    }
+}
