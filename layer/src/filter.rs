@@ -34,8 +34,10 @@
 //! [`Clock`], time moves only when the test moves it, and
 //! [`PolicyHandle::refresh`] re-evaluates the policy at the clock's time.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, SystemTime};
 
@@ -47,40 +49,119 @@ use tracing_subscriber::layer::{self, Context};
 
 use crate::clock::{Clock, SystemClock};
 use crate::level::Level;
+use crate::limits::{Budget, BurstDecision, BurstWindow, Notice, Notices};
 use crate::policy::{
-    prefix_matches, DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer,
+    prefix_matches, Burst, DirectiveError, Directives, EffectivePolicy, Policy, PolicyError,
+    PolicyLayer, Scope,
 };
+use crate::stats::{RuleCounters, Stats, StatsCells};
 
-/// The policy as the event path reads it: a flat table, longest target first.
+/// The most request-scope rules the effective policy applies (a request's decisions are
+/// a 64-bit mask); further request rules keep everything.
+pub(crate) const MAX_REQUEST_RULES: usize = 64;
+
+/// One sampling entry of the compiled policy.
+#[derive(Debug)]
+pub(crate) struct CompiledRule {
+    target: Box<str>,
+    scope: Scope,
+    pub(crate) counters: Arc<RuleCounters>,
+    /// For request rules: the bit of this rule in a request's decision masks.
+    pub(crate) request_bit: Option<u32>,
+}
+
+impl CompiledRule {
+    /// The span name that marks a request for this rule (`None`: the outermost span).
+    pub(crate) fn request_span(&self) -> Option<&str> {
+        match &self.scope {
+            Scope::Request { span } => span.as_deref(),
+            Scope::Event => None,
+        }
+    }
+}
+
+/// The policy as the event path reads it: flat tables, longest target first.
 #[derive(Debug)]
 pub(crate) struct Compiled {
     default: Level,
     /// Sorted by descending length, so the first match is the longest.
     targets: Box<[(Box<str>, Level)]>,
     max_level: Level,
+    pub(crate) always_keep: Level,
+    /// Sorted by descending target length.
+    rules: Box<[CompiledRule]>,
+    pub(crate) has_request_rules: bool,
+    pub(crate) burst: Option<Burst>,
+    pub(crate) max_bytes_per_second: Option<u64>,
     pub(crate) effective: EffectivePolicy,
     pub(crate) generation: u64,
 }
 
 impl Compiled {
-    fn new(policy: &Policy, now: SystemTime, generation: u64) -> Self {
+    fn new(
+        policy: &Policy,
+        now: SystemTime,
+        generation: u64,
+        prev: Option<&Compiled>,
+        stats: &Arc<StatsCells>,
+    ) -> Self {
         let effective = policy.effective_at(now);
-        let default = effective
-            .directives
-            .default_level
-            .unwrap_or(crate::policy::FALLBACK_LEVEL);
-        let mut targets: Vec<(Box<str>, Level)> = effective
-            .directives
+        let d = &effective.directives;
+        let default = d.default_level.unwrap_or(crate::policy::FALLBACK_LEVEL);
+        let mut targets: Vec<(Box<str>, Level)> = d
             .targets
             .iter()
             .map(|(t, l)| (Box::from(t.as_str()), *l))
             .collect();
         targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         let max_level = targets.iter().map(|(_, l)| *l).fold(default, Level::max);
+
+        let mut next_bit = 0u32;
+        let mut rules: Vec<CompiledRule> = d
+            .sampling
+            .iter()
+            .map(|r| {
+                let n = u64::from(r.keep_one_in.get());
+                let is_request = matches!(r.scope, Scope::Request { .. });
+                // Keep counting where the previous policy left off when a rule is unchanged.
+                let counters = prev
+                    .and_then(|p| {
+                        p.rules.iter().find(|c| {
+                            *c.target == *r.target.as_str()
+                                && c.scope == r.scope
+                                && c.counters.n == n
+                        })
+                    })
+                    .map(|c| c.counters.clone())
+                    .unwrap_or_else(|| RuleCounters::new(n, !is_request, stats));
+                let request_bit =
+                    (is_request && (next_bit as usize) < MAX_REQUEST_RULES).then(|| {
+                        next_bit += 1;
+                        next_bit - 1
+                    });
+                CompiledRule {
+                    target: Box::from(r.target.as_str()),
+                    scope: r.scope.clone(),
+                    counters,
+                    request_bit,
+                }
+            })
+            .collect();
+        rules.sort_by(|a, b| {
+            b.target
+                .len()
+                .cmp(&a.target.len())
+                .then_with(|| a.target.cmp(&b.target))
+        });
         Compiled {
             default,
             targets: targets.into_boxed_slice(),
             max_level,
+            always_keep: effective.always_keep(),
+            has_request_rules: rules.iter().any(|r| r.request_bit.is_some()),
+            rules: rules.into_boxed_slice(),
+            burst: d.burst,
+            max_bytes_per_second: d.max_bytes_per_second.map(|b| b.get()),
             effective,
             generation,
         }
@@ -96,22 +177,126 @@ impl Compiled {
         self.default
     }
 
+    /// The sampling entry governing `target`, if any.
     #[inline]
-    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+    pub(crate) fn rule_for(&self, target: &str) -> Option<&CompiledRule> {
+        self.rules
+            .iter()
+            .find(|r| prefix_matches(&r.target, target))
+    }
+
+    /// The request rules, for deciding at a span's start.
+    pub(crate) fn request_rules(&self) -> impl Iterator<Item = &CompiledRule> {
+        self.rules.iter().filter(|r| r.request_bit.is_some())
+    }
+
+    /// Whether events of this level are at or above `alwaysKeep`.
+    #[inline]
+    pub(crate) fn keeps_always(&self, level: &tracing_core::Level) -> bool {
+        Level::of(level) <= self.always_keep
+    }
+
+    #[inline]
+    fn level_enabled(&self, meta: &Metadata<'_>) -> bool {
         let level = Level::of(meta.level());
         level <= self.max_level && level <= self.level_for(meta.target())
     }
+
+    /// What the filter must decide per event for this callsite.
+    fn verdict(&self, meta: &Metadata<'_>, callsite: Option<Arc<CallsiteState>>) -> Verdict {
+        if !self.level_enabled(meta) {
+            return Verdict::DISABLED;
+        }
+        if meta.is_span() || self.keeps_always(meta.level()) {
+            return Verdict::ENABLED;
+        }
+        let rule = self
+            .rule_for(meta.target())
+            .filter(|r| {
+                r.request_bit.is_none() && matches!(r.scope, Scope::Event) && r.counters.n > 1
+            })
+            .map(|r| r.counters.clone());
+        let burst = match (self.burst, callsite) {
+            (Some(b), Some(c)) => Some((b, c)),
+            _ => None,
+        };
+        Verdict {
+            enabled: true,
+            rule,
+            burst,
+        }
+    }
+}
+
+/// Per-callsite state that outlives policy changes: the burst window.
+#[derive(Debug)]
+pub(crate) struct CallsiteState {
+    meta: &'static Metadata<'static>,
+    burst: BurstWindow,
+}
+
+/// The per-event decision for one callsite under one compiled policy.
+#[derive(Debug, Clone)]
+struct Verdict {
+    enabled: bool,
+    rule: Option<Arc<RuleCounters>>,
+    burst: Option<(Burst, Arc<CallsiteState>)>,
+}
+
+impl Verdict {
+    const DISABLED: Verdict = Verdict {
+        enabled: false,
+        rule: None,
+        burst: None,
+    };
+    const ENABLED: Verdict = Verdict {
+        enabled: true,
+        rule: None,
+        burst: None,
+    };
+}
+
+/// A per-thread, direct-mapped cache of verdicts, keyed by (filter, callsite,
+/// generation): a sampled callsite's decision costs a thread-local lookup and one
+/// counter, with no string matching and no shared load beyond the generation.
+struct CachedVerdict {
+    filter: usize,
+    meta: usize,
+    generation: u64,
+    verdict: Verdict,
+}
+
+const CACHE_SLOTS: usize = 64;
+
+thread_local! {
+    static VERDICTS: RefCell<[Option<CachedVerdict>; CACHE_SLOTS]> = const { RefCell::new([const { None }; CACHE_SLOTS]) };
+}
+
+#[inline]
+fn slot_of(meta: usize) -> usize {
+    ((meta >> 4) ^ (meta >> 12)) % CACHE_SLOTS
 }
 
 struct State {
     policy: Policy,
 }
 
+/// Gives every filter a distinct id for the verdict cache (an address could be reused).
+static NEXT_FILTER_ID: AtomicU64 = AtomicU64::new(1);
+
 struct Shared {
+    /// This filter's id in the verdict cache.
+    id: usize,
     compiled: ArcSwap<Compiled>,
+    /// The generation of `compiled`, published after it is stored.
+    generation: AtomicU64,
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
-    generation: AtomicU64,
+    stats: Arc<StatsCells>,
+    /// Callsites registered with the filter (static metadata only): their burst state.
+    callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
+    notices: Notices,
+    budget: Budget,
     /// Whether this filter runs its own expiry timer (system clock only).
     own_timer: bool,
     timer_started: AtomicBool,
@@ -231,12 +416,18 @@ impl PolicyFilter {
     }
 
     fn build(policy: Policy, clock: Arc<dyn Clock>, own_timer: bool) -> Self {
-        let compiled = Compiled::new(&policy, clock.now(), 0);
+        let stats = Arc::new(StatsCells::default());
+        let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
         let shared = Arc::new(Shared {
+            id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
             compiled: ArcSwap::from_pointee(compiled),
+            generation: AtomicU64::new(0),
             state: Mutex::new(State { policy }),
             clock,
-            generation: AtomicU64::new(0),
+            stats,
+            callsites: RwLock::new(HashMap::new()),
+            notices: Notices::default(),
+            budget: Budget::new(),
             own_timer,
             timer_started: AtomicBool::new(false),
             timer: OnceLock::new(),
@@ -252,19 +443,140 @@ impl PolicyFilter {
         }
     }
 
-    /// Whether the current policy enables an event or span with this metadata.
+    /// Whether the current policy lets this event or span through: its level is
+    /// enabled for its target and, for an event below `alwaysKeep`, its sampling rule
+    /// and the burst limit keep it. Counts what it does not keep.
     #[inline]
     pub fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        self.shared.compiled.load().enabled(meta)
+        let sh = &*self.shared;
+        let generation = sh.generation.load(Ordering::Acquire);
+        let filter = sh.id;
+        let key = meta as *const Metadata<'_> as usize;
+        VERDICTS.with(|cache| {
+            let Ok(mut cache) = cache.try_borrow_mut() else {
+                return self.decide(&self.verdict_uncached(meta).0, meta);
+            };
+            let slot = &mut cache[slot_of(key)];
+            if let Some(c) = slot {
+                if c.filter == filter && c.meta == key && c.generation == generation {
+                    return self.decide(&c.verdict, meta);
+                }
+            }
+            let (verdict, generation, cacheable) = self.verdict_uncached(meta);
+            let out = self.decide(&verdict, meta);
+            if cacheable {
+                *slot = Some(CachedVerdict {
+                    filter,
+                    meta: key,
+                    generation,
+                    verdict,
+                });
+            }
+            out
+        })
+    }
+
+    /// Computes the verdict from the compiled policy; cacheable only for callsites
+    /// registered with the filter (their metadata is static, so its address is an identity).
+    #[cold]
+    fn verdict_uncached(&self, meta: &Metadata<'_>) -> (Verdict, u64, bool) {
+        let compiled = self.shared.compiled.load();
+        let callsite = self
+            .shared
+            .callsites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(meta as *const Metadata<'_> as usize))
+            .cloned();
+        let cacheable = callsite.is_some();
+        (
+            compiled.verdict(meta, callsite),
+            compiled.generation,
+            cacheable,
+        )
     }
 
     #[inline]
-    fn interest(&self, meta: &Metadata<'_>) -> Interest {
-        if self.shared.compiled.load().enabled(meta) {
-            Interest::always()
-        } else {
-            Interest::never()
+    fn decide(&self, v: &Verdict, meta: &Metadata<'_>) -> bool {
+        if !v.enabled {
+            return false;
         }
+        if let Some(rule) = &v.rule {
+            if !rule.keep(meta.level()) {
+                return false;
+            }
+        }
+        if let Some((burst, callsite)) = &v.burst {
+            let second = self.shared.clock.unix_seconds();
+            let (decision, summary) = callsite.burst.admit(second, *burst);
+            if let Some(summary) = summary {
+                self.shared.notices.push(Notice::BurstEnded {
+                    meta: callsite.meta,
+                    summary,
+                });
+            }
+            if let BurstDecision::Drop { first } = decision {
+                StatsCells::add(&self.shared.stats.burst, meta.level(), 1);
+                if first {
+                    self.shared.notices.push(Notice::BurstStarted {
+                        meta: callsite.meta,
+                        burst: *burst,
+                    });
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
+        let compiled = self.shared.compiled.load();
+        if !compiled.level_enabled(meta) {
+            return Interest::never();
+        }
+        if meta.is_span() || compiled.keeps_always(meta.level()) {
+            return Interest::always();
+        }
+        let key = meta as *const Metadata<'static> as usize;
+        self.shared
+            .callsites
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(CallsiteState {
+                    meta,
+                    burst: BurstWindow::default(),
+                })
+            });
+        let sampled = compiled
+            .rule_for(meta.target())
+            .is_some_and(|r| matches!(r.scope, Scope::Event) && r.counters.n > 1);
+        if sampled || compiled.burst.is_some() {
+            Interest::sometimes()
+        } else {
+            Interest::always()
+        }
+    }
+
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.shared.clock.clone()
+    }
+
+    pub(crate) fn compiled(&self) -> arc_swap::Guard<Arc<Compiled>> {
+        self.shared.compiled.load()
+    }
+
+    pub(crate) fn stats_cells(&self) -> &Arc<StatsCells> {
+        &self.shared.stats
+    }
+
+    pub(crate) fn notices(&self) -> &Notices {
+        &self.shared.notices
+    }
+
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.shared.budget
     }
 
     #[inline]
@@ -282,14 +594,21 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Recompiles `policy` at the clock's time and swaps it in.
+    /// Recompiles `policy` at the clock's time and swaps it in (under the state lock,
+    /// so generations increase in the order policies are installed).
     fn install(&self, state: &State) {
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        self.compiled.store(Arc::new(Compiled::new(
+        let prev = self.compiled.load();
+        let generation = prev.generation + 1;
+        let next = Compiled::new(
             &state.policy,
             self.clock.now(),
             generation,
-        )));
+            Some(&prev),
+            &self.stats,
+        );
+        drop(prev);
+        self.compiled.store(Arc::new(next));
+        self.generation.store(generation, Ordering::Release);
     }
 
     /// After a swap: refresh tracing's caches and (re)arm the expiry timer.
@@ -363,6 +682,14 @@ impl PolicyHandle {
     /// Increases by one with every compiled change, expiry included.
     pub fn generation(&self) -> u64 {
         self.shared.compiled.load().generation
+    }
+
+    /// What happened to the events the levels enabled: written, sampled out, dropped by
+    /// the burst limit or the budget, or held with a request. Writes are counted by a
+    /// [`FormatLayer`](crate::FormatLayer) linked with
+    /// [`with_policy`](crate::FormatLayer::with_policy).
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.snapshot()
     }
 
     /// The time on this filter's clock.

@@ -51,7 +51,7 @@ pub enum InitError {
 ///     .build()
 ///     .unwrap();
 /// tracing::dispatcher::with_default(&dispatch, || tracing::info!(target: "shop::http", "up"));
-/// assert_eq!(logging.handle().effective().to_string(), "info,shop::payment=debug");
+/// assert_eq!(logging.handle().effective().to_string(), "info,shop::payment=debug,@always_keep=warn");
 /// ```
 #[derive(Debug, Default)]
 pub struct Builder {

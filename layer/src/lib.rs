@@ -58,8 +58,10 @@ pub mod filter;
 pub mod format;
 mod init;
 mod level;
+mod limits;
 pub mod policy;
 mod sink;
+pub mod stats;
 pub mod writer;
 
 pub use filter::{PolicyFilter, PolicyHandle};
@@ -70,3 +72,4 @@ pub use policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
 };
 pub use sink::{LineSink, NullSink, StdoutSink};
+pub use stats::{LevelCounts, Reason, Stats};

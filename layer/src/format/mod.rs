@@ -24,10 +24,12 @@
 
 mod escape;
 mod fields;
+mod request;
 mod timestamp;
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Subscriber};
@@ -35,10 +37,14 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::{Clock, SystemClock};
+use crate::filter::{Compiled, PolicyFilter};
 use crate::level::Level;
 use crate::sink::LineSink;
+use crate::stats::StatsCells;
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, TextFields};
+pub use request::RequestLimits;
+use request::{HoldOutcome, RequestState, Summary};
 pub(crate) use timestamp::write_timestamp;
 
 /// The line format.
@@ -93,6 +99,10 @@ pub struct FormatLayer<K> {
     sink: K,
     clock: Arc<dyn Clock>,
     always_keep: Level,
+    policy: Option<PolicyFilter>,
+    requests: RequestLimits,
+    tracked: Arc<std::sync::atomic::AtomicUsize>,
+    summary: Arc<Summary>,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -103,7 +113,43 @@ impl<K: LineSink> FormatLayer<K> {
             sink,
             clock: Arc::new(SystemClock),
             always_keep: Level::Warn,
+            policy: None,
+            requests: RequestLimits::default(),
+            tracked: Arc::default(),
+            summary: Arc::new(Summary::new(request::DEFAULT_SUMMARY_INTERVAL_SECS)),
         }
+    }
+
+    /// Links this layer with the filter in front of it, which turns on everything in the
+    /// policy that needs the formatted line or the request: `alwaysKeep` from the policy,
+    /// request-scope sampling (lines of a request that was not kept are held, and written
+    /// before the first event at `alwaysKeep` or above in it), the byte budget, the
+    /// counting of written events in the filter's [`Stats`](crate::Stats), and the in-band
+    /// reports (burst notices and a periodic summary of what was not written).
+    ///
+    /// The layer takes timestamps from the filter's clock.
+    #[must_use]
+    pub fn with_policy(mut self, filter: &PolicyFilter) -> Self {
+        self.clock = filter.clock();
+        self.policy = Some(filter.clone());
+        self
+    }
+
+    /// Bounds the lines held per request that was not kept (default 64 lines, 16 KiB)
+    /// and the number of requests holding lines at once (default 1,024); see
+    /// [`RequestLimits`].
+    #[must_use]
+    pub fn request_limits(mut self, limits: RequestLimits) -> Self {
+        self.requests = limits;
+        self
+    }
+
+    /// Writes the summary of events not written at most once per `secs` seconds
+    /// (default 10, at least 1).
+    #[must_use]
+    pub fn summary_interval(mut self, secs: u64) -> Self {
+        self.summary = Arc::new(Summary::new(secs.max(1)));
+        self
     }
 
     /// Takes timestamps from `clock`.
@@ -126,12 +172,17 @@ impl<K: LineSink> FormatLayer<K> {
     }
 
     /// Formats `event` into `buf` (cleared first), with `span` as its span.
-    fn format_into<S>(&self, buf: &mut Vec<u8>, event: &Event<'_>, ctx: &Context<'_, S>)
-    where
+    fn format_into<S>(
+        &self,
+        buf: &mut Vec<u8>,
+        event: &Event<'_>,
+        ctx: &Context<'_, S>,
+        now: SystemTime,
+    ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        buf.clear();
         let meta = event.metadata();
-        let now = self.clock.now();
         match self.format {
             Format::Json => {
                 buf.extend_from_slice(b"{\"ts\":\"");
@@ -200,6 +251,16 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
+        if let Some(policy) = &self.policy {
+            let compiled: arc_swap::Guard<Arc<Compiled>> = policy.compiled();
+            if compiled.has_request_rules {
+                if let Some(state) =
+                    RequestState::decide(&compiled, attrs, &span, &self.requests, &self.tracked)
+                {
+                    span.extensions_mut().insert(state);
+                }
+            }
+        }
         let mut buf = Vec::new();
         match self.format {
             Format::Json => {
@@ -231,27 +292,124 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let level = event.metadata().level();
-        let always_keep = Level::of(level) <= self.always_keep;
-        let write = |buf: &mut Vec<u8>| {
-            buf.clear();
-            self.format_into(buf, event, &ctx);
-            self.sink.write_line(level, always_keep, buf);
-        };
-        let reused = BUF.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buf) => {
-                write(&mut buf);
-                if buf.capacity() > KEEP_BUFFER {
-                    *buf = Vec::with_capacity(1024);
-                }
-                true
+        with_buffer(|buf| match &self.policy {
+            None => {
+                let level = event.metadata().level();
+                self.format_into(buf, event, &ctx, self.clock.now());
+                self.sink
+                    .write_line(level, Level::of(level) <= self.always_keep, buf);
             }
-            Err(_) => false,
+            Some(policy) => self.on_policy_event(policy, buf, event, &ctx),
         });
-        if !reused {
-            // Re-entered (a sink that logs): use a fresh buffer rather than fail.
-            write(&mut Vec::with_capacity(256));
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let (Some(policy), Some(span)) = (&self.policy, ctx.span(&id)) else {
+            return;
+        };
+        let state = span.extensions_mut().remove::<RequestState>();
+        if let Some(state) = state {
+            state.discard(policy.stats_cells(), &self.tracked);
         }
+    }
+}
+
+impl<K: LineSink> FormatLayer<K> {
+    /// The event path when linked with a policy: notices, request scope, budget, write,
+    /// count, and the periodic summary.
+    fn on_policy_event<S>(
+        &self,
+        policy: &PolicyFilter,
+        buf: &mut Vec<u8>,
+        event: &Event<'_>,
+        ctx: &Context<'_, S>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let compiled = policy.compiled();
+        let stats = policy.stats_cells();
+        let now = self.clock.now();
+        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        if let Some(notices) = policy.notices().take() {
+            for notice in notices {
+                request::write_notice(buf, self.format, now, &notice);
+                self.sink.write_line(&tracing_core::Level::WARN, true, buf);
+            }
+        }
+        let meta = event.metadata();
+        let level = meta.level();
+        let keep = compiled.keeps_always(level);
+        if keep {
+            if compiled.has_request_rules {
+                // The context of an error: what its request held, in order, first.
+                for (lvl, line) in request::promote(event, ctx) {
+                    self.sink.write_line(&lvl, true, &line);
+                    StatsCells::sub(&stats.held, &lvl, 1);
+                    StatsCells::add(&stats.written, &lvl, 1);
+                    if compiled.max_bytes_per_second.is_some() {
+                        policy.budget().charge(line.len());
+                    }
+                }
+            }
+        } else {
+            if compiled.has_request_rules {
+                match request::hold(&compiled, event, ctx, &self.requests, |b| {
+                    self.format_into(b, event, ctx, now)
+                }) {
+                    HoldOutcome::Write => {}
+                    HoldOutcome::Held { evicted } => {
+                        StatsCells::add(&stats.held, level, 1);
+                        for lvl in evicted {
+                            StatsCells::sub(&stats.held, &lvl, 1);
+                            StatsCells::add(&stats.sampled, &lvl, 1);
+                        }
+                        return;
+                    }
+                    HoldOutcome::Sampled => {
+                        StatsCells::add(&stats.sampled, level, 1);
+                        return;
+                    }
+                }
+            }
+            if let Some(rate) = compiled.max_bytes_per_second {
+                let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
+                if !policy.budget().admit(now_ns, rate) {
+                    StatsCells::add(&stats.budget, level, 1);
+                    return;
+                }
+            }
+        }
+        self.format_into(buf, event, ctx, now);
+        self.sink.write_line(level, keep, buf);
+        StatsCells::add(&stats.written, level, 1);
+        if compiled.max_bytes_per_second.is_some() {
+            policy.budget().charge(buf.len());
+        }
+        if self.summary.due(since_epoch.as_secs()) {
+            if let Some(line_level) = self.summary.write(buf, self.format, now, &stats.snapshot()) {
+                self.sink.write_line(&line_level, true, buf);
+            }
+        }
+        drop(compiled);
+    }
+}
+
+/// Runs `f` with the per-thread line buffer (or a fresh one if re-entered).
+fn with_buffer(f: impl FnOnce(&mut Vec<u8>)) {
+    let mut f = Some(f);
+    BUF.with(|cell| {
+        if let Ok(mut buf) = cell.try_borrow_mut() {
+            if let Some(f) = f.take() {
+                f(&mut buf);
+            }
+            if buf.capacity() > KEEP_BUFFER {
+                *buf = Vec::with_capacity(1024);
+            }
+        }
+    });
+    if let Some(f) = f {
+        // Re-entered (a sink that logs): use a fresh buffer rather than fail.
+        f(&mut Vec::with_capacity(256));
     }
 }
 

@@ -31,12 +31,17 @@
 //! ```
 
 mod directives;
+mod sampling;
 mod target;
 
 use std::fmt;
 use std::time::SystemTime;
 
 pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS};
+pub use sampling::{
+    Burst, RangeError, SamplingRule, Scope, BYTES_PER_SECOND_RANGE, MAX_ONE_IN, MAX_PER_SECOND,
+    MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
+};
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
 
@@ -45,6 +50,10 @@ use crate::level::Level;
 
 /// The level of targets when no layer sets a default level.
 pub const FALLBACK_LEVEL: Level = Level::Info;
+
+/// Events at or above this level are never sampled or dropped for budget, unless a
+/// layer says otherwise.
+pub const DEFAULT_ALWAYS_KEEP: Level = Level::Warn;
 
 /// The most layers a policy may have.
 pub const MAX_LAYERS: usize = 64;
@@ -147,8 +156,10 @@ impl PolicyLayer {
 /// An ordered list of layers.
 ///
 /// Its JSON form is `{"layers": [...]}`, each layer
-/// `{"source", "priority", "expiresAt", "defaultLevel", "targets": [{"target", "level"}]}`
-/// with everything but `source` optional.
+/// `{"source", "priority", "expiresAt", "defaultLevel", "targets": [{"target", "level"}],
+/// "alwaysKeep", "sampling": [{"target", "keepOneIn", "scope": "event"|"request", "span"}],
+/// "burst": {"perSecond", "thenOneIn"}, "maxBytesPerSecond"}` with everything but `source`
+/// optional.
 ///
 /// # Examples
 ///
@@ -239,6 +250,36 @@ impl Policy {
                 }
             }
         }
+        // Sampling resolves like levels: per target, the highest layer with a matching
+        // rule decides, flattened into one table keyed by every rule target.
+        let resolve_rule = |target: &str| {
+            active
+                .iter()
+                .find_map(|l| l.directives.sampling_for(target))
+        };
+        for layer in &active {
+            for rule in &layer.directives.sampling {
+                if !directives.sampling.iter().any(|r| r.target == rule.target) {
+                    if let Some(winner) = resolve_rule(rule.target.as_str()) {
+                        directives.sampling.push(SamplingRule {
+                            target: rule.target.clone(),
+                            keep_one_in: winner.keep_one_in,
+                            scope: winner.scope.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        directives.always_keep = Some(
+            active
+                .iter()
+                .find_map(|l| l.directives.always_keep)
+                .unwrap_or(DEFAULT_ALWAYS_KEEP),
+        );
+        directives.burst = active.iter().find_map(|l| l.directives.burst);
+        directives.max_bytes_per_second = active
+            .iter()
+            .find_map(|l| l.directives.max_bytes_per_second);
         let next_expiry = active.iter().filter_map(|l| l.expires_at).min();
         EffectivePolicy {
             directives,
@@ -290,6 +331,11 @@ impl EffectivePolicy {
     pub fn level_for(&self, target: &str) -> Level {
         self.directives.level_for(target).unwrap_or(FALLBACK_LEVEL)
     }
+
+    /// The level at and above which nothing is sampled or dropped for budget.
+    pub fn always_keep(&self) -> Level {
+        self.directives.always_keep.unwrap_or(DEFAULT_ALWAYS_KEEP)
+    }
 }
 
 impl fmt::Display for EffectivePolicy {
@@ -339,6 +385,40 @@ mod json {
         pub default_level: Option<Level>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub targets: Vec<TargetDoc>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub always_keep: Option<Level>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub sampling: Vec<SamplingDoc>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub burst: Option<BurstDoc>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_bytes_per_second: Option<u64>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub(super) struct SamplingDoc {
+        pub target: Target,
+        pub keep_one_in: u64,
+        #[serde(default)]
+        pub scope: ScopeDoc,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub span: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize, Default, PartialEq, Eq)]
+    #[serde(rename_all = "lowercase")]
+    pub(super) enum ScopeDoc {
+        #[default]
+        Event,
+        Request,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub(super) struct BurstDoc {
+        pub per_second: u64,
+        pub then_one_in: u64,
     }
 
     #[derive(Serialize, Deserialize)]
@@ -386,6 +466,7 @@ mod json {
                 let mut directives = Directives {
                     default_level: l.default_level,
                     targets: Vec::with_capacity(l.targets.len()),
+                    ..Directives::default()
                 };
                 for (j, t) in l.targets.into_iter().enumerate() {
                     if directives.targets.iter().any(|(x, _)| *x == t.target) {
@@ -395,6 +476,64 @@ mod json {
                         ));
                     }
                     directives.targets.push((t.target, t.level));
+                }
+                if l.always_keep == Some(Level::Off) {
+                    return Err(at(
+                        ".alwaysKeep",
+                        "alwaysKeep cannot be off: errors must always be kept".into(),
+                    ));
+                }
+                directives.always_keep = l.always_keep;
+                if l.sampling.len() > MAX_SAMPLING_RULES {
+                    return Err(at(
+                        ".sampling",
+                        format!("too many sampling rules (at most {MAX_SAMPLING_RULES})"),
+                    ));
+                }
+                for (j, r) in l.sampling.into_iter().enumerate() {
+                    let here = |f: &str| format!(".sampling[{j}]{f}");
+                    if directives.sampling.iter().any(|x| x.target == r.target) {
+                        return Err(at(
+                            &here(".target"),
+                            format!("duplicate sampling target {:?}", r.target.as_str()),
+                        ));
+                    }
+                    let keep_one_in = sampling::one_in("keepOneIn", r.keep_one_in)
+                        .map_err(|e| at(&here(".keepOneIn"), e.to_string()))?;
+                    let scope = match (r.scope, r.span) {
+                        (ScopeDoc::Event, None) => Scope::Event,
+                        (ScopeDoc::Event, Some(_)) => {
+                            return Err(at(
+                                &here(".span"),
+                                "span is only meaningful with scope: request".into(),
+                            ))
+                        }
+                        (ScopeDoc::Request, span) => Scope::Request {
+                            span: span
+                                .map(|s| sampling::span_name(&s))
+                                .transpose()
+                                .map_err(|e| at(&here(".span"), e))?,
+                        },
+                    };
+                    directives.sampling.push(SamplingRule {
+                        target: r.target,
+                        keep_one_in,
+                        scope,
+                    });
+                }
+                if let Some(b) = l.burst {
+                    directives.burst = Some(Burst {
+                        per_second: sampling::per_second(b.per_second)
+                            .map_err(|e| at(".burst.perSecond", e.to_string()))?,
+                        then_one_in: sampling::one_in("thenOneIn", b.then_one_in)
+                            .map_err(|e| at(".burst.thenOneIn", e.to_string()))?,
+                    });
+                }
+                if let Some(b) = l.max_bytes_per_second {
+                    directives.max_bytes_per_second = Some(
+                        sampling::bytes_per_second(b)
+                            .map_err(|e| at(".maxBytesPerSecond", e.to_string()))?,
+                    );
                 }
                 let mut layer = PolicyLayer::new(l.source, l.priority, directives)
                     .map_err(|e| at(".source", e.to_string()))?;
@@ -428,6 +567,29 @@ mod json {
                                 level: *lv,
                             })
                             .collect(),
+                        always_keep: l.directives.always_keep,
+                        sampling: l
+                            .directives
+                            .sampling
+                            .iter()
+                            .map(|r| SamplingDoc {
+                                target: r.target.clone(),
+                                keep_one_in: u64::from(r.keep_one_in.get()),
+                                scope: match r.scope {
+                                    Scope::Event => ScopeDoc::Event,
+                                    Scope::Request { .. } => ScopeDoc::Request,
+                                },
+                                span: match &r.scope {
+                                    Scope::Request { span } => span.clone(),
+                                    Scope::Event => None,
+                                },
+                            })
+                            .collect(),
+                        burst: l.directives.burst.map(|b| BurstDoc {
+                            per_second: u64::from(b.per_second.get()),
+                            then_one_in: u64::from(b.then_one_in.get()),
+                        }),
+                        max_bytes_per_second: l.directives.max_bytes_per_second.map(|b| b.get()),
                     })
                     .collect(),
             }

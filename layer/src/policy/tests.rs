@@ -126,7 +126,7 @@ fn arb_layer(i: usize) -> impl Strategy<Value = PolicyLayer> {
         .prop_map(move |(priority, expiry, default_level, targets)| {
             let mut d = Directives {
                 default_level,
-                targets: Vec::new(),
+                ..Directives::default()
             };
             for (t, l) in targets {
                 d.set_target(t, l);

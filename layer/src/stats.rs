@@ -1,0 +1,248 @@
+//! What happened to every event the policy let through: written, sampled out, dropped
+//! by the burst limit or the byte budget, or held with its request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// Levels in `tracing` order, as the per-level tables are indexed.
+pub const LEVELS: [tracing_core::Level; 5] = [
+    tracing_core::Level::TRACE,
+    tracing_core::Level::DEBUG,
+    tracing_core::Level::INFO,
+    tracing_core::Level::WARN,
+    tracing_core::Level::ERROR,
+];
+
+/// The index of `level` in [`LEVELS`].
+#[inline]
+pub fn level_index(level: &tracing_core::Level) -> usize {
+    match *level {
+        tracing_core::Level::TRACE => 0,
+        tracing_core::Level::DEBUG => 1,
+        tracing_core::Level::INFO => 2,
+        tracing_core::Level::WARN => 3,
+        _ => 4,
+    }
+}
+
+/// Why an event the levels enabled was not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// A sampling rule did not keep it (or its request, which then ended without an
+    /// error, or its request's buffer was full).
+    Sampled,
+    /// Its callsite was over the burst limit.
+    Burst,
+    /// The byte budget was spent.
+    Budget,
+}
+
+impl Reason {
+    /// Every reason.
+    pub const ALL: [Reason; 3] = [Reason::Sampled, Reason::Burst, Reason::Budget];
+
+    /// `sampled`, `burst` or `budget`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Sampled => "sampled",
+            Reason::Burst => "burst",
+            Reason::Budget => "budget",
+        }
+    }
+}
+
+/// Counts for one level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelCounts {
+    /// Formatted and handed to the sink.
+    pub written: u64,
+    /// Not written because of sampling.
+    pub sampled: u64,
+    /// Not written because of the burst limit.
+    pub burst: u64,
+    /// Not written because of the byte budget.
+    pub budget: u64,
+    /// Held right now with a request that was not kept (written if an error follows in
+    /// it, counted as sampled when it ends without one).
+    pub held: u64,
+}
+
+impl LevelCounts {
+    /// Every event accounted for: `written + sampled + burst + budget + held`.
+    pub fn emitted(&self) -> u64 {
+        self.written + self.dropped() + self.held
+    }
+
+    /// Not written, for any reason.
+    pub fn dropped(&self) -> u64 {
+        self.sampled + self.burst + self.budget
+    }
+
+    /// The count for one reason.
+    pub fn by_reason(&self, reason: Reason) -> u64 {
+        match reason {
+            Reason::Sampled => self.sampled,
+            Reason::Burst => self.burst,
+            Reason::Budget => self.budget,
+        }
+    }
+}
+
+/// A snapshot of the layer's accounting, per level (indexed as [`LEVELS`]).
+///
+/// At any quiet moment (no event in flight), for every level,
+/// `emitted == written + sampled + burst + budget + held`, where `emitted` counts every
+/// event the levels enabled.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::{Format, FormatLayer, NullSink, PolicyFilter};
+/// use tracing_subscriber::prelude::*;
+///
+/// let filter = PolicyFilter::from_directives("info,@sample(app)=1/10").unwrap();
+/// let stats = filter.handle();
+/// let subscriber = tracing_subscriber::registry()
+///     .with(filter.clone())
+///     .with(FormatLayer::new(Format::Json, NullSink).with_policy(&filter));
+/// tracing::subscriber::with_default(subscriber, || {
+///     for i in 0..100 {
+///         tracing::info!(target: "app", i, "sampled");
+///     }
+///     tracing::error!(target: "app", "always kept");
+/// });
+/// let s = stats.stats();
+/// assert_eq!(s.level(&tracing::Level::INFO).written, 10);
+/// assert_eq!(s.level(&tracing::Level::INFO).sampled, 90);
+/// assert_eq!(s.level(&tracing::Level::ERROR).written, 1);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Per level, in [`LEVELS`] order.
+    pub levels: [LevelCounts; 5],
+}
+
+impl Stats {
+    /// The counts of one level.
+    pub fn level(&self, level: &tracing_core::Level) -> LevelCounts {
+        self.levels[level_index(level)]
+    }
+
+    /// The sum over levels.
+    pub fn total(&self) -> LevelCounts {
+        let mut t = LevelCounts::default();
+        for l in &self.levels {
+            t.written += l.written;
+            t.sampled += l.sampled;
+            t.burst += l.burst;
+            t.budget += l.budget;
+            t.held += l.held;
+        }
+        t
+    }
+}
+
+type Row = [AtomicU64; 5];
+
+/// The live counters behind [`Stats`].
+#[derive(Debug, Default)]
+pub(crate) struct StatsCells {
+    pub(crate) written: Row,
+    pub(crate) sampled: Row,
+    pub(crate) burst: Row,
+    pub(crate) budget: Row,
+    pub(crate) held: Row,
+    /// Sampled counts of event-scope rules that no longer exist.
+    retired: Row,
+    /// Event-scope rules in use (their counters give the rest of `sampled`).
+    live_rules: Mutex<Vec<Weak<RuleCounters>>>,
+}
+
+impl StatsCells {
+    #[inline]
+    pub(crate) fn add(row: &Row, level: &tracing_core::Level, n: u64) {
+        row[level_index(level)].fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sub(row: &Row, level: &tracing_core::Level, n: u64) {
+        row[level_index(level)].fetch_sub(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn register_rule(&self, rule: &Arc<RuleCounters>) {
+        let mut live = self.live_rules.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(rule));
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let mut s = Stats::default();
+        let rules: Vec<Arc<RuleCounters>> = {
+            let live = self.live_rules.lock().unwrap_or_else(|p| p.into_inner());
+            live.iter().filter_map(Weak::upgrade).collect()
+        };
+        for (i, l) in s.levels.iter_mut().enumerate() {
+            let get = |row: &Row| row[i].load(Ordering::Relaxed);
+            l.written = get(&self.written);
+            l.sampled = get(&self.sampled)
+                + get(&self.retired)
+                + rules.iter().map(|r| r.sampled(i)).sum::<u64>();
+            l.burst = get(&self.burst);
+            l.budget = get(&self.budget);
+            l.held = get(&self.held);
+        }
+        s
+    }
+}
+
+/// The counters of one event-scope sampling rule: how many events it has seen per
+/// level. It keeps the 1st, (N+1)th, (2N+1)th... so it has sampled out
+/// `seen - ceil(seen / N)`: one atomic add per event, and nothing else to count.
+#[derive(Debug)]
+pub(crate) struct RuleCounters {
+    pub(crate) n: u64,
+    seen: Row,
+    /// Event scope: the sampled count is derived from `seen` (and folded into the
+    /// stats when the rule goes away); request scope counts requests, not events.
+    derive_sampled: bool,
+    stats: Weak<StatsCells>,
+}
+
+impl RuleCounters {
+    pub(crate) fn new(n: u64, derive_sampled: bool, stats: &Arc<StatsCells>) -> Arc<Self> {
+        let rule = Arc::new(RuleCounters {
+            n: n.max(1),
+            seen: Default::default(),
+            derive_sampled,
+            stats: Arc::downgrade(stats),
+        });
+        if derive_sampled {
+            stats.register_rule(&rule);
+        }
+        rule
+    }
+
+    /// Counts one event (or request) and says whether it is the one in N kept.
+    #[inline]
+    pub(crate) fn keep(&self, level: &tracing_core::Level) -> bool {
+        self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed) % self.n == 0
+    }
+
+    fn sampled(&self, i: usize) -> u64 {
+        if !self.derive_sampled {
+            return 0;
+        }
+        let seen = self.seen[i].load(Ordering::Relaxed);
+        seen - seen.div_ceil(self.n)
+    }
+}
+
+impl Drop for RuleCounters {
+    fn drop(&mut self) {
+        if let Some(stats) = self.stats.upgrade() {
+            for i in 0..5 {
+                stats.retired[i].fetch_add(self.sampled(i), Ordering::Relaxed);
+            }
+        }
+    }
+}
