@@ -24,6 +24,14 @@ impl Harness {
     }
 
     pub fn with_limits(directives: &str, limits: RequestLimits) -> Self {
+        Self::build(directives, limits, 10)
+    }
+
+    pub fn with_summary_every(directives: &str, secs: u64) -> Self {
+        Self::build(directives, RequestLimits::default(), secs)
+    }
+
+    pub fn build(directives: &str, limits: RequestLimits, summary_secs: u64) -> Self {
         let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
         let filter = PolicyFilter::with_clock(
             Policy::new(vec![PolicyLayer::baseline(directives.parse().unwrap())]),
@@ -34,7 +42,8 @@ impl Harness {
             tracing_subscriber::registry().with(filter.clone()).with(
                 FormatLayer::new(Format::Json, out.clone())
                     .with_policy(&filter)
-                    .request_limits(limits),
+                    .request_limits(limits)
+                    .summary_interval(summary_secs),
             ),
         );
         Harness {
