@@ -14,7 +14,7 @@ pub struct Row {
     pub ours: (&'static str, &'static str),
     /// The peer: (criterion group, benchmark id).
     pub peer: (&'static str, &'static str),
-    /// The largest acceptable ours/peer ratio.
+    /// The largest acceptable ours/peer ratio (`f64::INFINITY`: for information only).
     pub target: f64,
     /// Operations per criterion iteration (to report per event).
     pub per_iter: f64,
@@ -61,20 +61,25 @@ pub fn report(name: &str, rows: &[Row], extra: serde_json::Value) -> bool {
         let (o, p) = (o / r.per_iter, p / r.per_iter);
         let ratio = o / p;
         let met = ratio <= r.target;
+        let target = if r.target.is_finite() {
+            format!("≤ {}", r.target)
+        } else {
+            "—".to_owned()
+        };
         all_met &= met;
         println!(
-            "| {} | {:.2} | {} | {:.2} | {:.3} | ≤ {} | {} |",
+            "| {} | {:.2} | {} | {:.2} | {:.3} | {} | {} |",
             r.case,
             o,
             r.peer.1,
             p,
             ratio,
-            r.target,
+            target,
             if met { "yes" } else { "NO" }
         );
         json_rows.push(serde_json::json!({
             "case": r.case, "ours": r.ours.1, "peer": r.peer.1,
-            "ours_ns": o, "peer_ns": p, "ratio": ratio, "target": r.target, "met": met,
+            "ours_ns": o, "peer_ns": p, "ratio": ratio, "target": r.target.is_finite().then_some(r.target), "met": met,
         }));
     }
     let dir = target_dir().join("bench");

@@ -264,6 +264,8 @@ struct CachedVerdict {
     meta: usize,
     generation: u64,
     verdict: Verdict,
+    /// This thread's next multiple of N for the callsite's sampling rule.
+    next_keep: u64,
 }
 
 const CACHE_SLOTS: usize = 64;
@@ -454,22 +456,24 @@ impl PolicyFilter {
         let key = meta as *const Metadata<'_> as usize;
         VERDICTS.with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
-                return self.decide(&self.verdict_uncached(meta).0, meta);
+                return self.decide(&self.verdict_uncached(meta).0, meta, &mut 0);
             };
             let slot = &mut cache[slot_of(key)];
             if let Some(c) = slot {
                 if c.filter == filter && c.meta == key && c.generation == generation {
-                    return self.decide(&c.verdict, meta);
+                    return self.decide(&c.verdict, meta, &mut c.next_keep);
                 }
             }
             let (verdict, generation, cacheable) = self.verdict_uncached(meta);
-            let out = self.decide(&verdict, meta);
+            let mut next_keep = 0;
+            let out = self.decide(&verdict, meta, &mut next_keep);
             if cacheable {
                 *slot = Some(CachedVerdict {
                     filter,
                     meta: key,
                     generation,
                     verdict,
+                    next_keep,
                 });
             }
             out
@@ -497,12 +501,12 @@ impl PolicyFilter {
     }
 
     #[inline]
-    fn decide(&self, v: &Verdict, meta: &Metadata<'_>) -> bool {
+    fn decide(&self, v: &Verdict, meta: &Metadata<'_>, next_keep: &mut u64) -> bool {
         if !v.enabled {
             return false;
         }
         if let Some(rule) = &v.rule {
-            if !rule.keep(meta.level()) {
+            if !rule.keep_hinted(meta.level(), next_keep) {
                 return false;
             }
         }

@@ -62,6 +62,7 @@ mod limits;
 pub mod policy;
 mod sink;
 pub mod stats;
+pub mod wire;
 pub mod writer;
 
 pub use filter::{PolicyFilter, PolicyHandle};

@@ -228,6 +228,20 @@ impl RuleCounters {
         self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed) % self.n == 0
     }
 
+    /// [`keep`](Self::keep) without a division on most events: `next` is the caller's
+    /// (per thread, per callsite) smallest multiple of N above the last count it saw.
+    /// The shared count only grows, so a count below `next` cannot be a multiple of N;
+    /// the division is paid about once per N events.
+    #[inline]
+    pub(crate) fn keep_hinted(&self, level: &tracing_core::Level, next: &mut u64) -> bool {
+        let c = self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed);
+        if c < *next {
+            return false;
+        }
+        *next = (c / self.n + 1) * self.n;
+        c % self.n == 0
+    }
+
     fn sampled(&self, i: usize) -> u64 {
         if !self.derive_sampled {
             return 0;

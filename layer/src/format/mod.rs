@@ -342,18 +342,18 @@ impl<K: LineSink> FormatLayer<K> {
         if keep {
             if compiled.has_request_rules {
                 // The context of an error: what its request held, in order, first.
-                for (lvl, line) in request::promote(event, ctx) {
-                    self.sink.write_line(&lvl, true, &line);
+                request::promote(event, ctx, |lvl, line| {
+                    self.sink.write_line(&lvl, true, line);
                     StatsCells::sub(&stats.held, &lvl, 1);
                     StatsCells::add(&stats.written, &lvl, 1);
                     if compiled.max_bytes_per_second.is_some() {
                         policy.budget().charge(line.len());
                     }
-                }
+                });
             }
         } else {
             if compiled.has_request_rules {
-                match request::hold(&compiled, event, ctx, &self.requests, |b| {
+                match request::hold(&compiled, event, ctx, &self.requests, buf, |b| {
                     self.format_into(b, event, ctx, now)
                 }) {
                     HoldOutcome::Write => {}

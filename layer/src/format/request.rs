@@ -58,11 +58,21 @@ impl Default for RequestLimits {
     }
 }
 
-/// Lines held by a request that was not kept.
+/// Lines held by a request that was not kept: their bytes back to back in one ring
+/// (one allocation per request, not per line) and their levels and lengths.
 #[derive(Debug, Default)]
 struct Held {
-    lines: VecDeque<(tracing_core::Level, Box<[u8]>)>,
-    bytes: usize,
+    lines: VecDeque<(tracing_core::Level, usize)>,
+    bytes: VecDeque<u8>,
+}
+
+impl Held {
+    /// Drops the oldest line; returns its level.
+    fn pop_oldest(&mut self) -> Option<tracing_core::Level> {
+        let (level, len) = self.lines.pop_front()?;
+        self.bytes.drain(..len);
+        Some(level)
+    }
 }
 
 /// The sampling decisions of one request span (a span extension).
@@ -168,6 +178,7 @@ pub(crate) fn hold<S>(
     event: &Event<'_>,
     ctx: &Context<'_, S>,
     limits: &RequestLimits,
+    buf: &mut Vec<u8>,
     format: impl FnOnce(&mut Vec<u8>),
 ) -> HoldOutcome
 where
@@ -208,8 +219,7 @@ where
             }
             // Format before taking the span's extensions for writing: formatting reads
             // the extensions of the event's span, which may be this one.
-            let mut line = Vec::with_capacity(256);
-            format(&mut line);
+            format(buf);
             let mut ext = span.extensions_mut();
             let Some(held) = ext
                 .get_mut::<RequestState>()
@@ -218,23 +228,21 @@ where
                 return HoldOutcome::Sampled;
             };
             let mut evicted = Vec::new();
-            if line.len() > limits.max_bytes || limits.max_lines == 0 {
+            if buf.len() > limits.max_bytes || limits.max_lines == 0 {
                 // The line itself does not fit: it counts as held, then evicted.
                 evicted.push(*meta.level());
                 return HoldOutcome::Held { evicted };
             }
             while held.lines.len() + 1 > limits.max_lines
-                || held.bytes + line.len() > limits.max_bytes
+                || held.bytes.len() + buf.len() > limits.max_bytes
             {
-                let Some((level, old)) = held.lines.pop_front() else {
+                let Some(level) = held.pop_oldest() else {
                     break;
                 };
-                held.bytes -= old.len();
                 evicted.push(level);
             }
-            held.bytes += line.len();
-            held.lines
-                .push_back((*meta.level(), line.into_boxed_slice()));
+            held.bytes.extend(buf.iter().copied());
+            held.lines.push_back((*meta.level(), buf.len()));
             HoldOutcome::Held { evicted }
         }
         _ => HoldOutcome::Write,
@@ -242,29 +250,38 @@ where
 }
 
 /// An event at `alwaysKeep` or above: its request is kept from now on, and the lines it
-/// held come out first, oldest first.
+/// held are handed to `write`, oldest first.
 pub(crate) fn promote<S>(
     event: &Event<'_>,
     ctx: &Context<'_, S>,
-) -> Vec<(tracing_core::Level, Box<[u8]>)>
-where
+    mut write: impl FnMut(tracing_core::Level, &[u8]),
+) where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let mut out = Vec::new();
     let Some(scope) = ctx.event_scope(event) else {
-        return out;
+        return;
     };
+    let mut taken = None;
     for span in scope {
         let mut ext = span.extensions_mut();
         if let Some(state) = ext.get_mut::<RequestState>() {
             state.promoted = true;
             if let Some(held) = state.holder.as_mut() {
-                held.bytes = 0;
-                out.extend(held.lines.drain(..));
+                if !held.lines.is_empty() {
+                    taken = Some(std::mem::take(held));
+                }
             }
         }
     }
-    out
+    // Written with no span lock held (the sink may take its time).
+    if let Some(mut held) = taken {
+        let bytes = held.bytes.make_contiguous();
+        let mut at = 0;
+        for (level, len) in held.lines {
+            write(level, &bytes[at..at + len]);
+            at += len;
+        }
+    }
 }
 
 /// A value in one of the layer's own lines.

@@ -1,0 +1,558 @@
+//! The policy document: its types, JSON form and conversion into policy layers.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{format_rfc3339, parse_rfc3339};
+use crate::level::Level;
+use crate::policy::{
+    Directives, Policy, PolicyError, PolicyLayer, Scope, Target, BASELINE_SOURCE, MAX_LAYERS,
+};
+
+/// The most layers one document may carry: every layer but the pod's baseline.
+pub const MAX_DOCUMENT_LAYERS: usize = MAX_LAYERS - 1;
+
+/// The longest `pod.namespace`, `pod.name` or `pod.uid` accepted, in bytes (a DNS
+/// subdomain; a uid is 36).
+pub const MAX_POD_FIELD_LEN: usize = 253;
+
+/// A signed policy document: every pushed layer one pod should have, with the pod it is
+/// meant for and a version that orders the documents that pod receives.
+///
+/// Its JSON form is camelCase and refuses unknown fields; see [the module](super) for
+/// an example and for how it is signed.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::wire::PolicyDocument;
+/// let doc = PolicyDocument::from_json(br#"{"pod":{"namespace":"shop","name":"web-1","uid":"u1"},
+///     "version":3,"issuedAt":"2026-11-29T20:06:15Z",
+///     "layers":[{"source":"shop/raise","priority":5,"targets":[{"target":"shop::db","level":"debug"}]}]}"#)?;
+/// assert_eq!(doc.version, 3);
+/// assert_eq!(doc.policy_layers()?[0].priority, 5);
+///
+/// let err = PolicyDocument::from_json(br#"{"pod":{"namespace":"shop","name":"web-1","uid":"u1"},
+///     "version":3,"issuedAt":"2026-11-29T20:06:15Z",
+///     "layers":[{"source":"a/b"},{"source":"c/d","targets":[{"target":"x","level":"verbose"}]}]}"#)
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), r#"layers[1].targets[0].level: invalid level "verbose" (expected one of trace, debug, info, warn, error, off)"#);
+/// # Ok::<(), logpolicy::wire::DocumentError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyDocument {
+    /// The pod this document is for.
+    pub pod: PodRef,
+    /// Orders the documents one pod receives: a pod accepts only a version newer than
+    /// the one it holds (or the same version with identical content, changing nothing).
+    pub version: u64,
+    /// When the document was issued, RFC 3339 (e.g. `2026-11-29T20:06:15Z`).
+    #[serde(with = "rfc3339")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
+    pub issued_at: SystemTime,
+    /// Every pushed layer the pod should have; they replace all its pushed layers (an
+    /// empty list leaves only the baseline).
+    #[serde(default)]
+    pub layers: Vec<WireLayer>,
+}
+
+/// Which pod a document is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PodRef {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's uid (`metadata.uid`): a pod that knows its own (`POD_UID`) refuses a
+    /// document for another.
+    pub uid: String,
+}
+
+/// One layer of a document: the same shape as a layer of
+/// [`Policy::from_json`](crate::Policy::from_json).
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::wire::WireLayer;
+/// let layer = WireLayer::from_directives("shop/raise", 10, "info,shop::payment=debug".parse().unwrap());
+/// assert_eq!(layer.targets[0].target.as_str(), "shop::payment");
+/// assert_eq!(layer.to_policy_layer().unwrap().directives.to_string(), "info,shop::payment=debug");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WireLayer {
+    /// Where the layer comes from: the LogPolicy's `namespace/name`. `env` is reserved
+    /// for the pod's baseline.
+    pub source: String,
+    /// Higher wins per target; between equal priorities, the layer listed first wins.
+    #[serde(default)]
+    pub priority: i32,
+    /// When the layer stops applying (RFC 3339); the pod enforces it by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "rfc3339_opt")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    pub expires_at: Option<SystemTime>,
+    /// The level of targets no entry names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<LevelName>"))]
+    pub default_level: Option<Level>,
+    /// Per-target levels (`::`-boundary prefix, longest wins).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<WireTarget>,
+    /// The level at and above which nothing is sampled or dropped for budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<LevelName>"))]
+    pub always_keep: Option<Level>,
+    /// Sampling rules for events below `alwaysKeep`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sampling: Vec<WireSampling>,
+    /// A per-callsite burst limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<WireBurst>,
+    /// An output budget in bytes per second; events below `alwaysKeep` beyond it are
+    /// dropped and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes_per_second: Option<u64>,
+}
+
+/// A per-target level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct WireTarget {
+    /// A tracing target prefix, e.g. `shop::payment`.
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
+    pub target: Target,
+    /// Its level.
+    #[cfg_attr(feature = "schema", schemars(with = "LevelName"))]
+    pub level: Level,
+}
+
+/// A sampling rule: keep one in `keepOneIn` of the events (or requests) of a target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WireSampling {
+    /// The target prefix the rule governs.
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
+    pub target: Target,
+    /// One in this many is kept (1 to 1,000,000).
+    pub keep_one_in: u64,
+    /// Decide per event or once per request.
+    #[serde(default)]
+    pub scope: WireScope,
+    /// With `scope: request`, the name of the span that marks a request (default: the
+    /// outermost span).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<String>,
+}
+
+/// Where a sampling decision is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum WireScope {
+    /// Every event on its own.
+    #[default]
+    Event,
+    /// Once per request; a kept request is kept whole.
+    Request,
+}
+
+/// After `perSecond` events in one second from one callsite, keep one in `thenOneIn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WireBurst {
+    /// Events per second per callsite written before the limit applies.
+    pub per_second: u64,
+    /// Beyond it, one in this many is kept.
+    pub then_one_in: u64,
+}
+
+/// The level names, for the JSON schema.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum LevelName {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+    Off,
+}
+
+/// What kind of problem a [`DocumentError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentErrorKind {
+    /// The bytes are not JSON (the admin endpoint answers 400).
+    Syntax,
+    /// The JSON does not describe a valid document (the admin endpoint answers 422).
+    Invalid,
+}
+
+/// A document that cannot be accepted; names the offending field by its path, e.g.
+/// `layers[1].targets[0].level`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct DocumentError {
+    /// Not JSON, or not a valid document.
+    pub kind: DocumentErrorKind,
+    /// Where in the document (`.` for the whole).
+    pub path: String,
+    /// What is wrong there.
+    pub message: String,
+}
+
+impl DocumentError {
+    fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        DocumentError {
+            kind: DocumentErrorKind::Invalid,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<PolicyError> for DocumentError {
+    fn from(e: PolicyError) -> Self {
+        match e {
+            PolicyError::Json { path, message } => DocumentError::invalid(path, message),
+            other => DocumentError::invalid("layers", other.to_string()),
+        }
+    }
+}
+
+impl PodRef {
+    /// A pod reference.
+    pub fn new(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        uid: impl Into<String>,
+    ) -> Self {
+        PodRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+}
+
+impl PolicyDocument {
+    /// A document for `pod` with no layers, issued now.
+    pub fn new(pod: PodRef, version: u64) -> Self {
+        PolicyDocument {
+            pod,
+            version,
+            issued_at: SystemTime::now(),
+            layers: Vec::new(),
+        }
+    }
+
+    /// This document with `layer` added at the end.
+    #[must_use]
+    pub fn with_layer(mut self, layer: WireLayer) -> Self {
+        self.layers.push(layer);
+        self
+    }
+
+    /// Parses and validates a document: JSON syntax, the types of every field (levels,
+    /// targets, timestamps), the pod reference, and every layer as the policy would
+    /// take it. Never panics, whatever the bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, DocumentError> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let doc: PolicyDocument = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            json_error(path, e.inner())
+        })?;
+        de.end().map_err(|e| json_error(".".into(), &e))?;
+        doc.validate()?;
+        Ok(doc)
+    }
+
+    /// The JSON form (what the operator signs and sends).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Checks what the types alone do not: the pod reference, the number of layers, the
+    /// reserved source `env`, and every layer's ranges.
+    pub fn validate(&self) -> Result<(), DocumentError> {
+        for (field, value) in [
+            ("pod.namespace", &self.pod.namespace),
+            ("pod.name", &self.pod.name),
+            ("pod.uid", &self.pod.uid),
+        ] {
+            if value.is_empty() || value.len() > MAX_POD_FIELD_LEN {
+                return Err(DocumentError::invalid(
+                    field,
+                    format!("must be 1 to {MAX_POD_FIELD_LEN} bytes"),
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return Err(DocumentError::invalid(
+                    field,
+                    "must not contain control characters",
+                ));
+            }
+        }
+        self.policy_layers().map(drop)
+    }
+
+    /// The layers as the policy takes them, validated; errors name the field
+    /// (`layers[1].sampling[0].keepOneIn: keepOneIn 0 is out of range (1 to 1000000)`).
+    pub fn policy_layers(&self) -> Result<Vec<PolicyLayer>, DocumentError> {
+        if self.layers.len() > MAX_DOCUMENT_LAYERS {
+            return Err(DocumentError::invalid(
+                "layers",
+                format!(
+                    "too many layers: {} (at most {MAX_DOCUMENT_LAYERS})",
+                    self.layers.len()
+                ),
+            ));
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            if l.source == BASELINE_SOURCE {
+                return Err(DocumentError::invalid(
+                    format!("layers[{i}].source"),
+                    format!("source {BASELINE_SOURCE:?} is reserved for the pod's baseline"),
+                ));
+            }
+        }
+        layers_to_policy(&self.layers).map(|p| p.layers().to_vec())
+    }
+}
+
+/// The policy's own parser validates the layers: one set of rules for both forms.
+fn layers_to_policy(layers: &[WireLayer]) -> Result<Policy, DocumentError> {
+    #[derive(Serialize)]
+    struct Layers<'a> {
+        layers: &'a [WireLayer],
+    }
+    let json = serde_json::to_string(&Layers { layers })
+        .map_err(|e| DocumentError::invalid("layers", e.to_string()))?;
+    Ok(Policy::from_json(&json)?)
+}
+
+fn json_error(path: String, e: &serde_json::Error) -> DocumentError {
+    let kind = if e.is_data() {
+        DocumentErrorKind::Invalid
+    } else {
+        DocumentErrorKind::Syntax
+    };
+    let message = e.to_string();
+    // serde_json appends " at line 1 column 42"; for data errors the path says where.
+    let message = match message.rfind(" at line ") {
+        Some(i) if kind == DocumentErrorKind::Invalid && e.line() > 0 => message[..i].to_owned(),
+        _ => message,
+    };
+    DocumentError {
+        kind,
+        path: path.clone(),
+        message,
+    }
+}
+
+impl WireLayer {
+    /// A layer with these directives, no expiry.
+    pub fn from_directives(
+        source: impl Into<String>,
+        priority: i32,
+        directives: Directives,
+    ) -> Self {
+        WireLayer {
+            source: source.into(),
+            priority,
+            expires_at: None,
+            default_level: directives.default_level,
+            targets: directives
+                .targets
+                .into_iter()
+                .map(|(target, level)| WireTarget { target, level })
+                .collect(),
+            always_keep: directives.always_keep,
+            sampling: directives
+                .sampling
+                .into_iter()
+                .map(|r| WireSampling {
+                    target: r.target,
+                    keep_one_in: u64::from(r.keep_one_in.get()),
+                    scope: match r.scope {
+                        Scope::Event => WireScope::Event,
+                        Scope::Request { .. } => WireScope::Request,
+                    },
+                    span: match r.scope {
+                        Scope::Request { span } => span,
+                        Scope::Event => None,
+                    },
+                })
+                .collect(),
+            burst: directives.burst.map(|b| WireBurst {
+                per_second: u64::from(b.per_second.get()),
+                then_one_in: u64::from(b.then_one_in.get()),
+            }),
+            max_bytes_per_second: directives.max_bytes_per_second.map(|b| b.get()),
+        }
+    }
+
+    /// The wire form of a policy layer.
+    pub fn from_policy_layer(layer: &PolicyLayer) -> Self {
+        WireLayer {
+            expires_at: layer.expires_at,
+            ..WireLayer::from_directives(layer.source(), layer.priority, layer.directives.clone())
+        }
+    }
+
+    /// This layer, expiring at `at`.
+    #[must_use]
+    pub fn expires_at(mut self, at: SystemTime) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// The policy layer, validated (errors name the field under `layers[0]`).
+    pub fn to_policy_layer(&self) -> Result<PolicyLayer, DocumentError> {
+        let policy = layers_to_policy(std::slice::from_ref(self))?;
+        policy
+            .layers()
+            .first()
+            .cloned()
+            .ok_or_else(|| DocumentError::invalid("layers", "no layer"))
+    }
+}
+
+impl fmt::Display for PolicyDocument {
+    /// `namespace/name (uid) v<version> issued <time>: <n> layers`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{} ({}) v{} issued {}: {} layers",
+            self.pod.namespace,
+            self.pod.name,
+            self.pod.uid,
+            self.version,
+            format_rfc3339(self.issued_at),
+            self.layers.len()
+        )
+    }
+}
+
+mod rfc3339 {
+    use super::*;
+    pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_rfc3339(*t))
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let s: std::borrow::Cow<'de, str> = Deserialize::deserialize(d)?;
+        parse_rfc3339(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+mod rfc3339_opt {
+    use super::*;
+    pub fn serialize<S: serde::Serializer>(
+        t: &Option<SystemTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&format_rfc3339(*t)),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
+        let s: Option<std::borrow::Cow<'de, str>> = Deserialize::deserialize(d)?;
+        s.map(|s| parse_rfc3339(&s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(layers: &str) -> Vec<u8> {
+        format!(
+            r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"u1"}},"version":1,"issuedAt":"2026-11-29T20:06:15Z","layers":{layers}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn every_field_round_trips_through_the_policy() {
+        let json = doc(
+            r#"[{"source":"shop/all","priority":-3,"expiresAt":"2026-11-29T20:21:15Z",
+            "defaultLevel":"warn","targets":[{"target":"shop::payment","level":"debug"}],
+            "alwaysKeep":"error","sampling":[{"target":"shop::http","keepOneIn":100,"scope":"request","span":"request"},
+            {"target":"shop::db","keepOneIn":10}],"burst":{"perSecond":1000,"thenOneIn":10},
+            "maxBytesPerSecond":1048576}]"#,
+        );
+        let d = PolicyDocument::from_json(&json).unwrap();
+        let layers = d.policy_layers().unwrap();
+        assert_eq!(layers.len(), 1);
+        let back = WireLayer::from_policy_layer(&layers[0]);
+        assert_eq!(back, d.layers[0]);
+        assert_eq!(
+            layers[0].expires_at,
+            Some(parse_rfc3339("2026-11-29T20:21:15Z").unwrap())
+        );
+        // The policy's JSON form of the layer is the wire form.
+        let policy_json = Policy::new(layers).to_json();
+        let wire_json = serde_json::to_string(&serde_json::json!({ "layers": d.layers })).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&policy_json).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&wire_json).unwrap()
+        );
+        assert_eq!(
+            PolicyDocument::from_json(d.to_json().as_bytes()).unwrap(),
+            d
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_and_kind() {
+        let cases: &[(&[u8], DocumentErrorKind, &str)] = &[
+            (b"{", DocumentErrorKind::Syntax, "."),
+            (b"not json", DocumentErrorKind::Syntax, "."),
+            (&doc("[]")[..10], DocumentErrorKind::Syntax, "pod"),
+            (&doc(r#"[{"source":"a/b","colour":1}]"#), DocumentErrorKind::Invalid, "layers[0]"),
+            (&doc(r#"[{"source":"a/b","sampling":[{"target":"x","keepOneIn":0}]}]"#), DocumentErrorKind::Invalid, "layers[0].sampling[0].keepOneIn"),
+            (&doc(r#"[{"source":"a/b"},{"source":"a/b"}]"#), DocumentErrorKind::Invalid, "layers"),
+            (&doc(r#"[{"source":"env"}]"#), DocumentErrorKind::Invalid, "layers[0].source"),
+            (&doc(r#"[{"source":"a/b","expiresAt":"soon"}]"#), DocumentErrorKind::Invalid, "layers[0].expiresAt"),
+            (br#"{"pod":{"namespace":"","name":"n","uid":"u"},"version":1,"issuedAt":"2026-11-29T20:06:15Z"}"#, DocumentErrorKind::Invalid, "pod.namespace"),
+            (br#"{"pod":{"namespace":"s","name":"n","uid":"u"},"version":-1,"issuedAt":"2026-11-29T20:06:15Z"}"#, DocumentErrorKind::Invalid, "version"),
+        ];
+        for (bytes, kind, path) in cases {
+            let e = PolicyDocument::from_json(bytes).unwrap_err();
+            assert_eq!(
+                (e.kind, e.path.as_str()),
+                (*kind, *path),
+                "{e} for {}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let mut trailing = doc("[]");
+        trailing.extend_from_slice(b" {}");
+        assert_eq!(
+            PolicyDocument::from_json(&trailing).unwrap_err().kind,
+            DocumentErrorKind::Syntax
+        );
+    }
+
+    #[test]
+    fn a_document_may_leave_out_its_layers() {
+        let d = PolicyDocument::from_json(br#"{"pod":{"namespace":"s","name":"n","uid":"u"},"version":9,"issuedAt":"2026-11-29T20:06:15Z"}"#).unwrap();
+        assert!(d.layers.is_empty());
+    }
+}
