@@ -154,9 +154,10 @@ impl Builder {
             }
         });
         let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
+        let filter_for_output = filter.clone();
         let subscriber = tracing_subscriber::registry()
             .with(filter)
-            .with(FormatLayer::new(format, writer.clone()));
+            .with(FormatLayer::new(format, writer.clone()).with_policy(&filter_for_output));
         let logging = Logging {
             handle,
             writer,
