@@ -63,7 +63,7 @@ fn emit(level: u8, target: u8) -> Level {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn emitted_equals_written_plus_dropped(threads in prop::collection::vec(prop::collection::vec(op(), 1..120), 1..4)) {

@@ -171,3 +171,75 @@ proptest! {
         let _ = Policy::from_json(&s);
     }
 }
+
+#[test]
+fn sampling_json_errors_name_the_rule() {
+    let e = |s: &str| Policy::from_json(s).unwrap_err().to_string();
+    let doc =
+        |sampling: &str| format!(r#"{{"layers":[{{"source":"a","sampling":[{sampling}]}}]}}"#);
+    assert_eq!(
+        e(&doc(r#"{"target":"http","keepOneIn":0}"#)),
+        "layers[0].sampling[0].keepOneIn: keepOneIn 0 is out of range (1 to 1000000)"
+    );
+    assert!(e(&doc(r#"{"target":"http","keepOneIn":-3}"#))
+        .starts_with("layers[0].sampling[0].keepOneIn: invalid value: integer `-3`"));
+    assert_eq!(
+        e(&doc(r#"{"target":"http","keepOneIn":10},{"target":"db","keepOneIn":1e12}"#)),
+        "layers[0].sampling[1].keepOneIn: invalid type: floating point `1000000000000.0`, expected u64"
+    );
+    assert!(e(&doc(
+        r#"{"target":"http","keepOneIn":10,"scope":"session"}"#
+    ))
+    .starts_with(
+        "layers[0].sampling[0].scope: unknown variant `session`, expected `event` or `request`"
+    ));
+    assert_eq!(
+        e(&doc(r#"{"target":"http","keepOneIn":10,"span":"req"}"#)),
+        "layers[0].sampling[0].span: span is only meaningful with scope: request"
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a","burst":{"perSecond":0,"thenOneIn":2}}]}"#),
+        "layers[0].burst.perSecond: perSecond 0 is out of range (1 to 10000000)"
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a","maxBytesPerSecond":1}]}"#),
+        "layers[0].maxBytesPerSecond: maxBytesPerSecond 1 is out of range (1024 to 1099511627776)"
+    );
+    assert_eq!(
+        e(r#"{"layers":[{"source":"a","alwaysKeep":"off"}]}"#),
+        "layers[0].alwaysKeep: alwaysKeep cannot be off: errors must always be kept"
+    );
+    let ok = Policy::from_json(&doc(
+        r#"{"target":"http","keepOneIn":10,"scope":"request","span":"handle"}"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        ok.layers()[0].directives.to_string(),
+        "@sample(http)=1/10:request(handle)"
+    );
+    assert_eq!(Policy::from_json(&ok.to_json()).unwrap(), ok);
+}
+
+#[test]
+fn sampling_resolves_per_target_like_levels() {
+    let p = Policy::new(vec![
+        layer(
+            "base",
+            0,
+            "info,@sample(shop)=1/100,@sample(shop::db)=1/10,@burst=5/s:1/2",
+        ),
+        layer("raise", 5, "@sample(shop)=1/1,@always_keep=error"),
+    ]);
+    let e = p.effective_at(t0());
+    // The higher layer's rule for shop governs shop::db too: the raise turns sampling off.
+    assert_eq!(
+        e.directives
+            .sampling_for("shop::db::pool")
+            .unwrap()
+            .keep_one_in
+            .get(),
+        1
+    );
+    assert_eq!(e.always_keep(), Level::Error);
+    assert_eq!(e.directives.burst.unwrap().per_second.get(), 5);
+}
