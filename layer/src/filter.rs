@@ -16,6 +16,14 @@
 //!    of the compiled policy, a comparison with its max level, then the prefix match.
 //!    No lock, no allocation.
 //!
+//! 4. **Sampled callsites** (an event below `alwaysKeep` whose target has an event-scope
+//!    sampling rule, or any event below `alwaysKeep` when a burst limit is set) get
+//!    [`Interest::sometimes`], and are decided per event in `enabled`, before any field
+//!    is evaluated: a thread-local lookup of the callsite's pre-computed verdict (keyed
+//!    by callsite and policy generation, so no string matching), one shared counter
+//!    increment (`keep one in N` is a counter, not a dice roll), and for a burst limit
+//!    one more atomic on the callsite's window. An event sampled out costs no formatting.
+//!
 //! So a **disabled callsite** costs what `tracing`'s static filtering costs: a
 //! relaxed load of the global max level, or of the callsite's cached interest (~1 ns).
 //! An **enabled callsite** costs nothing in this filter: the event goes straight to the
