@@ -14,7 +14,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
@@ -24,19 +23,11 @@ use tracing_subscriber::prelude::*;
 use tracing_subscriber::{reload, EnvFilter};
 
 mod report;
-use report::Row;
+use report::{Row, Touch};
 
 const DIRECTIVES: &str = "info,noisy=warn";
 /// Macro calls per criterion iteration, so that loop overhead does not dominate ~1 ns.
 const N: usize = 100;
-
-/// A layer that does nothing but look at the event: the cost of "enabled" without output.
-struct Touch;
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Touch {
-    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        black_box(e.metadata().name());
-    }
-}
 
 #[inline(never)]
 fn disabled_debug() {

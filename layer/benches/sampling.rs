@@ -15,7 +15,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -26,17 +25,10 @@ use tracing_subscriber::filter::dynamic_filter_fn;
 use tracing_subscriber::prelude::*;
 
 mod report;
-use report::Row;
+use report::{Row, Touch};
 
 /// Events per criterion iteration.
 const N: usize = 100;
-
-struct Touch;
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Touch {
-    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        black_box(e.metadata().name());
-    }
-}
 
 #[inline(never)]
 fn sampled_events() {

@@ -4,21 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod support;
+
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use logpolicy::clock::{Clock, ManualClock};
 use logpolicy::{Level, Policy, PolicyFilter, PolicyLayer};
+use support::Count;
 use tracing_subscriber::prelude::*;
-
-#[derive(Clone, Default)]
-struct Count(Arc<AtomicUsize>);
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
-    fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 fn payment_debug() {
     tracing::debug!(target: "shop::payment", "card checked");

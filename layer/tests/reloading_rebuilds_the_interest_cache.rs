@@ -3,20 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod support;
+
+use std::sync::atomic::Ordering;
 
 use logpolicy::PolicyFilter;
+use support::Count;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::prelude::*;
-
-#[derive(Clone, Default)]
-struct Count(Arc<AtomicUsize>);
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
-    fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 fn noisy() {
     tracing::info!(target: "noisy::sub", "x");

@@ -302,73 +302,50 @@ fn write_own_line(
     fields: &[(&str, Val<'_>)],
 ) {
     buf.clear();
-    let names = ["trace", "debug", "info", "warn", "error"];
-    match format {
-        Format::Json => {
-            buf.extend_from_slice(b"{\"ts\":\"");
-            write_timestamp(buf, now);
-            let _ = write!(
-                Raw(buf),
-                "\",\"level\":\"{level}\",\"target\":\"logpolicy\",\"msg\":\""
-            );
-            write_escaped(buf, msg);
-            buf.push(b'"');
-            for (k, v) in fields {
-                let _ = write!(Raw(buf), ",\"{k}\":");
-                match v {
-                    Val::Str(s) => {
-                        buf.push(b'"');
-                        write_escaped(buf, s);
-                        buf.push(b'"');
-                    }
-                    Val::Num(n) => {
-                        let _ = write!(Raw(buf), "{n}");
-                    }
-                    Val::Levels(counts) => {
-                        buf.push(b'{');
-                        let mut sep = "";
-                        for (name, n) in names.iter().zip(counts) {
-                            if *n > 0 {
-                                let _ = write!(Raw(buf), "{sep}\"{name}\":{n}");
-                                sep = ",";
-                            }
-                        }
-                        buf.push(b'}');
-                    }
-                }
-            }
-            buf.extend_from_slice(b"}\n");
+    let json = format == Format::Json;
+    if json {
+        buf.extend_from_slice(b"{\"ts\":\"");
+        write_timestamp(buf, now);
+        let _ = write!(
+            Raw(buf),
+            "\",\"level\":\"{level}\",\"target\":\"logpolicy\",\"msg\":\""
+        );
+        write_escaped(buf, msg);
+        buf.push(b'"');
+    } else {
+        write_timestamp(buf, now);
+        let _ = write!(Raw(buf), " {level:>5} logpolicy: {msg}");
+    }
+    // JSON: `,"key":value` and `{"info":3}`; text: ` key=value` and `{info:3}`.
+    let quote = if json { "\"" } else { "" };
+    for (k, v) in fields {
+        if json {
+            let _ = write!(Raw(buf), ",\"{k}\":");
+        } else {
+            let _ = write!(Raw(buf), " {k}=");
         }
-        Format::Text => {
-            write_timestamp(buf, now);
-            let _ = write!(Raw(buf), " {level:>5} logpolicy: {msg}");
-            for (k, v) in fields {
-                let _ = write!(Raw(buf), " {k}=");
-                match v {
-                    Val::Str(s) => {
-                        buf.push(b'"');
-                        write_escaped(buf, s);
-                        buf.push(b'"');
-                    }
-                    Val::Num(n) => {
-                        let _ = write!(Raw(buf), "{n}");
-                    }
-                    Val::Levels(counts) => {
-                        buf.push(b'{');
-                        let mut sep = "";
-                        for (name, n) in names.iter().zip(counts) {
-                            if *n > 0 {
-                                let _ = write!(Raw(buf), "{sep}{name}:{n}");
-                                sep = ",";
-                            }
-                        }
-                        buf.push(b'}');
-                    }
-                }
+        match v {
+            Val::Str(s) => {
+                buf.push(b'"');
+                write_escaped(buf, s);
+                buf.push(b'"');
             }
-            buf.push(b'\n');
+            Val::Num(n) => {
+                let _ = write!(Raw(buf), "{n}");
+            }
+            Val::Levels(counts) => {
+                let names = ["trace", "debug", "info", "warn", "error"];
+                buf.push(b'{');
+                let mut sep = "";
+                for (name, n) in names.iter().zip(counts).filter(|(_, n)| **n > 0) {
+                    let _ = write!(Raw(buf), "{sep}{quote}{name}{quote}:{n}");
+                    sep = ",";
+                }
+                buf.push(b'}');
+            }
         }
     }
+    buf.extend_from_slice(if json { b"}\n" } else { b"\n" });
 }
 
 /// Writes a notice of the burst limiter.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -82,5 +83,15 @@ impl Harness {
             .into_iter()
             .filter(|l| l["target"] == "logpolicy")
             .collect()
+    }
+}
+
+/// A layer that counts the events it sees.
+#[derive(Clone, Default)]
+pub struct Count(pub Arc<AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
+    fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
