@@ -1,0 +1,563 @@
+//! The `LogPolicy` custom resource (`logpolicy.dev/v1alpha1`).
+//!
+//! Every field's doc comment becomes its description in the CRD, which is what
+//! `kubectl explain logpolicy.spec.sampling` prints: write them for the on-call engineer
+//! who reads them there.
+//!
+//! The schema says what OpenAPI v3 can say on Kubernetes 1.20 and later (no CEL): enums
+//! for levels and scopes, bounds on every list, string and number, the duration pattern,
+//! and `not: {required: [duration, expirationTime]}`. What it cannot say (an empty
+//! selector, a span name on an event rule, a target the layer would refuse, an expiration
+//! time that does not parse) is checked by [`validate`](crate::validate) and reported
+//! as the `Ready` condition.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The most `targets` entries one LogPolicy may have.
+pub const MAX_TARGETS: usize = 64;
+/// The most `sampling` rules one LogPolicy may have.
+pub const MAX_SAMPLING_RULES: usize = 32;
+/// The longest target prefix, in bytes (as the layer accepts).
+pub const MAX_TARGET_LEN: usize = 256;
+/// The smallest and largest `priority`.
+pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
+/// The most failing pods listed in `status.failingPods`.
+pub const MAX_FAILING_PODS: usize = 10;
+/// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`.
+pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
+
+/// A LogPolicy changes what the selected pods log, while it exists or until it expires.
+///
+/// The operator pushes every LogPolicy that selects a pod into that pod's running
+/// process as one layer of its logging policy; the pod merges the layers per target,
+/// higher `priority` winning (ties: the older LogPolicy wins). When a LogPolicy expires
+/// or is deleted, the pods fall back to what the remaining layers and their own
+/// environment (`RUST_LOG`) say; an expiry is enforced by the pod itself, even if the
+/// operator is gone.
+// Each `printcolumn(...)` repeats `type_` and `priority`: not a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "logpolicy.dev",
+    version = "v1alpha1",
+    kind = "LogPolicy",
+    plural = "logpolicies",
+    singular = "logpolicy",
+    namespaced,
+    status = "LogPolicyStatus",
+    derive = "PartialEq",
+    shortname = "lp",
+    shortname = "logpol",
+    category = "observability",
+    category = "logging",
+    doc = "A LogPolicy changes what the selected pods log (levels per target, sampling, a byte budget), while it exists or until it expires.",
+    printcolumn(
+        name = "Level",
+        type_ = "string",
+        json_path = ".spec.defaultLevel",
+        description = "The default level the policy sets"
+    ),
+    printcolumn(
+        name = "Applied",
+        type_ = "string",
+        json_path = ".status.summary",
+        description = "Pods that applied the policy / pods it selects"
+    ),
+    printcolumn(
+        name = "Expires",
+        type_ = "string",
+        json_path = ".status.expirationTime",
+        description = "When the policy stops applying"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Priority",
+        type_ = "integer",
+        json_path = ".spec.priority",
+        priority = 1,
+        description = "Higher wins per target"
+    ),
+    printcolumn(
+        name = "Targets",
+        type_ = "string",
+        json_path = ".spec.targets[*].target",
+        priority = 1,
+        description = "The targets given a level"
+    ),
+    printcolumn(
+        name = "Sampling",
+        type_ = "string",
+        json_path = ".spec.sampling[*].target",
+        priority = 1,
+        description = "The targets sampled"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    extend("not" = {"required": ["duration", "expirationTime"]}),
+    transform = optional_enums_keep_field_docs
+)]
+pub struct LogPolicySpec {
+    /// Which pods of this namespace the policy applies to, by label (e.g.
+    /// `matchLabels: {app: checkout}`). Required and must not be empty. Only pods that opted
+    /// in with the label `logpolicy.dev/enabled: "true"` are ever changed.
+    pub selector: LabelSelector,
+
+    /// The level of every target that no `targets` entry names: one of `trace`, `debug`,
+    /// `info`, `warn`, `error`, `off`. Unset leaves it to lower-priority policies and the
+    /// pod's own environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_level: Option<LevelName>,
+
+    /// Levels for tracing targets. A target matches itself and everything below it at a
+    /// `::` boundary (`shop::payment` covers `shop::payment::card`, not
+    /// `shop::payments`); the longest matching entry wins. At most one entry per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 64),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
+    )]
+    pub targets: Vec<TargetLevel>,
+
+    /// Sampling rules for events below `alwaysKeep`: keep one in `keepOneIn` events (or
+    /// whole requests) of a target; the rest are not written, and counted. At most one
+    /// rule per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
+    )]
+    pub sampling: Vec<SamplingRule>,
+
+    /// Events at or above this level are never sampled out or dropped for the byte
+    /// budget (default `warn` in the pod: keep every warning and error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_keep: Option<LevelName>,
+
+    /// A per-callsite burst limit for events below `alwaysKeep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<Burst>,
+
+    /// A budget, in bytes per second, for the lines written below `alwaysKeep`; beyond it
+    /// such events are dropped and counted. From 1024 (1 KiB/s) to 1099511627776 (1 TiB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1024, max = 1_099_511_627_776_i64))]
+    pub max_bytes_per_second: Option<i64>,
+
+    /// Higher wins per target when several policies select a pod; between equal
+    /// priorities the older policy wins. From -1000 to 1000, default 0.
+    #[serde(default)]
+    #[schemars(range(min = -1000, max = 1000))]
+    pub priority: i32,
+
+    /// How long the policy applies, counted from when the operator first sees this
+    /// generation of it: a sequence of numbers with units `ms`, `s`, `m`, `h`, e.g.
+    /// `15m`, `1h30m`. At most 8760h. Not together with `expirationTime`. Unset, and
+    /// without `expirationTime`, the policy applies until it is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 32), regex(pattern = "^([0-9]+(ms|s|m|h))+$"))]
+    pub duration: Option<String>,
+
+    /// When the policy stops applying, as an RFC 3339 time (e.g.
+    /// `2026-11-29T21:00:00Z`). Not together with `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"), length(max = 64))]
+    pub expiration_time: Option<String>,
+}
+
+/// The committed CRD file, relative to the workspace root.
+pub const CRD_FILE: &str = "crds/logpolicy.dev_logpolicies.yaml";
+
+/// The CRD as YAML, as `crdgen` writes it and [`CRD_FILE`] holds it.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    let body = serde_yaml::to_string(&LogPolicy::crd())?;
+    Ok(format!(
+        "# Generated from operator/src/crd.rs by `cargo run -p logpolicy-operator --bin crdgen`.\n\
+         # Do not edit: change the types and regenerate.\n{body}"
+    ))
+}
+
+/// Keeps a field's own description on an optional enum. schemars describes
+/// `Option<Enum>` as `anyOf: [enum, null]`, which kube flattens with the enum's
+/// description replacing the field's: flatten it here first, the field's keys winning.
+fn optional_enums_keep_field_docs(schema: &mut schemars::Schema) {
+    let Some(props) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    let is_null = |v: &serde_json::Value| {
+        v.get("type") == Some(&serde_json::json!("null"))
+            || v.get("enum") == Some(&serde_json::json!([null]))
+    };
+    for prop in props.values_mut() {
+        let Some(obj) = prop.as_object_mut() else {
+            continue;
+        };
+        let inner = match obj.get("anyOf").and_then(serde_json::Value::as_array) {
+            Some(a) if a.len() == 2 && is_null(&a[1]) => a[0].clone(),
+            Some(a) if a.len() == 2 && is_null(&a[0]) => a[1].clone(),
+            _ => continue,
+        };
+        let serde_json::Value::Object(inner) = inner else {
+            continue;
+        };
+        obj.remove("anyOf");
+        for (k, v) in inner {
+            obj.entry(k).or_insert(v);
+        }
+        obj.insert("nullable".into(), true.into());
+    }
+}
+
+/// A log level.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LevelName {
+    /// Everything.
+    Trace,
+    /// Debug and above.
+    Debug,
+    /// Info and above.
+    Info,
+    /// Warnings and errors.
+    Warn,
+    /// Errors only.
+    Error,
+    /// Nothing.
+    Off,
+}
+
+/// A level for one tracing target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct TargetLevel {
+    /// A tracing target prefix, e.g. `shop::payment` (Rust module paths are targets by
+    /// default). No whitespace, commas, `=`, brackets, braces, quotes, `@` or parentheses.
+    #[schemars(length(min = 1, max = 256))]
+    pub target: String,
+    /// The level for the target and everything below it: one of `trace`, `debug`,
+    /// `info`, `warn`, `error`, `off`.
+    pub level: LevelName,
+}
+
+/// Keep one in `keepOneIn` events, or requests, of a target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingRule {
+    /// The tracing target prefix the rule governs, e.g. `shop::http`.
+    #[schemars(length(min = 1, max = 256))]
+    pub target: String,
+    /// One in this many is kept, from 1 (keep all: turns off a lower policy's sampling)
+    /// to 1000000.
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub keep_one_in: i32,
+    /// `event` decides for every event on its own; `request` decides once per request
+    /// and keeps a kept request whole (and writes a dropped request's lines before its
+    /// first error). Default `event`.
+    #[serde(default)]
+    pub scope: SamplingScope,
+    /// With `scope: request`, the name of the span that marks a request (default: the
+    /// outermost span). Not allowed with `scope: event`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub span: Option<String>,
+}
+
+/// Where a sampling decision is made.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SamplingScope {
+    /// Every event on its own.
+    #[default]
+    Event,
+    /// Once per request, when its span opens.
+    Request,
+}
+
+/// After `perSecond` events in one second from one callsite, keep one in `thenOneIn`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Burst {
+    /// Events per second per callsite written before the limit applies, from 1 to
+    /// 10000000.
+    #[schemars(range(min = 1, max = 10_000_000))]
+    pub per_second: i32,
+    /// Beyond it, one in this many is kept, from 1 to 1000000.
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub then_one_in: i32,
+}
+
+/// What the operator observed and did for a LogPolicy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogPolicyStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Ready` (the spec is valid and in force), `Applied` (every selected pod has
+    /// acknowledged it; the message says e.g. `11/12 pods`) and `Expired`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 8),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"])
+    )]
+    pub conditions: Vec<Condition>,
+
+    /// How many opted-in pods the selector matches.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub matched_pods: i32,
+
+    /// How many of them acknowledged the current policy.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub applied_pods: i32,
+
+    /// How many of them refused it or could not be reached after retries.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub failed_pods: i32,
+
+    /// Up to 10 of the failing pods, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub failing_pods: Vec<FailingPod>,
+
+    /// `applied/matched`, e.g. `11/12`, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub summary: Option<String>,
+
+    /// When the policy stops applying (RFC 3339), computed once per generation from
+    /// `duration` or copied from `expirationTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"), length(max = 64))]
+    pub expiration_time: Option<String>,
+}
+
+/// A pod that has not applied the policy, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct FailingPod {
+    /// The pod's name.
+    #[schemars(length(max = 253))]
+    pub name: String,
+    /// Why, e.g. `timeout after 2s` or `422: layers[0].targets[0].level: invalid level`.
+    #[schemars(length(max = 1024))]
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    fn schema() -> serde_json::Value {
+        let crd = LogPolicy::crd();
+        let v = serde_json::to_value(&crd).unwrap_or_default();
+        v["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    fn walk(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, child) in m {
+                    if matches!(
+                        k.as_str(),
+                        "$ref"
+                            | "anyOf"
+                            | "oneOf"
+                            | "allOf"
+                            | "definitions"
+                            | "$defs"
+                            | "x-kubernetes-validations"
+                    ) {
+                        out.push(format!("{path}.{k}"));
+                    }
+                    if k == "type" && child.as_str() == Some("number") {
+                        out.push(format!("{path}: a float"));
+                    }
+                    walk(child, &format!("{path}.{k}"), out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, child) in a.iter().enumerate() {
+                    walk(child, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_schema_is_structural_and_has_no_floats_refs_or_cel() {
+        let mut bad = Vec::new();
+        walk(&schema(), "", &mut bad);
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    /// Every property, at every depth, has a description (`kubectl explain`).
+    #[test]
+    fn every_field_is_documented() {
+        fn check(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+            if let Some(props) = v.get("properties").and_then(|p| p.as_object()) {
+                for (k, child) in props {
+                    let p = format!("{path}.{k}");
+                    let top = matches!(p.as_str(), ".apiVersion" | ".kind" | ".metadata");
+                    if !top && child.get("description").is_none() {
+                        out.push(p.clone());
+                    }
+                    check(child, &p, out);
+                }
+            }
+            if let Some(items) = v.get("items") {
+                check(items, &format!("{path}[]"), out);
+            }
+        }
+        let mut missing = Vec::new();
+        check(&schema(), "", &mut missing);
+        assert!(missing.is_empty(), "undocumented: {missing:?}");
+    }
+
+    #[test]
+    fn the_schema_says_what_1_20_can_check() {
+        let s = schema();
+        let spec = &s["properties"]["spec"];
+        assert_eq!(spec["required"], serde_json::json!(["selector"]));
+        assert_eq!(
+            spec["not"],
+            serde_json::json!({"required": ["duration", "expirationTime"]})
+        );
+        let targets = &spec["properties"]["targets"];
+        assert_eq!(targets["x-kubernetes-list-type"], "map");
+        assert_eq!(
+            targets["x-kubernetes-list-map-keys"],
+            serde_json::json!(["target"])
+        );
+        assert_eq!(targets["maxItems"], MAX_TARGETS);
+        assert_eq!(
+            targets["items"]["properties"]["level"]["enum"],
+            serde_json::json!(["trace", "debug", "info", "warn", "error", "off"])
+        );
+        let sampling = &spec["properties"]["sampling"];
+        assert_eq!(sampling["maxItems"], MAX_SAMPLING_RULES);
+        let keep = &sampling["items"]["properties"]["keepOneIn"];
+        assert_eq!(
+            (keep["minimum"].as_f64(), keep["maximum"].as_f64()),
+            (Some(1.0), Some(1e6))
+        );
+        assert_eq!(
+            sampling["items"]["properties"]["scope"]["enum"],
+            serde_json::json!(["event", "request"])
+        );
+        assert_eq!(spec["properties"]["duration"]["pattern"], DURATION_PATTERN);
+        assert_eq!(spec["properties"]["expirationTime"]["format"], "date-time");
+        let mbps = &spec["properties"]["maxBytesPerSecond"];
+        assert_eq!(
+            (mbps["minimum"].as_f64(), mbps["maximum"].as_f64()),
+            (Some(1024.0), Some((1u64 << 40) as f64))
+        );
+        let prio = &spec["properties"]["priority"];
+        assert_eq!(
+            (prio["minimum"].as_f64(), prio["maximum"].as_f64()),
+            (
+                Some(f64::from(PRIORITY_RANGE.0)),
+                Some(f64::from(PRIORITY_RANGE.1))
+            )
+        );
+        for level in ["defaultLevel", "alwaysKeep"] {
+            let field = &spec["properties"][level];
+            assert_eq!(
+                field["enum"],
+                serde_json::json!(["trace", "debug", "info", "warn", "error", "off"])
+            );
+            assert_ne!(
+                field["description"], "A log level.",
+                "{level} lost its own description"
+            );
+        }
+        let conditions = &s["properties"]["status"]["properties"]["conditions"];
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
+        let failing = &s["properties"]["status"]["properties"]["failingPods"];
+        assert_eq!(failing["maxItems"], MAX_FAILING_PODS);
+    }
+
+    #[test]
+    fn names_columns_and_subresources() {
+        let crd = LogPolicy::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("logpolicies.logpolicy.dev")
+        );
+        let names = &crd.spec.names;
+        assert_eq!(names.short_names, Some(vec!["lp".into(), "logpol".into()]));
+        assert_eq!(
+            names.categories,
+            Some(vec!["observability".into(), "logging".into()])
+        );
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let version = &crd.spec.versions[0];
+        assert!(version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some());
+        let columns: Vec<(String, i32)> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.priority.unwrap_or(0)))
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                ("Level", 0),
+                ("Applied", 0),
+                ("Expires", 0),
+                ("Age", 0),
+                ("Priority", 1),
+                ("Targets", 1),
+                ("Sampling", 1)
+            ]
+            .map(|(n, p)| (n.to_owned(), p))
+        );
+    }
+
+    #[test]
+    fn a_policy_round_trips_through_yaml() {
+        let yaml = r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: debug-payments, namespace: shop}
+spec:
+  selector: {matchLabels: {app: checkout}}
+  defaultLevel: info
+  targets:
+  - {target: "checkout::payment", level: debug}
+  sampling:
+  - {target: "http::access", keepOneIn: 100, scope: request}
+  alwaysKeep: warn
+  maxBytesPerSecond: 1048576
+  priority: 0
+  duration: 15m
+"#;
+        let lp: LogPolicy = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(lp.spec.default_level, Some(LevelName::Info));
+        assert_eq!(lp.spec.sampling[0].scope, SamplingScope::Request);
+        assert_eq!(lp.spec.duration.as_deref(), Some("15m"));
+        let back: LogPolicy = serde_yaml::from_str(&serde_yaml::to_string(&lp).unwrap()).unwrap();
+        assert_eq!(back, lp);
+    }
+}

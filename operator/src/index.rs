@@ -1,0 +1,863 @@
+//! The index: policies + pods → each pod's policy document, the pushes to make, and
+//! each policy's view. Pure and synchronous: no I/O, no clock (every change takes `now`),
+//! so tests drive it directly and a controller drives it from its watch streams.
+//!
+//! # What it decides
+//!
+//! - A pod's document holds, as layers, every LogPolicy of its namespace whose selector
+//!   matches the pod's labels and that has not expired, ordered by priority (highest
+//!   first), then age (oldest first), then name; at most
+//!   [`MAX_DOCUMENT_LAYERS`](logpolicy::wire::MAX_DOCUMENT_LAYERS) of them.
+//! - A pod's version increases strictly whenever its layers change (it is
+//!   `max(previous + 1, now in Unix milliseconds)`, so a restarted operator still issues
+//!   versions newer than the ones pods hold).
+//! - A pod is pushed its document when it first has an address, when its layers change
+//!   (including to none: back to its baseline), when its process changed (new uid, new IP
+//!   or port, a container restarted), and when a read-back shows drift.
+//! - Each policy remembers the pods it matched, so narrowing its selector or deleting it
+//!   recomputes exactly those pods.
+//!
+//! # How it is driven
+//!
+//! ```
+//! use std::time::{Duration, UNIX_EPOCH};
+//! use logpolicy_operator::{Index, PodInfo, PolicyInput, PushOutcome};
+//!
+//! let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+//! let mut index = Index::new();
+//! index.apply_pod(PodInfo::new("shop", "web-1", "u1", Some([127, 0, 0, 7].into()), 9090).label("app", "web"), now);
+//! let spec = serde_json::from_value(serde_json::json!({
+//!     "selector": {"matchLabels": {"app": "web"}},
+//!     "targets": [{"target": "shop::payment", "level": "debug"}],
+//!     "duration": "15m"}))?;
+//! index.apply_policy(PolicyInput::new("shop", "debug-payments", spec), now);
+//!
+//! let pushes = index.take_pushes(now);
+//! assert_eq!(pushes.len(), 1);
+//! assert_eq!(pushes[0].document.layers[0].source, "shop/debug-payments");
+//! assert_eq!(pushes[0].document.layers[0].expires_at, Some(now + Duration::from_secs(900)));
+//!
+//! index.record_push(&pushes[0].pod, pushes[0].ticket, &PushOutcome::Applied);
+//! let view = index.policy_view(&"shop/debug-payments".parse()?).unwrap();
+//! assert_eq!((view.matched, view.applied), (1, 1));
+//! assert_eq!(index.next_expiry(), Some(now + Duration::from_secs(900)));
+//!
+//! // At expiry the pod is pushed a document without the layer.
+//! index.tick(now + Duration::from_secs(900));
+//! let pushes = index.take_pushes(now + Duration::from_secs(900));
+//! assert!(pushes[0].document.layers.is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kube::core::SelectorExt;
+use kube::ResourceExt;
+use logpolicy::wire::{PodRef, PolicyDocument, WireLayer, MAX_DOCUMENT_LAYERS};
+
+use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
+use crate::pods::PodInfo;
+use crate::validate::{validate, Expiry, FieldError, ValidatedPolicy};
+
+/// A LogPolicy's `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PolicyKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A pod's `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+macro_rules! key_impls {
+    ($t:ident) => {
+        impl $t {
+            /// The key of `namespace/name`.
+            pub fn new(namespace: &str, name: &str) -> Self {
+                $t {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}/{}", self.namespace, self.name)
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            /// Parses `namespace/name`.
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.split_once('/') {
+                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok($t::new(ns, name)),
+                    _ => Err(format!("{s:?} is not namespace/name")),
+                }
+            }
+        }
+    };
+}
+key_impls!(PolicyKey);
+key_impls!(PodKey);
+
+/// A LogPolicy as the index takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyInput {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `metadata.creationTimestamp`: between equal priorities, the older policy wins.
+    pub created: SystemTime,
+    /// The spec.
+    pub spec: LogPolicySpec,
+    /// `status.expirationTime`, when the status describes this generation: the expiry a
+    /// `duration` was resolved to before (by this or an earlier operator process).
+    pub recorded_expiration: Option<SystemTime>,
+}
+
+impl PolicyInput {
+    /// A policy of generation 1, created at the Unix epoch, with no recorded expiry.
+    pub fn new(namespace: &str, name: &str, spec: LogPolicySpec) -> Self {
+        PolicyInput {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            generation: 1,
+            created: UNIX_EPOCH,
+            spec,
+            recorded_expiration: None,
+        }
+    }
+
+    /// The input for a LogPolicy from the API; `None` without a namespace.
+    pub fn from_resource(lp: &LogPolicy) -> Option<Self> {
+        let generation = lp.metadata.generation.unwrap_or(0);
+        let recorded_expiration = lp
+            .status
+            .as_ref()
+            .filter(|s| s.observed_generation == Some(generation))
+            .and_then(|s| s.expiration_time.as_deref())
+            .and_then(|t| logpolicy::clock::parse_rfc3339(t).ok());
+        let created = lp
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| SystemTime::from(t.0))
+            .unwrap_or(UNIX_EPOCH);
+        Some(PolicyInput {
+            namespace: lp.namespace()?,
+            name: lp.name_any(),
+            generation,
+            created,
+            spec: lp.spec.clone(),
+            recorded_expiration,
+        })
+    }
+}
+
+/// Identifies one push: a result for an older version or an older process of the pod
+/// is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PushTicket {
+    /// The document version pushed.
+    pub version: u64,
+    /// The pod's process generation (bumped on a new uid, address or container restart).
+    pub epoch: u64,
+}
+
+/// A document to send to a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Push {
+    /// Which pod.
+    pub pod: PodKey,
+    /// Its admin endpoint.
+    pub addr: SocketAddr,
+    /// Pass back to [`Index::record_push`] with the outcome.
+    pub ticket: PushTicket,
+    /// What to send (the pusher signs its JSON).
+    pub document: PolicyDocument,
+}
+
+/// A pod to read back (`GET /logpolicy`) during a resync.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadBackTarget {
+    /// Which pod.
+    pub pod: PodKey,
+    /// Its admin endpoint.
+    pub addr: SocketAddr,
+    /// The version it acknowledged; pass back to [`Index::record_read_back`].
+    pub ticket: PushTicket,
+}
+
+/// How a push ended (after the pusher's retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// The pod answered 2xx with JSON: it holds the document.
+    Applied,
+    /// The pod refused the document (4xx) and said why.
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The pod's reason.
+        reason: String,
+    },
+    /// The pod holds a newer version (409); `held` is the version it reported, if any.
+    Stale {
+        /// The version the pod holds.
+        held: Option<u64>,
+        /// The pod's reason.
+        reason: String,
+    },
+    /// The pod failed (5xx).
+    ServerError {
+        /// The HTTP status.
+        status: u16,
+        /// What it said.
+        reason: String,
+    },
+    /// No connection (refused, reset, no route).
+    Unreachable(String),
+    /// No complete answer within the timeout.
+    Timeout(Duration),
+    /// Not HTTP, or a 2xx that is not the layer's JSON.
+    BadReply(String),
+}
+
+impl PushOutcome {
+    /// Whether another attempt may succeed (network trouble, 5xx, 429).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PushOutcome::Applied | PushOutcome::Stale { .. } => false,
+            PushOutcome::Rejected { status, .. } => *status == 429 || *status == 408,
+            PushOutcome::ServerError { .. }
+            | PushOutcome::Unreachable(_)
+            | PushOutcome::Timeout(_)
+            | PushOutcome::BadReply(_) => true,
+        }
+    }
+
+    /// A short, bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            PushOutcome::Applied => "applied",
+            PushOutcome::Rejected { .. } => "rejected",
+            PushOutcome::Stale { .. } => "stale",
+            PushOutcome::ServerError { .. } => "server_error",
+            PushOutcome::Unreachable(_) => "unreachable",
+            PushOutcome::Timeout(_) => "timeout",
+            PushOutcome::BadReply(_) => "bad_reply",
+        }
+    }
+}
+
+impl fmt::Display for PushOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushOutcome::Applied => write!(f, "applied"),
+            PushOutcome::Rejected { status, reason } => write!(f, "rejected ({status}): {reason}"),
+            PushOutcome::Stale { held, reason } => match held {
+                Some(v) => write!(f, "stale: pod holds version {v}: {reason}"),
+                None => write!(f, "stale: {reason}"),
+            },
+            PushOutcome::ServerError { status, reason } => {
+                write!(f, "pod error ({status}): {reason}")
+            }
+            PushOutcome::Unreachable(e) => write!(f, "unreachable: {e}"),
+            PushOutcome::Timeout(d) => write!(f, "timeout after {d:?}"),
+            PushOutcome::BadReply(e) => write!(f, "bad reply: {e}"),
+        }
+    }
+}
+
+/// What a policy achieved, for its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyView {
+    /// Which policy.
+    pub key: PolicyKey,
+    /// The latest generation seen.
+    pub generation: i64,
+    /// Why the latest generation is invalid (empty when valid).
+    pub errors: Vec<FieldError>,
+    /// The generation in force: the latest if valid, else the last valid one, if any.
+    pub in_force_generation: Option<i64>,
+    /// When the generation in force stops applying.
+    pub expires_at: Option<SystemTime>,
+    /// Whether it has expired.
+    pub expired: bool,
+    /// Opted-in pods its selector matches.
+    pub matched: u32,
+    /// Of those, pods that acknowledged a document holding its current layer.
+    pub applied: u32,
+    /// Of those, pods that refused it or could not be reached.
+    pub failed: u32,
+    /// Of those, pods not yet pushed or not answered yet.
+    pub pending: u32,
+    /// Up to ten failing pods (by name) and why.
+    pub failing: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Active {
+    generation: i64,
+    policy: ValidatedPolicy,
+    expires_at: Option<SystemTime>,
+    expired: bool,
+    layer: Arc<WireLayer>,
+}
+
+#[derive(Debug)]
+struct PolicyState {
+    generation: i64,
+    created: SystemTime,
+    errors: Vec<FieldError>,
+    active: Option<Active>,
+    /// Pods its selector matches (whatever its expiry), remembered so that a narrower
+    /// selector or a deletion recomputes them.
+    covered: BTreeSet<PodKey>,
+}
+
+impl PolicyState {
+    fn matches(&self, pod: &PodInfo) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| a.policy.selector.matches(&pod.labels))
+    }
+
+    fn live_layer(&self) -> Option<&Active> {
+        self.active.as_ref().filter(|a| !a.expired)
+    }
+}
+
+#[derive(Debug)]
+struct PodState {
+    info: PodInfo,
+    /// Its document's layers and the policies they come from, in order.
+    layers: Vec<Arc<WireLayer>>,
+    sources: Vec<PolicyKey>,
+    /// Policies that select it beyond the most layers a document may carry.
+    overflow: Vec<PolicyKey>,
+    /// The document version; 0 before the first decision.
+    version: u64,
+    epoch: u64,
+    /// What the pod acknowledged: version and layers.
+    acked: Option<(u64, Vec<Arc<WireLayer>>)>,
+    /// Why the last push of the current version failed.
+    failure: Option<String>,
+}
+
+/// The index. See [the module](self).
+#[derive(Debug, Default)]
+pub struct Index {
+    policies: BTreeMap<PolicyKey, PolicyState>,
+    pods: BTreeMap<PodKey, PodState>,
+    /// Pods with a document to push.
+    to_push: BTreeSet<PodKey>,
+    /// Policies whose view may have changed since the last `take_changed_policies`.
+    changed: BTreeSet<PolicyKey>,
+    now: Option<SystemTime>,
+}
+
+fn unix_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn next_version(prev: u64, now: SystemTime) -> u64 {
+    prev.saturating_add(1).max(unix_millis(now))
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new() -> Self {
+        Index::default()
+    }
+
+    fn now(&self) -> SystemTime {
+        self.now.unwrap_or(UNIX_EPOCH)
+    }
+
+    /// Adds or updates a LogPolicy. A valid spec replaces the one in force; an invalid
+    /// one is recorded (see [`PolicyView::errors`]) and the last valid generation, if
+    /// any, stays in force.
+    pub fn apply_policy(&mut self, input: PolicyInput, now: SystemTime) {
+        self.tick(now);
+        let now = self.now();
+        let key = PolicyKey::new(&input.namespace, &input.name);
+        let state = self
+            .policies
+            .entry(key.clone())
+            .or_insert_with(|| PolicyState {
+                generation: input.generation,
+                created: input.created,
+                errors: Vec::new(),
+                active: None,
+                covered: BTreeSet::new(),
+            });
+        state.generation = input.generation;
+        state.created = input.created;
+        match validate(&input.spec) {
+            Ok(policy) => {
+                let same_generation = state
+                    .active
+                    .as_ref()
+                    .filter(|a| a.generation == input.generation);
+                let expires_at = match policy.expiry {
+                    Expiry::Never => None,
+                    Expiry::At(t) => Some(t),
+                    Expiry::After(d) => same_generation
+                        .and_then(|a| a.expires_at)
+                        .or(input.recorded_expiration)
+                        .or_else(|| now.checked_add(d)),
+                };
+                let layer = Arc::new(policy.layer(&key.to_string(), expires_at));
+                state.errors.clear();
+                state.active = Some(Active {
+                    generation: input.generation,
+                    policy,
+                    expires_at,
+                    expired: expires_at.is_some_and(|t| now >= t),
+                    layer,
+                });
+            }
+            Err(errors) => state.errors = errors,
+        }
+        let before = std::mem::take(&mut state.covered);
+        let covered: BTreeSet<PodKey> = self
+            .pods
+            .range(PodKey::new(&key.namespace, "")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+            .filter(|(_, p)| state.matches(&p.info))
+            .map(|(k, _)| k.clone())
+            .collect();
+        state.covered = covered.clone();
+        self.changed.insert(key);
+        for pod in before.union(&covered) {
+            self.recompute_pod(pod);
+        }
+    }
+
+    /// Removes a LogPolicy: the pods it covered are recomputed without it.
+    pub fn delete_policy(&mut self, key: &PolicyKey) {
+        if let Some(state) = self.policies.remove(key) {
+            self.changed.insert(key.clone());
+            for pod in &state.covered {
+                self.recompute_pod(pod);
+            }
+        }
+    }
+
+    /// Replaces every policy with these (after a watch restart): those missing are
+    /// deleted.
+    pub fn reset_policies(&mut self, inputs: Vec<PolicyInput>, now: SystemTime) {
+        let keep: BTreeSet<PolicyKey> = inputs
+            .iter()
+            .map(|i| PolicyKey::new(&i.namespace, &i.name))
+            .collect();
+        let gone: Vec<PolicyKey> = self
+            .policies
+            .keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.delete_policy(k);
+        }
+        for i in inputs {
+            self.apply_policy(i, now);
+        }
+    }
+
+    /// Adds or updates an opted-in pod. A new uid, a new address or a container restart
+    /// means a new process that holds nothing: it is pushed its document again.
+    pub fn apply_pod(&mut self, info: PodInfo, now: SystemTime) {
+        self.tick(now);
+        let key = PodKey::new(&info.namespace, &info.name);
+        let labels_changed = match self.pods.get_mut(&key) {
+            Some(state) => {
+                let new_process = state.info.uid != info.uid
+                    || state.info.ip != info.ip
+                    || state.info.port != info.port
+                    || state.info.containers != info.containers;
+                let labels_changed = state.info.labels != info.labels;
+                state.info = info;
+                if new_process {
+                    state.epoch += 1;
+                    state.acked = None;
+                    state.failure = None;
+                    if state.version > 0 {
+                        self.to_push.insert(key.clone());
+                    }
+                    for p in state.sources.iter().chain(&state.overflow) {
+                        self.changed.insert(p.clone());
+                    }
+                }
+                labels_changed
+            }
+            None => {
+                self.pods.insert(
+                    key.clone(),
+                    PodState {
+                        info,
+                        layers: Vec::new(),
+                        sources: Vec::new(),
+                        overflow: Vec::new(),
+                        version: 0,
+                        epoch: 0,
+                        acked: None,
+                        failure: None,
+                    },
+                );
+                true
+            }
+        };
+        if labels_changed {
+            if let Some(pod) = self.pods.get(&key) {
+                for (pk, p) in self
+                    .policies
+                    .range_mut(PolicyKey::new(&key.namespace, "")..)
+                    .take_while(|(k, _)| k.namespace == key.namespace)
+                {
+                    let was = p.covered.contains(&key);
+                    let is = p.matches(&pod.info);
+                    if is && !was {
+                        p.covered.insert(key.clone());
+                    } else if was && !is {
+                        p.covered.remove(&key);
+                    }
+                    if is || was {
+                        self.changed.insert(pk.clone());
+                    }
+                }
+            }
+        }
+        self.recompute_pod(&key);
+    }
+
+    /// Removes a pod (deleted, or no longer opted in).
+    pub fn delete_pod(&mut self, key: &PodKey) {
+        if self.pods.remove(key).is_none() {
+            return;
+        }
+        self.to_push.remove(key);
+        for (pk, p) in self
+            .policies
+            .range_mut(PolicyKey::new(&key.namespace, "")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+        {
+            if p.covered.remove(key) {
+                self.changed.insert(pk.clone());
+            }
+        }
+    }
+
+    /// Replaces every pod with these (after a watch restart): those missing are deleted.
+    pub fn reset_pods(&mut self, pods: Vec<PodInfo>, now: SystemTime) {
+        let keep: BTreeSet<PodKey> = pods
+            .iter()
+            .map(|p| PodKey::new(&p.namespace, &p.name))
+            .collect();
+        let gone: Vec<PodKey> = self
+            .pods
+            .keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.delete_pod(k);
+        }
+        for p in pods {
+            self.apply_pod(p, now);
+        }
+    }
+
+    /// Moves the index's time to `now` (never backwards): policies that expire by then
+    /// leave their pods' documents.
+    pub fn tick(&mut self, now: SystemTime) {
+        let now = self.now.map_or(now, |t| t.max(now));
+        self.now = Some(now);
+        let mut recompute = BTreeSet::new();
+        for (key, p) in &mut self.policies {
+            if let Some(a) = &mut p.active {
+                let expired = a.expires_at.is_some_and(|t| now >= t);
+                if expired != a.expired {
+                    a.expired = expired;
+                    self.changed.insert(key.clone());
+                    recompute.extend(p.covered.iter().cloned());
+                }
+            }
+        }
+        for pod in &recompute {
+            self.recompute_pod(pod);
+        }
+    }
+
+    /// The earliest expiry still to come: when to call [`Index::tick`] next.
+    pub fn next_expiry(&self) -> Option<SystemTime> {
+        self.policies
+            .values()
+            .filter_map(|p| p.active.as_ref())
+            .filter(|a| !a.expired)
+            .filter_map(|a| a.expires_at)
+            .min()
+    }
+
+    fn recompute_pod(&mut self, key: &PodKey) {
+        if !self.pods.contains_key(key) {
+            return;
+        }
+        let mut candidates: Vec<(&PolicyKey, &PolicyState, &Active)> = self
+            .policies
+            .range(PolicyKey::new(&key.namespace, "")..)
+            .take_while(|(k, _)| k.namespace == key.namespace)
+            .filter(|(_, p)| p.covered.contains(key))
+            .filter_map(|(k, p)| Some((k, p, p.live_layer()?)))
+            .collect();
+        candidates.sort_by_key(|(k, p, a)| (Reverse(a.policy.priority), p.created, *k));
+        let overflow: Vec<PolicyKey> = candidates
+            .iter()
+            .skip(MAX_DOCUMENT_LAYERS)
+            .map(|(k, _, _)| (*k).clone())
+            .collect();
+        candidates.truncate(MAX_DOCUMENT_LAYERS);
+        let layers: Vec<Arc<WireLayer>> =
+            candidates.iter().map(|(_, _, a)| a.layer.clone()).collect();
+        let sources: Vec<PolicyKey> = candidates.iter().map(|(k, _, _)| (*k).clone()).collect();
+        let now = self.now();
+        let Some(pod) = self.pods.get_mut(key) else {
+            return;
+        };
+        for p in pod
+            .sources
+            .iter()
+            .chain(&pod.overflow)
+            .chain(&sources)
+            .chain(&overflow)
+        {
+            self.changed.insert(p.clone());
+        }
+        pod.overflow = overflow;
+        if pod.version == 0 || pod.layers != layers {
+            pod.version = next_version(pod.version, now);
+            pod.layers = layers;
+            pod.failure = None;
+            self.to_push.insert(key.clone());
+        }
+        pod.sources = sources;
+    }
+
+    /// The documents to send now, one per pod whose document changed or whose process
+    /// needs it again. Pods without a usable address are kept for later (their policies
+    /// count them as pending, or failed for a bad port annotation).
+    pub fn take_pushes(&mut self, now: SystemTime) -> Vec<Push> {
+        self.tick(now);
+        let now = self.now();
+        let mut out = Vec::with_capacity(self.to_push.len());
+        let mut keep = BTreeSet::new();
+        for key in std::mem::take(&mut self.to_push) {
+            let Some(pod) = self.pods.get(&key) else {
+                continue;
+            };
+            match pod.info.admin_addr() {
+                Ok(addr) => out.push(Push {
+                    pod: key,
+                    addr,
+                    ticket: PushTicket {
+                        version: pod.version,
+                        epoch: pod.epoch,
+                    },
+                    document: document(pod, now),
+                }),
+                Err(_) => {
+                    keep.insert(key);
+                }
+            }
+        }
+        self.to_push = keep;
+        out
+    }
+
+    /// Records how a push ended. Returns `false` (and changes nothing) for a result
+    /// about an older version or an older process of the pod, or a pod now gone.
+    pub fn record_push(&mut self, key: &PodKey, ticket: PushTicket, outcome: &PushOutcome) -> bool {
+        let now = self.now();
+        let Some(pod) = self.pods.get_mut(key) else {
+            return false;
+        };
+        if ticket.epoch != pod.epoch || ticket.version != pod.version {
+            return false;
+        }
+        match outcome {
+            PushOutcome::Applied => {
+                pod.acked = Some((pod.version, pod.layers.clone()));
+                pod.failure = None;
+            }
+            PushOutcome::Stale {
+                held: Some(held), ..
+            } if *held >= pod.version => {
+                // Another writer (an earlier operator process) got ahead: issue a newer
+                // version of the same content.
+                pod.version = next_version(*held, now);
+                pod.failure = None;
+                self.to_push.insert(key.clone());
+            }
+            other => pod.failure = Some(other.to_string()),
+        }
+        for p in pod.sources.iter().chain(&pod.overflow) {
+            self.changed.insert(p.clone());
+        }
+        true
+    }
+
+    /// Starts a periodic resync: pods whose last push failed or never happened are
+    /// queued for a push again, and the pods in sync are returned, to be read back.
+    pub fn resync(&mut self) -> Vec<ReadBackTarget> {
+        let mut out = Vec::new();
+        for (key, pod) in &self.pods {
+            let Ok(addr) = pod.info.admin_addr() else {
+                continue;
+            };
+            match &pod.acked {
+                Some((v, _)) if *v == pod.version => out.push(ReadBackTarget {
+                    pod: key.clone(),
+                    addr,
+                    ticket: PushTicket {
+                        version: pod.version,
+                        epoch: pod.epoch,
+                    },
+                }),
+                _ if pod.version > 0 => {
+                    self.to_push.insert(key.clone());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Records what a read-back found: `held` is the version the pod reports (`None` if
+    /// it holds no pushed document). Drift (any other version than the acknowledged one)
+    /// queues a push; returns whether there was drift.
+    pub fn record_read_back(
+        &mut self,
+        key: &PodKey,
+        ticket: PushTicket,
+        held: Option<u64>,
+    ) -> bool {
+        let Some(pod) = self.pods.get_mut(key) else {
+            return false;
+        };
+        if ticket.epoch != pod.epoch || ticket.version != pod.version || held == Some(pod.version) {
+            return false;
+        }
+        pod.acked = None;
+        self.to_push.insert(key.clone());
+        for p in pod.sources.iter().chain(&pod.overflow) {
+            self.changed.insert(p.clone());
+        }
+        true
+    }
+
+    /// The document a pod should hold now (issued at the index's time).
+    pub fn document(&self, key: &PodKey) -> Option<PolicyDocument> {
+        self.pods.get(key).map(|p| document(p, self.now()))
+    }
+
+    /// The policies whose view may have changed since the last call (to write their
+    /// status); deleted ones included.
+    pub fn take_changed_policies(&mut self) -> Vec<PolicyKey> {
+        std::mem::take(&mut self.changed).into_iter().collect()
+    }
+
+    /// Every policy's key.
+    pub fn policy_keys(&self) -> impl Iterator<Item = &PolicyKey> {
+        self.policies.keys()
+    }
+
+    /// How many pods the index tracks.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// What a policy achieved; `None` for a policy the index does not have.
+    pub fn policy_view(&self, key: &PolicyKey) -> Option<PolicyView> {
+        let p = self.policies.get(key)?;
+        let mut view = PolicyView {
+            key: key.clone(),
+            generation: p.generation,
+            errors: p.errors.clone(),
+            in_force_generation: p.active.as_ref().map(|a| a.generation),
+            expires_at: p.active.as_ref().and_then(|a| a.expires_at),
+            expired: p.active.as_ref().is_some_and(|a| a.expired),
+            matched: u32::try_from(p.covered.len()).unwrap_or(u32::MAX),
+            applied: 0,
+            failed: 0,
+            pending: 0,
+            failing: Vec::new(),
+        };
+        let Some(active) = p.live_layer() else {
+            return Some(view);
+        };
+        for pk in &p.covered {
+            let Some(pod) = self.pods.get(pk) else {
+                continue;
+            };
+            let failure = if pod.overflow.contains(key) {
+                Some(format!(
+                    "more than {MAX_DOCUMENT_LAYERS} policies select this pod; this one has too low a priority"
+                ))
+            } else if pod.acked.as_ref().is_some_and(|(_, layers)| {
+                layers
+                    .iter()
+                    .any(|l| Arc::ptr_eq(l, &active.layer) || **l == *active.layer)
+            }) {
+                view.applied += 1;
+                continue;
+            } else if let Some(f) = &pod.failure {
+                Some(f.clone())
+            } else if let Err(e) = &pod.info.port {
+                Some(e.clone())
+            } else {
+                None
+            };
+            match failure {
+                Some(reason) => {
+                    view.failed += 1;
+                    if view.failing.len() < MAX_FAILING_PODS {
+                        view.failing.push((pk.name.clone(), reason));
+                    }
+                }
+                None => view.pending += 1,
+            }
+        }
+        Some(view)
+    }
+}
+
+fn document(pod: &PodState, now: SystemTime) -> PolicyDocument {
+    PolicyDocument {
+        pod: PodRef::new(&pod.info.namespace, &pod.info.name, &pod.info.uid),
+        version: pod.version,
+        issued_at: now,
+        layers: pod.layers.iter().map(|l| (**l).clone()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,568 @@
+//! The index, driven directly: apply and delete pods and policies, assert what it
+//! publishes. No API server, no mocks, no sleeps: time is an argument.
+
+use super::*;
+use std::net::{IpAddr, Ipv4Addr};
+
+fn t0() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn spec(v: serde_json::Value) -> LogPolicySpec {
+    serde_json::from_value(v).unwrap()
+}
+
+fn policy(name: &str, v: serde_json::Value) -> PolicyInput {
+    PolicyInput::new("shop", name, spec(v))
+}
+
+fn web_debug() -> serde_json::Value {
+    serde_json::json!({"selector": {"matchLabels": {"app": "web"}},
+        "targets": [{"target": "shop::payment", "level": "debug"}]})
+}
+
+fn pod(name: &str, ip: u8, labels: &[(&str, &str)]) -> PodInfo {
+    let mut p = PodInfo::new(
+        "shop",
+        name,
+        &format!("uid-{name}"),
+        Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, ip))),
+        9090,
+    );
+    for (k, v) in labels {
+        p = p.label(k, v);
+    }
+    p
+}
+
+fn key(name: &str) -> PodKey {
+    PodKey::new("shop", name)
+}
+
+fn pkey(name: &str) -> PolicyKey {
+    PolicyKey::new("shop", name)
+}
+
+/// The pods pushed, by name, with their layer sources.
+fn pushed(index: &mut Index, now: SystemTime) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = index
+        .take_pushes(now)
+        .into_iter()
+        .map(|p| {
+            (
+                p.pod.name,
+                p.document.layers.into_iter().map(|l| l.source).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn ack_all(index: &mut Index, now: SystemTime) -> Vec<Push> {
+    let pushes = index.take_pushes(now);
+    for p in &pushes {
+        assert!(index.record_push(&p.pod, p.ticket, &PushOutcome::Applied));
+    }
+    pushes
+}
+
+fn names(v: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    v.iter()
+        .map(|(n, s)| (n.to_string(), s.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
+#[test]
+fn every_opted_in_pod_gets_its_document_once_it_has_an_address() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("web-2", 2, &[("app", "web")]), t0());
+    index.apply_pod(pod("db-1", 3, &[("app", "db")]), t0());
+    let mut no_ip = pod("web-3", 4, &[("app", "web")]);
+    no_ip.ip = None;
+    index.apply_pod(no_ip, t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[
+            ("db-1", &[]),
+            ("web-1", &["shop/debug"]),
+            ("web-2", &["shop/debug"])
+        ])
+    );
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(
+        (view.matched, view.applied, view.failed, view.pending),
+        (3, 0, 0, 3)
+    );
+
+    // The third gets an IP: it is pushed now.
+    index.apply_pod(pod("web-3", 4, &[("app", "web")]), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-3", &["shop/debug"])])
+    );
+    // Nothing changed: nothing to push.
+    index.apply_pod(pod("web-3", 4, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    assert!(pushed(&mut index, t0()).is_empty());
+}
+
+#[test]
+fn the_document_carries_the_layer_the_policy_describes() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(
+        policy(
+            "raise",
+            serde_json::json!({"selector": {"matchLabels": {"app": "web"}},
+            "defaultLevel": "info", "targets": [{"target": "shop::payment", "level": "debug"}],
+            "sampling": [{"target": "shop::http", "keepOneIn": 100, "scope": "request"}],
+            "priority": 5, "expirationTime": "2027-06-01T08:00:00Z"}),
+        ),
+        t0(),
+    );
+    let push = index.take_pushes(t0()).remove(0);
+    assert_eq!(push.addr, "127.0.0.1:9090".parse().unwrap());
+    let doc = push.document;
+    assert_eq!(doc.pod, PodRef::new("shop", "web-1", "uid-web-1"));
+    assert_eq!(doc.issued_at, t0());
+    // The pod's own parser takes it.
+    let back = PolicyDocument::from_json(doc.to_json().as_bytes()).unwrap();
+    let layers = back.policy_layers().unwrap();
+    assert_eq!(layers[0].source(), "shop/raise");
+    assert_eq!(layers[0].priority, 5);
+    assert_eq!(
+        layers[0].expires_at,
+        logpolicy::clock::parse_rfc3339("2027-06-01T08:00:00Z").ok()
+    );
+    assert_eq!(
+        layers[0].directives.to_string(),
+        "info,shop::payment=debug,@sample(shop::http)=1/100:request"
+    );
+}
+
+#[test]
+fn narrowing_a_selector_reverts_exactly_the_pods_no_longer_covered() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web"), ("tier", "canary")]), t0());
+    index.apply_pod(pod("web-2", 2, &[("app", "web"), ("tier", "canary")]), t0());
+    index.apply_pod(pod("web-3", 3, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    ack_all(&mut index, t0());
+    let before = index.document(&key("web-1")).unwrap().version;
+
+    let mut narrow = web_debug();
+    narrow["selector"] = serde_json::json!({"matchLabels": {"app": "web", "tier": "canary"}});
+    let mut input = policy("debug", narrow);
+    input.generation = 2;
+    index.apply_policy(input, t0() + secs(1));
+    assert_eq!(pushed(&mut index, t0() + secs(1)), names(&[("web-3", &[])]));
+    assert_eq!(index.document(&key("web-1")).unwrap().version, before);
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!((view.matched, view.applied), (2, 2));
+
+    // Deleting the policy reverts the rest.
+    index.delete_policy(&pkey("debug"));
+    assert_eq!(
+        pushed(&mut index, t0() + secs(2)),
+        names(&[("web-1", &[]), ("web-2", &[])])
+    );
+    assert!(index.policy_view(&pkey("debug")).is_none());
+    assert!(index.take_changed_policies().contains(&pkey("debug")));
+}
+
+#[test]
+fn a_pod_whose_labels_change_joins_or_leaves_policies() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    ack_all(&mut index, t0());
+    index.apply_pod(pod("web-1", 1, &[("app", "web"), ("extra", "x")]), t0());
+    assert!(
+        pushed(&mut index, t0()).is_empty(),
+        "a label that changes no match pushes nothing"
+    );
+    index.apply_pod(pod("web-1", 1, &[("app", "api")]), t0());
+    assert_eq!(pushed(&mut index, t0()), names(&[("web-1", &[])]));
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().matched, 0);
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-1", &["shop/debug"])])
+    );
+}
+
+#[test]
+fn layers_are_ordered_by_priority_then_age_then_name() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let add = |index: &mut Index, name: &str, priority: i32, created: u64| {
+        let mut v = web_debug();
+        v["priority"] = priority.into();
+        let mut input = policy(name, v);
+        input.created = t0() + secs(created);
+        index.apply_policy(input, t0() + secs(100));
+    };
+    add(&mut index, "low", -5, 1);
+    add(&mut index, "b-high-young", 10, 50);
+    add(&mut index, "z-high-old", 10, 2);
+    add(&mut index, "a-high-young", 10, 50);
+    add(&mut index, "zero", 0, 0);
+    let doc = index.document(&key("web-1")).unwrap();
+    let order: Vec<&str> = doc.layers.iter().map(|l| l.source.as_str()).collect();
+    assert_eq!(
+        order,
+        [
+            "shop/z-high-old",
+            "shop/a-high-young",
+            "shop/b-high-young",
+            "shop/zero",
+            "shop/low"
+        ]
+    );
+    // The pod's merge agrees: the first of equal priority wins.
+    let layers = doc.policy_layers().unwrap();
+    assert!(layers.windows(2).all(|w| w[0].priority >= w[1].priority));
+}
+
+#[test]
+fn a_higher_priority_policy_wins_and_removing_it_restores_the_lower() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("low", web_debug()), t0());
+    let mut high = web_debug();
+    high["priority"] = 10.into();
+    high["targets"] = serde_json::json!([{"target": "shop::payment", "level": "trace"}]);
+    index.apply_policy(policy("high", high), t0());
+    let effective = |index: &Index| {
+        let doc = index.document(&key("web-1")).unwrap();
+        logpolicy::Policy::new(doc.policy_layers().unwrap())
+            .effective_at(t0())
+            .level_for("shop::payment")
+    };
+    assert_eq!(effective(&index), logpolicy::Level::Trace);
+    index.delete_policy(&pkey("high"));
+    assert_eq!(effective(&index), logpolicy::Level::Debug);
+}
+
+#[test]
+fn expiry_happens_at_the_exact_instant() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let mut v = web_debug();
+    v["duration"] = "10s".into();
+    index.apply_policy(policy("raise", v), t0());
+    let pushes = ack_all(&mut index, t0());
+    assert_eq!(
+        pushes[0].document.layers[0].expires_at,
+        Some(t0() + secs(10))
+    );
+    assert_eq!(index.next_expiry(), Some(t0() + secs(10)));
+
+    let just_before = t0() + secs(10) - Duration::from_nanos(1);
+    index.tick(just_before);
+    assert!(index.take_pushes(just_before).is_empty());
+    assert!(!index.policy_view(&pkey("raise")).unwrap().expired);
+
+    index.tick(t0() + secs(10));
+    assert_eq!(
+        pushed(&mut index, t0() + secs(10)),
+        names(&[("web-1", &[])])
+    );
+    let view = index.policy_view(&pkey("raise")).unwrap();
+    assert!(view.expired);
+    assert_eq!((view.matched, view.applied), (1, 0));
+    assert_eq!(index.next_expiry(), None);
+    // Time does not run backwards in the index.
+    index.tick(t0());
+    assert!(index.policy_view(&pkey("raise")).unwrap().expired);
+}
+
+#[test]
+fn a_duration_is_resolved_once_per_generation() {
+    let mut index = Index::new();
+    let mut v = web_debug();
+    v["duration"] = "15m".into();
+    index.apply_policy(policy("raise", v.clone()), t0());
+    let exp = |index: &Index| index.policy_view(&pkey("raise")).unwrap().expires_at;
+    assert_eq!(exp(&index), Some(t0() + secs(900)));
+    // A resync of the same generation does not extend it.
+    index.apply_policy(policy("raise", v.clone()), t0() + secs(60));
+    assert_eq!(exp(&index), Some(t0() + secs(900)));
+    // A new generation counts from when it is seen.
+    let mut input = policy("raise", v.clone());
+    input.generation = 2;
+    index.apply_policy(input, t0() + secs(120));
+    assert_eq!(exp(&index), Some(t0() + secs(1020)));
+
+    // A restarted operator takes the expiry its status recorded for this generation.
+    let mut fresh = Index::new();
+    let mut input = policy("raise", v);
+    input.recorded_expiration = Some(t0() + secs(900));
+    fresh.apply_policy(input, t0() + secs(300));
+    assert_eq!(exp(&fresh), Some(t0() + secs(900)));
+}
+
+#[test]
+fn a_restarted_process_or_a_new_address_is_pushed_again() {
+    let mut index = Index::new();
+    let mut p = pod("web-1", 1, &[("app", "web")]);
+    p.containers = vec![crate::pods::ContainerRun {
+        name: "main".into(),
+        restart_count: 0,
+        started_at: Some("2026-11-29T20:00:00Z".into()),
+    }];
+    index.apply_pod(p.clone(), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let first = ack_all(&mut index, t0()).remove(0);
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 1);
+
+    // The container restarted: same document, same version, pushed again.
+    p.containers[0].restart_count = 1;
+    p.containers[0].started_at = Some("2026-11-29T20:05:00Z".into());
+    index.apply_pod(p.clone(), t0() + secs(5));
+    let again = index.take_pushes(t0() + secs(5)).remove(0);
+    assert_eq!(again.document.version, first.document.version);
+    assert_eq!(again.document.layers, first.document.layers);
+    assert_ne!(again.ticket, first.ticket);
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
+    // A late answer to the old push counts for nothing.
+    assert!(!index.record_push(&key("web-1"), first.ticket, &PushOutcome::Applied));
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
+    assert!(index.record_push(&key("web-1"), again.ticket, &PushOutcome::Applied));
+
+    // A new IP.
+    p.ip = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9)));
+    index.apply_pod(p.clone(), t0() + secs(6));
+    let moved = index.take_pushes(t0() + secs(6)).remove(0);
+    assert_eq!(moved.addr, "127.0.0.9:9090".parse().unwrap());
+    // A new pod under the same name (new uid).
+    p.uid = "uid-web-1-b".into();
+    index.apply_pod(p, t0() + secs(7));
+    let recreated = index.take_pushes(t0() + secs(7)).remove(0);
+    assert_eq!(recreated.document.pod.uid, "uid-web-1-b");
+}
+
+#[test]
+fn versions_increase_strictly_whenever_the_content_changes() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let mut versions = vec![index.document(&key("web-1")).unwrap().version];
+    let mut now = t0();
+    for i in 0..20 {
+        let mut v = web_debug();
+        v["targets"][0]["level"] = if i % 2 == 0 { "trace" } else { "debug" }.into();
+        // Time may stand still or even step back; versions still increase.
+        now = if i % 3 == 0 {
+            now
+        } else {
+            now + Duration::from_millis(1)
+        };
+        let mut input = policy("debug", v);
+        input.generation = i + 2;
+        index.apply_policy(
+            input,
+            now - Duration::from_millis(if i == 5 { 10_000 } else { 0 }),
+        );
+        versions.push(index.document(&key("web-1")).unwrap().version);
+    }
+    assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
+    // Versions come from the clock, so a restarted operator issues newer ones.
+    assert!(versions[0] >= 1_800_000_000_000);
+}
+
+#[test]
+fn failures_are_counted_and_a_sample_named() {
+    let mut index = Index::new();
+    for i in 0..15u8 {
+        index.apply_pod(pod(&format!("web-{i:02}"), i + 1, &[("app", "web")]), t0());
+    }
+    index.apply_policy(policy("debug", web_debug()), t0());
+    for (i, p) in index.take_pushes(t0()).into_iter().enumerate() {
+        let outcome = match i {
+            0..=2 => PushOutcome::Applied,
+            3 => PushOutcome::Rejected {
+                status: 401,
+                reason: "untrusted_key".into(),
+            },
+            _ => PushOutcome::Timeout(Duration::from_secs(2)),
+        };
+        index.record_push(&p.pod, p.ticket, &outcome);
+    }
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(
+        (view.matched, view.applied, view.failed, view.pending),
+        (15, 3, 12, 0)
+    );
+    assert_eq!(view.failing.len(), MAX_FAILING_PODS);
+    assert_eq!(
+        view.failing[0],
+        (
+            "web-03".to_owned(),
+            "rejected (401): untrusted_key".to_owned()
+        )
+    );
+    let status = view.status(None, t0());
+    assert_eq!(status.summary.as_deref(), Some("3/15"));
+    let applied = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Applied")
+        .unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.message.as_str()),
+        ("False", "3/15 pods, 12 failed")
+    );
+
+    // A resync queues the failed pods again and reads back the others.
+    let reads = index.resync();
+    assert_eq!(reads.len(), 3);
+    assert_eq!(index.take_pushes(t0()).len(), 12);
+}
+
+#[test]
+fn drift_found_by_a_read_back_is_pushed_again() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let push = ack_all(&mut index, t0()).remove(0);
+    let read = index.resync().remove(0);
+    assert!(!index.record_read_back(&read.pod, read.ticket, Some(push.document.version)));
+    assert!(index.take_pushes(t0()).is_empty());
+    assert!(index.record_read_back(&read.pod, read.ticket, None));
+    assert_eq!(index.take_pushes(t0()).len(), 1);
+}
+
+#[test]
+fn a_pod_holding_a_newer_version_gets_a_newer_one() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let push = index.take_pushes(t0()).remove(0);
+    let held = push.document.version + 1000;
+    index.record_push(
+        &push.pod,
+        push.ticket,
+        &PushOutcome::Stale {
+            held: Some(held),
+            reason: "stale_version".into(),
+        },
+    );
+    let again = index.take_pushes(t0()).remove(0);
+    assert!(again.document.version > held);
+}
+
+#[test]
+fn an_invalid_update_keeps_the_last_valid_generation_in_force() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    ack_all(&mut index, t0());
+    let mut bad = web_debug();
+    bad["selector"] = serde_json::json!({});
+    let mut input = policy("debug", bad);
+    input.generation = 2;
+    index.apply_policy(input, t0());
+    assert!(index.take_pushes(t0()).is_empty());
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(view.errors[0].field, "spec.selector");
+    assert_eq!(view.in_force_generation, Some(1));
+    assert_eq!(view.applied, 1);
+    let status = view.status(None, t0());
+    let ready = &status.conditions[0];
+    assert_eq!(
+        (
+            ready.type_.as_str(),
+            ready.status.as_str(),
+            ready.reason.as_str()
+        ),
+        ("Ready", "False", "Invalid")
+    );
+    assert!(
+        ready
+            .message
+            .starts_with("spec.selector: must not be empty"),
+        "{}",
+        ready.message
+    );
+    assert!(ready.message.ends_with("(generation 1 stays in force)"));
+
+    // A policy invalid from the start selects nothing.
+    let mut v = web_debug();
+    v["sampling"] = serde_json::json!([{"target": "x", "keepOneIn": 3, "span": "s"}]);
+    index.apply_policy(policy("broken", v), t0());
+    let view = index.policy_view(&pkey("broken")).unwrap();
+    assert_eq!((view.matched, view.in_force_generation), (0, None));
+}
+
+#[test]
+fn policies_see_only_pods_of_their_namespace() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let mut other = pod("web-1", 2, &[("app", "web")]);
+    other.namespace = "other".into();
+    index.apply_pod(other, t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let pushes = index.take_pushes(t0());
+    let with_layers: Vec<String> = pushes
+        .iter()
+        .filter(|p| !p.document.layers.is_empty())
+        .map(|p| p.pod.to_string())
+        .collect();
+    assert_eq!(with_layers, ["shop/web-1"]);
+}
+
+#[test]
+fn a_bad_port_annotation_is_a_failure_not_a_push() {
+    let mut index = Index::new();
+    let mut p = pod("web-1", 1, &[("app", "web")]);
+    p.port = Err("annotation logpolicy.dev/port=\"http\" is not a port".into());
+    index.apply_pod(p, t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    assert!(index.take_pushes(t0()).is_empty());
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(view.failed, 1);
+    assert!(view.failing[0].1.contains("logpolicy.dev/port"));
+}
+
+#[test]
+fn more_policies_than_a_document_holds_fail_the_lowest() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    for i in 0..(MAX_DOCUMENT_LAYERS + 2) {
+        let mut v = web_debug();
+        v["priority"] = i32::try_from(i).unwrap().into();
+        index.apply_policy(policy(&format!("p{i:03}"), v), t0());
+    }
+    let doc = index.document(&key("web-1")).unwrap();
+    assert_eq!(doc.layers.len(), MAX_DOCUMENT_LAYERS);
+    assert!(doc.validate().is_ok());
+    assert_eq!(index.policy_view(&pkey("p000")).unwrap().failed, 1);
+    assert_eq!(index.policy_view(&pkey("p064")).unwrap().failed, 0);
+}
+
+#[test]
+fn resets_delete_what_a_relist_no_longer_has() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("web-2", 2, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    index.apply_policy(policy("other", web_debug()), t0());
+    ack_all(&mut index, t0());
+    index.reset_pods(vec![pod("web-2", 2, &[("app", "web")])], t0());
+    assert_eq!(index.pod_count(), 1);
+    index.reset_policies(vec![policy("other", web_debug())], t0());
+    assert_eq!(
+        index.policy_keys().cloned().collect::<Vec<_>>(),
+        [pkey("other")]
+    );
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-2", &["shop/other"])])
+    );
+}

@@ -1,0 +1,364 @@
+//! The pusher: signed `PUT /logpolicy` to a pod's admin endpoint, and `GET /logpolicy`
+//! read-backs.
+//!
+//! - **Bounded**: at most [`PusherConfig::concurrency`] requests in flight; a push waiting
+//!   for its retry holds no slot, so a slow or dead pod never delays the others.
+//! - **Timed out**: each attempt (connect, request, reply) is bounded by
+//!   [`PusherConfig::timeout`]; replies are read up to [`PusherConfig::max_reply_bytes`].
+//! - **Retried**: network failures, timeouts, 5xx, 408/429 and garbage replies are retried
+//!   up to [`PusherConfig::attempts`] times with exponential backoff and jitter; a pod's
+//!   refusal (4xx) is final and carries the pod's reason.
+//!
+//! HTTP/1.1 on a fresh connection per attempt, with hyper's low-level client: pods are
+//! many distinct hosts that are each pushed rarely, so a connection pool would only hold
+//! idle sockets (a thousand of them, for a thousand pods), and a connection per attempt
+//! makes the timeout cover everything. No TLS: the document is signed (integrity and
+//! origin) and holds no secret.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use logpolicy::wire::{sign, SigningKey, SIGNATURE_HEADER};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::index::{PodKey, Push, PushOutcome, PushTicket};
+
+/// The path of the admin endpoint's policy resource.
+pub const POLICY_PATH: &str = "/logpolicy";
+
+/// How the pusher behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PusherConfig {
+    /// Requests in flight at most (default 64).
+    pub concurrency: usize,
+    /// One attempt's deadline: connect, send, and read the whole reply (default 2 s).
+    pub timeout: Duration,
+    /// Attempts per push, the first included (default 4).
+    pub attempts: u32,
+    /// The wait before the first retry; doubled for each next one (default 200 ms).
+    pub backoff_base: Duration,
+    /// The longest wait between attempts (default 5 s).
+    pub backoff_max: Duration,
+    /// The largest reply read (default 64 KiB); a longer one is a bad reply.
+    pub max_reply_bytes: usize,
+}
+
+impl Default for PusherConfig {
+    fn default() -> Self {
+        PusherConfig {
+            concurrency: 64,
+            timeout: Duration::from_secs(2),
+            attempts: 4,
+            backoff_base: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(5),
+            max_reply_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// How a push ended, for [`Index::record_push`](crate::Index::record_push) and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushReport {
+    /// Which pod.
+    pub pod: PodKey,
+    /// The push's ticket.
+    pub ticket: PushTicket,
+    /// The last attempt's outcome.
+    pub outcome: PushOutcome,
+    /// Attempts made.
+    pub attempts: u32,
+    /// From the first attempt to the outcome, backoff included.
+    pub elapsed: Duration,
+}
+
+/// What `GET /logpolicy` says a pod holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadBack {
+    /// The version of the document it holds, if any.
+    pub version: Option<u64>,
+    /// The sources of its layers, in order.
+    pub sources: Vec<String>,
+}
+
+/// Pushes signed documents. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Pusher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    key: SigningKey,
+    config: PusherConfig,
+    permits: Semaphore,
+}
+
+impl std::fmt::Debug for Pusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pusher")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Aborts a spawned connection task when the request using it is done or dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Pusher {
+    /// A pusher signing with `key`.
+    pub fn new(key: SigningKey, config: PusherConfig) -> Self {
+        let permits = Semaphore::new(config.concurrency.max(1));
+        Pusher {
+            inner: Arc::new(Inner {
+                key,
+                config,
+                permits,
+            }),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &PusherConfig {
+        &self.inner.config
+    }
+
+    /// Pushes one document: signs its JSON once, then attempts, retries and backs off
+    /// as configured. Never panics, whatever the pod answers.
+    pub async fn push(&self, push: &Push) -> PushReport {
+        let start = Instant::now();
+        let body = Bytes::from(push.document.to_json());
+        let signature = sign(&body, &self.inner.key);
+        let cfg = &self.inner.config;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut outcome = self.put_once(push.addr, body.clone(), &signature).await;
+            if let PushOutcome::Stale { held: None, reason } = &outcome {
+                // Learn which version the pod holds, so the index can go past it.
+                if let Ok(read) = self.read_back(push.addr).await {
+                    outcome = PushOutcome::Stale {
+                        held: read.version,
+                        reason: reason.clone(),
+                    };
+                }
+            }
+            if !outcome.is_retryable() || attempts >= cfg.attempts.max(1) {
+                return PushReport {
+                    pod: push.pod.clone(),
+                    ticket: push.ticket,
+                    outcome,
+                    attempts,
+                    elapsed: start.elapsed(),
+                };
+            }
+            tokio::time::sleep(backoff(cfg, attempts)).await;
+        }
+    }
+
+    /// Pushes each document in its own task and sends every report to `reports` (a
+    /// report is dropped only if the receiver is gone).
+    pub fn spawn_all(&self, pushes: Vec<Push>, reports: &mpsc::Sender<PushReport>) {
+        for push in pushes {
+            let pusher = self.clone();
+            let reports = reports.clone();
+            tokio::spawn(async move {
+                let report = pusher.push(&push).await;
+                let _ = reports.send(report).await;
+            });
+        }
+    }
+
+    /// One signed `PUT`, classified.
+    pub async fn put_once(&self, addr: SocketAddr, body: Bytes, signature: &str) -> PushOutcome {
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(POLICY_PATH)
+            .header(hyper::header::HOST, addr.to_string())
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(Full::new(body));
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return PushOutcome::BadReply(format!("cannot build the request: {e}")),
+        };
+        match self.exchange(addr, request).await {
+            Ok((status, body)) => classify_put(status, &body),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// `GET /logpolicy`: what the pod holds. One attempt.
+    pub async fn read_back(&self, addr: SocketAddr) -> Result<ReadBack, PushOutcome> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(POLICY_PATH)
+            .header(hyper::header::HOST, addr.to_string())
+            .header(hyper::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| PushOutcome::BadReply(format!("cannot build the request: {e}")))?;
+        let (status, body) = self.exchange(addr, request).await?;
+        if !status.is_success() {
+            return Err(classify_put(status, &body));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+            PushOutcome::BadReply(format!("GET {POLICY_PATH} reply is not JSON: {e}"))
+        })?;
+        Ok(ReadBack {
+            version: v.get("version").and_then(serde_json::Value::as_u64),
+            sources: v
+                .get("layers")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l.get("source")?.as_str().map(str::to_owned))
+                .collect(),
+        })
+    }
+
+    /// One request on a fresh connection, within one permit and one deadline.
+    async fn exchange(
+        &self,
+        addr: SocketAddr,
+        request: Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, Bytes), PushOutcome> {
+        let cfg = &self.inner.config;
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| PushOutcome::Unreachable("pusher closed".into()))?;
+        let max = cfg.max_reply_bytes;
+        let attempt = async move {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| PushOutcome::Unreachable(format!("connect {addr}: {e}")))?;
+            let _ = stream.set_nodelay(true);
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| PushOutcome::Unreachable(format!("{addr}: {e}")))?;
+            let _connection = AbortOnDrop(tokio::spawn(async move {
+                let _ = connection.await;
+            }));
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| hyper_error(addr, &e))?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), max)
+                .collect()
+                .await
+                .map_err(|e| PushOutcome::BadReply(format!("reply body: {e}")))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        match tokio::time::timeout(cfg.timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(PushOutcome::Timeout(cfg.timeout)),
+        }
+    }
+}
+
+fn hyper_error(addr: SocketAddr, e: &hyper::Error) -> PushOutcome {
+    if e.is_parse() || e.is_parse_status() || e.is_incomplete_message() {
+        PushOutcome::BadReply(format!("{addr}: {e}"))
+    } else {
+        PushOutcome::Unreachable(format!("{addr}: {e}"))
+    }
+}
+
+/// The wait before attempt `attempt + 1`: `base * 2^(attempt-1)`, capped, then scaled
+/// by a random factor in [0.5, 1) so that pods failing together do not retry together.
+fn backoff(cfg: &PusherConfig, attempt: u32) -> Duration {
+    let exp = cfg
+        .backoff_base
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(cfg.backoff_max);
+    exp.mul_f64(rand::random_range(0.5..1.0))
+}
+
+fn classify_put(status: StatusCode, body: &[u8]) -> PushOutcome {
+    let code = status.as_u16();
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    if status.is_success() {
+        return match json {
+            Some(serde_json::Value::Object(_)) => PushOutcome::Applied,
+            _ => PushOutcome::BadReply(format!(
+                "{code} without the endpoint's JSON: {}",
+                snippet(body)
+            )),
+        };
+    }
+    let reason = match &json {
+        Some(v) => reason(v).unwrap_or_else(|| snippet(body)),
+        None => snippet(body),
+    };
+    match code {
+        409 => PushOutcome::Stale {
+            held: json.as_ref().and_then(held_version),
+            reason,
+        },
+        400..=499 => PushOutcome::Rejected {
+            status: code,
+            reason,
+        },
+        500..=599 => PushOutcome::ServerError {
+            status: code,
+            reason,
+        },
+        _ => PushOutcome::BadReply(format!("unexpected status {code}: {reason}")),
+    }
+}
+
+/// The pod's reason from its JSON error: `error` (a code) and `message`/`reason`.
+fn reason(v: &serde_json::Value) -> Option<String> {
+    let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+    let detail = field("message")
+        .or_else(|| field("reason"))
+        .or_else(|| field("detail"));
+    match (field("error"), detail) {
+        (Some(code), Some(detail)) => Some(format!("{code}: {detail}")),
+        (Some(one), None) | (None, Some(one)) => Some(one.to_owned()),
+        (None, None) => None,
+    }
+    .map(|s| snippet(s.as_bytes()))
+}
+
+fn held_version(v: &serde_json::Value) -> Option<u64> {
+    ["heldVersion", "held", "currentVersion"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(serde_json::Value::as_u64))
+}
+
+/// At most 300 bytes of a reply, lossily decoded, for a reason.
+fn snippet(body: &[u8]) -> String {
+    const MAX: usize = 300;
+    let s = String::from_utf8_lossy(&body[..body.len().min(MAX)]);
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let s = s.trim().to_owned();
+    if body.len() > MAX {
+        format!("{s}...")
+    } else if s.is_empty() {
+        "(empty reply)".to_owned()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,426 @@
+//! The pusher against real HTTP servers on loopback addresses, each answering one way:
+//! 200, 4xx with a JSON reason, 5xx, garbage, slowly, or not at all.
+
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use logpolicy::wire::{verify, PodRef, PolicyDocument, TrustedKeys, WireLayer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// How a test server answers the n-th request (0-based).
+#[derive(Clone)]
+enum Answer {
+    /// Raw bytes (a whole HTTP response, or garbage).
+    Raw(Vec<u8>),
+    /// Wait this long, then say nothing and close.
+    Sleep(Duration),
+}
+
+fn http(status: &str, body: &str) -> Answer {
+    Answer::Raw(
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+struct Received {
+    method: String,
+    signature: Option<String>,
+    body: Vec<u8>,
+}
+
+struct Server {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    received: Arc<tokio::sync::Mutex<Vec<Received>>>,
+}
+
+/// A server on 127.0.0.`host` (a port chosen by the system) answering request n with
+/// `answers[min(n, len-1)]`.
+async fn server(host: u8, answers: Vec<Answer>) -> Server {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::new(127, 0, 0, host), 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let received = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let (h, r) = (hits.clone(), received.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let n = h.fetch_add(1, Ordering::SeqCst);
+            let answer = answers[n.min(answers.len() - 1)].clone();
+            let r = r.clone();
+            tokio::spawn(async move {
+                let Some(req) = read_request(&mut stream).await else {
+                    return;
+                };
+                r.lock().await.push(req);
+                match answer {
+                    Answer::Raw(bytes) => {
+                        let _ = stream.write_all(&bytes).await;
+                        let _ = stream.shutdown().await;
+                    }
+                    Answer::Sleep(d) => tokio::time::sleep(d).await,
+                }
+            });
+        }
+    });
+    Server {
+        addr,
+        hits,
+        received,
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<Received> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+    };
+    let len: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(Received {
+        method: head.split(' ').next().unwrap_or_default().to_owned(),
+        signature: header(SIGNATURE_HEADER),
+        body: buf[head_end..head_end + len].to_vec(),
+    })
+}
+
+fn key() -> SigningKey {
+    SigningKey::from_bytes(&[42; 32])
+}
+
+fn fast() -> PusherConfig {
+    PusherConfig {
+        concurrency: 8,
+        timeout: Duration::from_millis(500),
+        attempts: 3,
+        backoff_base: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(40),
+        max_reply_bytes: 4096,
+    }
+}
+
+fn push_to(addr: SocketAddr, name: &str) -> Push {
+    let layer =
+        WireLayer::from_directives("shop/debug", 10, "shop::payment=debug".parse().unwrap());
+    Push {
+        pod: PodKey::new("shop", name),
+        addr,
+        ticket: PushTicket {
+            version: 7,
+            epoch: 0,
+        },
+        document: PolicyDocument {
+            pod: PodRef::new("shop", name, "uid-1"),
+            version: 7,
+            issued_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            layers: vec![layer],
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_signed_document_is_applied() {
+    let s = server(11, vec![http("200 OK", r#"{"version":7}"#)]).await;
+    let pusher = Pusher::new(key(), fast());
+    let push = push_to(s.addr, "web-1");
+    let report = pusher.push(&push).await;
+    assert_eq!((report.outcome, report.attempts), (PushOutcome::Applied, 1));
+    let received = s.received.lock().await;
+    assert_eq!(received[0].method, "PUT");
+    // The pod's side: the signature verifies over the exact bytes, which parse back.
+    let trusted = TrustedKeys::new([key().verifying_key()]);
+    verify(
+        &received[0].body,
+        received[0].signature.as_deref(),
+        &trusted,
+    )
+    .unwrap();
+    assert_eq!(
+        PolicyDocument::from_json(&received[0].body).unwrap(),
+        push.document
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_is_final_and_carries_the_pods_reason() {
+    let s = server(
+        12,
+        vec![http(
+            "401 Unauthorized",
+            r#"{"error":"untrusted_key","message":"key 0011 is not trusted"}"#,
+        )],
+    )
+    .await;
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!(
+        report.outcome,
+        PushOutcome::Rejected {
+            status: 401,
+            reason: "untrusted_key: key 0011 is not trusted".into()
+        }
+    );
+    assert_eq!(report.attempts, 1);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 1);
+
+    let s = server(
+        12,
+        vec![http("422 Unprocessable Entity", "not json at all")],
+    )
+    .await;
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!(
+        report.outcome,
+        PushOutcome::Rejected {
+            status: 422,
+            reason: "not json at all".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_with_backoff() {
+    let s = server(
+        13,
+        vec![
+            http("503 Service Unavailable", r#"{"error":"busy"}"#),
+            http("200 OK", "{}"),
+        ],
+    )
+    .await;
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!((report.outcome, report.attempts), (PushOutcome::Applied, 2));
+    assert!(
+        report.elapsed >= Duration::from_millis(5),
+        "{:?}",
+        report.elapsed
+    );
+
+    let s = server(
+        13,
+        vec![http("500 Internal Server Error", r#"{"error":"boom"}"#)],
+    )
+    .await;
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!(
+        report.outcome,
+        PushOutcome::ServerError {
+            status: 500,
+            reason: "boom".into()
+        }
+    );
+    assert_eq!((report.attempts, s.hits.load(Ordering::SeqCst)), (3, 3));
+}
+
+#[tokio::test]
+async fn garbage_is_a_bad_reply() {
+    for (host, answer) in [
+        (14, Answer::Raw(b"SSH-2.0-OpenSSH_9.6\r\n".to_vec())),
+        (15, http("200 OK", "<html>an app's own port</html>")),
+        (16, http("200 OK", &"x".repeat(10_000))),
+        (
+            17,
+            Answer::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"ver".to_vec()),
+        ),
+    ] {
+        let s = server(host, vec![answer]).await;
+        let report = Pusher::new(key(), fast())
+            .push(&push_to(s.addr, "web-1"))
+            .await;
+        assert!(
+            matches!(report.outcome, PushOutcome::BadReply(_)),
+            "{host}: {:?}",
+            report.outcome
+        );
+        assert_eq!(report.attempts, 3);
+    }
+}
+
+#[tokio::test]
+async fn a_slow_pod_times_out() {
+    let s = server(18, vec![Answer::Sleep(Duration::from_secs(10))]).await;
+    let cfg = PusherConfig {
+        timeout: Duration::from_millis(200),
+        attempts: 2,
+        ..fast()
+    };
+    let start = Instant::now();
+    let report = Pusher::new(key(), cfg)
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!(
+        report.outcome,
+        PushOutcome::Timeout(Duration::from_millis(200))
+    );
+    assert_eq!(report.attempts, 2);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn nothing_listening_is_unreachable() {
+    // Bind then drop: a port on which nothing listens.
+    let addr = TcpListener::bind("127.0.0.19:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(addr, "web-1"))
+        .await;
+    assert!(
+        matches!(report.outcome, PushOutcome::Unreachable(ref e) if e.contains("refused")),
+        "{:?}",
+        report.outcome
+    );
+    assert_eq!(report.attempts, 3);
+}
+
+#[tokio::test]
+async fn a_stale_version_learns_what_the_pod_holds() {
+    let s = server(
+        20,
+        vec![
+            http("409 Conflict", r#"{"error":"stale_version"}"#),
+            http(
+                "200 OK",
+                r#"{"version":9000,"layers":[{"source":"shop/other"}]}"#,
+            ),
+        ],
+    )
+    .await;
+    let report = Pusher::new(key(), fast())
+        .push(&push_to(s.addr, "web-1"))
+        .await;
+    assert_eq!(
+        report.outcome,
+        PushOutcome::Stale {
+            held: Some(9000),
+            reason: "stale_version".into()
+        }
+    );
+    assert_eq!(s.received.lock().await[1].method, "GET");
+}
+
+#[tokio::test]
+async fn read_back_reports_the_version_and_layers() {
+    let s = server(
+        21,
+        vec![http(
+            "200 OK",
+            r#"{"version":12,"layers":[{"source":"shop/a"},{"source":"env"}],"nextExpiry":null}"#,
+        )],
+    )
+    .await;
+    let read = Pusher::new(key(), fast()).read_back(s.addr).await.unwrap();
+    assert_eq!(
+        read,
+        ReadBack {
+            version: Some(12),
+            sources: vec!["shop/a".into(), "env".into()]
+        }
+    );
+    let s = server(22, vec![http("200 OK", "nope")]).await;
+    assert!(matches!(
+        Pusher::new(key(), fast()).read_back(s.addr).await,
+        Err(PushOutcome::BadReply(_))
+    ));
+}
+
+#[tokio::test]
+async fn slow_and_dead_pods_never_hold_up_the_others() {
+    let cfg = PusherConfig {
+        concurrency: 4,
+        timeout: Duration::from_millis(1500),
+        attempts: 2,
+        ..fast()
+    };
+    let pusher = Pusher::new(key(), cfg);
+    let slow1 = server(23, vec![Answer::Sleep(Duration::from_secs(10))]).await;
+    let slow2 = server(24, vec![Answer::Sleep(Duration::from_secs(10))]).await;
+    let mut pushes = vec![push_to(slow1.addr, "slow-1"), push_to(slow2.addr, "slow-2")];
+    let mut fast_servers = Vec::new();
+    for i in 0..20u8 {
+        let s = server(30 + i, vec![http("200 OK", "{}")]).await;
+        pushes.push(push_to(s.addr, &format!("fast-{i}")));
+        fast_servers.push(s);
+    }
+    let (tx, mut rx) = mpsc::channel(64);
+    let start = Instant::now();
+    pusher.spawn_all(pushes, &tx);
+    let mut fast_done = 0;
+    while fast_done < 20 {
+        let report = rx.recv().await.unwrap();
+        assert!(report.pod.name.starts_with("fast"), "{report:?}");
+        assert_eq!(report.outcome, PushOutcome::Applied);
+        fast_done += 1;
+    }
+    assert!(
+        start.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        start.elapsed()
+    );
+    for _ in 0..2 {
+        let report = rx.recv().await.unwrap();
+        assert!(matches!(report.outcome, PushOutcome::Timeout(_)));
+    }
+}
+
+#[test]
+fn backoff_grows_is_capped_and_jittered() {
+    let cfg = PusherConfig {
+        backoff_base: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(1),
+        ..fast()
+    };
+    for attempt in 1..40 {
+        let d = backoff(&cfg, attempt);
+        let cap = Duration::from_millis(100 * (1u64 << (attempt - 1).min(16)))
+            .min(Duration::from_secs(1));
+        assert!(d >= cap / 2 && d < cap, "{attempt}: {d:?}");
+    }
+}

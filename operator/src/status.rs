@@ -1,0 +1,176 @@
+//! A policy's view, as the `status` the controller writes (by server-side apply).
+//!
+//! Conditions follow the Kubernetes conventions: a list keyed by `type`, each with
+//! `observedGeneration`, and a `lastTransitionTime` that moves only when the condition's
+//! `status` changes.
+
+use std::time::SystemTime;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{FailingPod, LogPolicyStatus};
+use crate::index::PolicyView;
+
+/// `Ready`: the spec is valid and in force.
+pub const READY: &str = "Ready";
+/// `Applied`: every selected pod acknowledged the policy.
+pub const APPLIED: &str = "Applied";
+/// `Expired`: the policy's time is over (it stays, for audit).
+pub const EXPIRED: &str = "Expired";
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+    previous: Option<&LogPolicyStatus>,
+    now: SystemTime,
+) -> Condition {
+    let status = if ok { "True" } else { "False" };
+    let since = previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+        .filter(|c| c.status == status)
+        .map(|c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: Some(generation),
+        last_transition_time: since.unwrap_or_else(|| Time(to_timestamp(now))),
+    }
+}
+
+fn to_timestamp(t: SystemTime) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::try_from(t).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+impl PolicyView {
+    /// The status for this view; `previous` (the status as last read) keeps the
+    /// conditions' transition times.
+    pub fn status(&self, previous: Option<&LogPolicyStatus>, now: SystemTime) -> LogPolicyStatus {
+        let g = self.generation;
+        let in_force = self.in_force_generation.is_some();
+        let ready = if self.errors.is_empty() && in_force {
+            condition(
+                READY,
+                true,
+                "Valid",
+                "the policy is valid and in force".into(),
+                g,
+                previous,
+                now,
+            )
+        } else {
+            let mut message = self
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            match self.in_force_generation {
+                Some(old) => message.push_str(&format!(" (generation {old} stays in force)")),
+                None => message.push_str(" (nothing is applied)"),
+            }
+            condition(
+                READY,
+                false,
+                "Invalid",
+                truncate(message, 32 * 1024),
+                g,
+                previous,
+                now,
+            )
+        };
+        let counts = format!("{}/{} pods", self.applied, self.matched);
+        let applied = if !in_force {
+            condition(APPLIED, false, "Invalid", counts, g, previous, now)
+        } else if self.expired {
+            condition(APPLIED, false, "Expired", counts, g, previous, now)
+        } else if self.matched == 0 {
+            condition(
+                APPLIED,
+                false,
+                "NoPodsSelected",
+                "0/0 pods: the selector matches no opted-in pod".into(),
+                g,
+                previous,
+                now,
+            )
+        } else if self.applied == self.matched {
+            condition(APPLIED, true, "AllPodsApplied", counts, g, previous, now)
+        } else if self.failed > 0 {
+            condition(
+                APPLIED,
+                false,
+                "PodsFailed",
+                format!("{counts}, {} failed", self.failed),
+                g,
+                previous,
+                now,
+            )
+        } else {
+            condition(APPLIED, false, "PodsPending", counts, g, previous, now)
+        };
+        let expiry = self.expires_at.map(logpolicy::clock::format_rfc3339);
+        let expired = match (&expiry, self.expired) {
+            (Some(t), true) => condition(
+                EXPIRED,
+                true,
+                "Expired",
+                format!("expired at {t}"),
+                g,
+                previous,
+                now,
+            ),
+            (Some(t), false) => condition(
+                EXPIRED,
+                false,
+                "Active",
+                format!("expires at {t}"),
+                g,
+                previous,
+                now,
+            ),
+            (None, _) => condition(
+                EXPIRED,
+                false,
+                "NoExpiry",
+                "applies until deleted".into(),
+                g,
+                previous,
+                now,
+            ),
+        };
+        LogPolicyStatus {
+            observed_generation: Some(g),
+            conditions: vec![ready, applied, expired],
+            matched_pods: i32::try_from(self.matched).unwrap_or(i32::MAX),
+            applied_pods: i32::try_from(self.applied).unwrap_or(i32::MAX),
+            failed_pods: i32::try_from(self.failed).unwrap_or(i32::MAX),
+            failing_pods: self
+                .failing
+                .iter()
+                .map(|(name, reason)| FailingPod {
+                    name: name.clone(),
+                    reason: truncate(reason.clone(), 1024),
+                })
+                .collect(),
+            summary: Some(format!("{}/{}", self.applied, self.matched)),
+            expiration_time: expiry,
+        }
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max.saturating_sub(3);
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
