@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::prelude::*;
 
+use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::filter::{PolicyFilter, PolicyHandle};
 use crate::format::{Format, FormatLayer};
 use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
@@ -34,6 +35,9 @@ pub enum InitError {
     /// The writer could not be started (bad configuration, a file that cannot be opened).
     #[error("writer: {0}")]
     Writer(#[from] WriterError),
+    /// The admin endpoint could not be configured or started.
+    #[error("admin endpoint: {0}")]
+    Admin(#[from] AdminError),
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -59,6 +63,7 @@ pub struct Builder {
     from_env: bool,
     format: Option<Format>,
     writer: Option<WriterConfig>,
+    admin: Option<AdminConfig>,
 }
 
 /// Running logging: changes the policy at runtime, and owns the writer's thread.
@@ -67,6 +72,8 @@ pub struct Builder {
 #[must_use = "keep the returned Logging alive for the program's lifetime: dropping it stops the writer"]
 #[derive(Debug)]
 pub struct Logging {
+    /// Declared first: stops before the writer.
+    admin: Option<AdminServer>,
     handle: PolicyHandle,
     writer: Writer,
     _guard: WriterGuard,
@@ -82,6 +89,11 @@ impl Logging {
     /// it was.
     pub fn flush(&self, timeout: std::time::Duration) -> bool {
         self.writer.flush(timeout)
+    }
+
+    /// The address the admin endpoint listens on, if it runs (see [`crate::admin`]).
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
     }
 
     /// What the writer has written, dropped and still holds.
@@ -126,6 +138,15 @@ impl Builder {
         self
     }
 
+    /// Serves the admin endpoint with this configuration (overrides the environment).
+    /// [`Builder::from_env`] starts it from `LOGPOLICY_ADMIN_ADDR` and friends when that
+    /// is set; see [`crate::admin`].
+    #[must_use]
+    pub fn admin(mut self, config: AdminConfig) -> Self {
+        self.admin = Some(config);
+        self
+    }
+
     fn baseline(&self) -> Result<Directives, InitError> {
         if let Some(d) = &self.directives {
             return d.parse().map_err(InitError::Given);
@@ -153,12 +174,21 @@ impl Builder {
                 Format::Json
             }
         });
+        let admin = match self.admin {
+            Some(config) => Some(config),
+            None if self.from_env => AdminConfig::from_env()?,
+            None => None,
+        };
         let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
+        let admin = admin
+            .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
+            .transpose()?;
         let filter_for_output = filter.clone();
         let subscriber = tracing_subscriber::registry()
             .with(filter)
             .with(FormatLayer::new(format, writer.clone()).with_policy(&filter_for_output));
         let logging = Logging {
+            admin,
             handle,
             writer,
             _guard: guard,

@@ -53,6 +53,7 @@
 //! pushed at runtime with a priority and an optional expiry) merged into one
 //! [`EffectivePolicy`]; see [`policy`].
 
+pub mod admin;
 pub mod clock;
 pub mod filter;
 pub mod format;

@@ -271,7 +271,10 @@ impl PolicyDocument {
     pub fn from_json(bytes: &[u8]) -> Result<Self, DocumentError> {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let doc: PolicyDocument = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
+            let path = match e.path().to_string() {
+                p if p == "?" || p.is_empty() => ".".to_owned(),
+                p => p,
+            };
             json_error(path, e.inner())
         })?;
         de.end().map_err(|e| json_error(".".into(), &e))?;
@@ -357,7 +360,12 @@ fn json_error(path: String, e: &serde_json::Error) -> DocumentError {
     };
     DocumentError {
         kind,
-        path: path.clone(),
+        // A syntax error's position (line and column, in the message) says more than
+        // the path of the value it broke off in.
+        path: match kind {
+            DocumentErrorKind::Syntax => ".".to_owned(),
+            DocumentErrorKind::Invalid => path,
+        },
         message,
     }
 }
@@ -524,8 +532,8 @@ mod tests {
         let cases: &[(&[u8], DocumentErrorKind, &str)] = &[
             (b"{", DocumentErrorKind::Syntax, "."),
             (b"not json", DocumentErrorKind::Syntax, "."),
-            (&doc("[]")[..10], DocumentErrorKind::Syntax, "pod"),
-            (&doc(r#"[{"source":"a/b","colour":1}]"#), DocumentErrorKind::Invalid, "layers[0]"),
+            (&doc("[]")[..10], DocumentErrorKind::Syntax, "."),
+            (&doc(r#"[{"source":"a/b","colour":1}]"#), DocumentErrorKind::Invalid, "layers[0].colour"),
             (&doc(r#"[{"source":"a/b","sampling":[{"target":"x","keepOneIn":0}]}]"#), DocumentErrorKind::Invalid, "layers[0].sampling[0].keepOneIn"),
             (&doc(r#"[{"source":"a/b"},{"source":"a/b"}]"#), DocumentErrorKind::Invalid, "layers"),
             (&doc(r#"[{"source":"env"}]"#), DocumentErrorKind::Invalid, "layers[0].source"),
@@ -554,5 +562,32 @@ mod tests {
     fn a_document_may_leave_out_its_layers() {
         let d = PolicyDocument::from_json(br#"{"pod":{"namespace":"s","name":"n","uid":"u"},"version":9,"issuedAt":"2026-11-29T20:06:15Z"}"#).unwrap();
         assert!(d.layers.is_empty());
+    }
+}
+
+#[cfg(all(test, feature = "schema"))]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_names_every_field_and_level() {
+        let schema = serde_json::to_string(&schemars::schema_for!(PolicyDocument)).unwrap();
+        for name in [
+            "issuedAt",
+            "expiresAt",
+            "defaultLevel",
+            "alwaysKeep",
+            "keepOneIn",
+            "thenOneIn",
+            "maxBytesPerSecond",
+            "\"verbose\"",
+        ] {
+            assert_eq!(
+                schema.contains(name),
+                name != "\"verbose\"",
+                "{name} in {schema}"
+            );
+        }
+        assert!(schema.contains("\"trace\""));
     }
 }

@@ -59,7 +59,7 @@
 //! let trusted = TrustedKeys::parse(&wire::encode_public_key(&key.verifying_key()))?;
 //!
 //! let doc = PolicyDocument::new(PodRef::new("shop", "checkout-1", "uid-1"), 7)
-//!     .with_layer(wire::WireLayer::from_directives("shop/debug", 10, "shop::payment=debug")?);
+//!     .with_layer(wire::WireLayer::from_directives("shop/debug", 10, "shop::payment=debug".parse()?));
 //! let body = doc.to_json();
 //! let header = wire::sign(body.as_bytes(), &key);
 //!

@@ -1,0 +1,280 @@
+//! How the admin endpoint is configured: in code, or from the environment.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use crate::wire::{KeyError, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
+
+/// The variable that turns the endpoint on, with the address it listens on
+/// (`0.0.0.0:9090`, `[::]:9090`, `127.0.0.1:0`, or `:9090` for every IPv4 address).
+pub const ADMIN_ADDR_ENV: &str = "LOGPOLICY_ADMIN_ADDR";
+/// The pod's uid (downward API `metadata.uid`); documents for another uid are refused.
+pub const POD_UID_ENV: &str = "POD_UID";
+/// The pod's name (downward API `metadata.name`); documents for another name are refused.
+pub const POD_NAME_ENV: &str = "POD_NAME";
+/// The pod's namespace (downward API `metadata.namespace`); documents for another
+/// namespace are refused.
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
+/// Why the admin endpoint could not be configured or started.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// An environment variable with a value that does not parse.
+    #[error("{var}: {message}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The endpoint is on but there is no trusted key: it could never accept a push.
+    #[error("{ADMIN_ADDR_ENV} is set but no trusted key is: set {TRUSTED_KEYS_ENV} or {TRUSTED_KEYS_FILE_ENV}")]
+    NoTrustedKeys,
+    /// Trusted keys that cannot be read.
+    #[error("trusted keys: {0}")]
+    Keys(#[from] KeyError),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The endpoint's thread or runtime could not be started.
+    #[error("cannot start the admin thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Who this pod is, as far as it knows: a document naming another pod is refused (403).
+/// Unknown fields (`None`) are not checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodIdentity {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+}
+
+impl PodIdentity {
+    /// From [`POD_UID_ENV`], [`POD_NAME_ENV`], [`POD_NAMESPACE_ENV`] (unset or empty:
+    /// unknown).
+    pub fn from_env() -> Self {
+        let get = |var: &str| {
+            std::env::var(var)
+                .ok()
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        PodIdentity {
+            uid: get(POD_UID_ENV),
+            name: get(POD_NAME_ENV),
+            namespace: get(POD_NAMESPACE_ENV),
+        }
+    }
+}
+
+/// Bounds on what a client can make the endpoint hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminLimits {
+    /// The largest request body (default 64 KiB); a larger one is answered 413 without
+    /// being read.
+    pub max_body_bytes: usize,
+    /// How long a client has to send the request line and headers (default 2 s).
+    pub header_timeout: Duration,
+    /// How long one connection may last, body and response included (default 5 s).
+    pub request_timeout: Duration,
+    /// Connections served at once (default 64); beyond it a connection gets a 503 and is
+    /// closed.
+    pub max_connections: usize,
+}
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        AdminLimits {
+            max_body_bytes: 64 * 1024,
+            header_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+            max_connections: 64,
+        }
+    }
+}
+
+/// Where the trusted keys come from: fixed, or a file re-read when it changes (a
+/// mounted ConfigMap is updated in place).
+#[derive(Debug)]
+pub(crate) enum KeySource {
+    Fixed(TrustedKeys),
+    File {
+        path: PathBuf,
+        cache: Mutex<FileKeys>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct FileKeys {
+    stamp: Option<(SystemTime, u64)>,
+    keys: Result<TrustedKeys, String>,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+impl KeySource {
+    /// The keys in force; for a file, re-read if its time or size changed. A file that
+    /// stops parsing trusts nothing until it is fixed (never a stale, maybe revoked, key).
+    pub(crate) fn current(&self) -> Result<TrustedKeys, String> {
+        match self {
+            KeySource::Fixed(k) => Ok(k.clone()),
+            KeySource::File { path, cache } => {
+                let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+                let now = stamp(path);
+                if now.is_none() || now != cache.stamp {
+                    cache.keys = TrustedKeys::from_file(path).map_err(|e| e.to_string());
+                    cache.stamp = now;
+                }
+                cache.keys.clone()
+            }
+        }
+    }
+}
+
+/// The admin endpoint's configuration.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::admin::{AdminConfig, AdminLimits, PodIdentity};
+/// use logpolicy::wire::{SigningKey, TrustedKeys};
+///
+/// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+/// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys)
+///     .pod(PodIdentity { uid: Some("0b1c".into()), ..Default::default() })
+///     .limits(AdminLimits { max_connections: 8, ..Default::default() });
+/// assert_eq!(config.limits_ref().max_body_bytes, 64 * 1024);
+/// ```
+#[derive(Debug)]
+pub struct AdminConfig {
+    pub(crate) addr: SocketAddr,
+    pub(crate) keys: KeySource,
+    pub(crate) pod: PodIdentity,
+    pub(crate) limits: AdminLimits,
+}
+
+impl AdminConfig {
+    /// Listen on `addr`, trusting `keys`; pod identity unknown, default limits.
+    pub fn new(addr: SocketAddr, keys: TrustedKeys) -> Self {
+        AdminConfig {
+            addr,
+            keys: KeySource::Fixed(keys),
+            pod: PodIdentity::default(),
+            limits: AdminLimits::default(),
+        }
+    }
+
+    /// Listen on `addr`, trusting the keys in the file at `path`, re-read whenever it
+    /// changes. Reads it once now: a missing or invalid file is an error.
+    pub fn with_keys_file(addr: SocketAddr, path: impl Into<PathBuf>) -> Result<Self, AdminError> {
+        let path = path.into();
+        let keys = TrustedKeys::from_file(&path)?;
+        Ok(AdminConfig {
+            addr,
+            keys: KeySource::File {
+                cache: Mutex::new(FileKeys {
+                    stamp: stamp(&path),
+                    keys: Ok(keys),
+                }),
+                path,
+            },
+            pod: PodIdentity::default(),
+            limits: AdminLimits::default(),
+        })
+    }
+
+    /// The configuration from the environment (see [the module](super) for the table):
+    /// `Ok(None)` when [`ADMIN_ADDR_ENV`] is unset or empty.
+    pub fn from_env() -> Result<Option<Self>, AdminError> {
+        let Some(addr) = std::env::var(ADMIN_ADDR_ENV)
+            .ok()
+            .filter(|a| !a.trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let addr = parse_addr(&addr).map_err(|message| AdminError::Env {
+            var: ADMIN_ADDR_ENV,
+            message,
+        })?;
+        let config = if std::env::var_os(TRUSTED_KEYS_ENV).is_some() {
+            let keys = TrustedKeys::from_env()?.ok_or(AdminError::NoTrustedKeys)?;
+            AdminConfig::new(addr, keys)
+        } else if let Some(path) = std::env::var_os(TRUSTED_KEYS_FILE_ENV) {
+            AdminConfig::with_keys_file(addr, PathBuf::from(path))?
+        } else {
+            return Err(AdminError::NoTrustedKeys);
+        };
+        Ok(Some(config.pod(PodIdentity::from_env())))
+    }
+
+    /// The pod's identity, for checking documents.
+    #[must_use]
+    pub fn pod(mut self, pod: PodIdentity) -> Self {
+        self.pod = pod;
+        self
+    }
+
+    /// The limits.
+    #[must_use]
+    pub fn limits(mut self, limits: AdminLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits in force.
+    pub fn limits_ref(&self) -> &AdminLimits {
+        &self.limits
+    }
+
+    /// The address to listen on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// `host:port`, `[v6]:port`, or `:port` (every IPv4 address).
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Some(port) = s.strip_prefix(':') {
+        return port
+            .parse::<u16>()
+            .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p))
+            .map_err(|_| format!("invalid port {port:?}"));
+    }
+    s.parse().map_err(|_| {
+        format!("invalid address {s:?} (expected e.g. 0.0.0.0:9090, [::]:9090 or :9090)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            parse_addr(":9090").unwrap(),
+            "0.0.0.0:9090".parse().unwrap()
+        );
+        assert_eq!(
+            parse_addr(" [::1]:80 ").unwrap(),
+            "[::1]:80".parse().unwrap()
+        );
+        assert!(parse_addr("localhost:80").is_err());
+        assert!(parse_addr(":99999").is_err());
+    }
+}

@@ -1,0 +1,120 @@
+//! The admin endpoint: a small authenticated HTTP server through which the operator
+//! (or a person with the signing key) changes a running pod's policy.
+//!
+//! It is off unless configured: [`AdminConfig::from_env`] turns it on when
+//! `LOGPOLICY_ADMIN_ADDR` is set, and [`Builder::from_env`](crate::Builder::from_env)
+//! (so [`init`](crate::init)) starts it. It runs on a thread of its own with a
+//! single-threaded runtime of its own, never on the service's.
+//!
+//! # Configuration
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `LOGPOLICY_ADMIN_ADDR` | Turns the endpoint on, listening there: `0.0.0.0:9090`, `[::]:9090`, `:9090` (every IPv4 address), `127.0.0.1:0` (a free port). Unset or empty: off. |
+//! | `LOGPOLICY_TRUSTED_KEYS` | The public keys whose signatures are accepted: base64 of 32 bytes each, separated by commas, spaces or newlines. Several allowed, for rotation. |
+//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments. Re-read when it changes (a mounted ConfigMap); if it stops parsing, nothing is trusted until it is fixed. |
+//! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Unset: not checked. |
+//! | `POD_NAME` | The pod's `metadata.name`; checked like the uid when set. |
+//! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid when set. |
+//!
+//! With the address set and no trusted key, starting fails: such an endpoint could
+//! never accept a push.
+//!
+//! # Endpoints
+//!
+//! - `GET /logpolicy`: `{"effective": {...}, "layers": [...], "document": {...},
+//!   "nextExpiry": ..., "afterNextExpiry": {...}, "generation": N}`. `effective` is the
+//!   merged policy as directives (`"directives": "info,shop::payment=debug,@always_keep=warn"`)
+//!   and structured (`defaultLevel`, `targets`, `alwaysKeep`, `sampling`, `burst`,
+//!   `maxBytesPerSecond`) with the `sources` in force; `layers` is every layer, the
+//!   baseline `env` included, in the document's layer shape plus `active`; `document`
+//!   is the version, `issuedAt` and pod of the last document accepted (`null` before the
+//!   first); `nextExpiry` is when the next layer in force expires and `afterNextExpiry`
+//!   what the effective policy becomes then.
+//! - `PUT /logpolicy`: a signed [`PolicyDocument`](crate::wire::PolicyDocument) (see
+//!   [`crate::wire`] for the signature). Its layers replace every layer but the baseline,
+//!   in one atomic change; the answer (200, the same body as `GET`, plus
+//!   `"unchanged": bool`) is sent after the new policy is in force, so the next event
+//!   after the response follows it.
+//! - `DELETE /logpolicy`: a signed document whose `layers` is empty or absent: back to
+//!   the baseline. It is versioned like a `PUT` (the version held becomes its version).
+//! - `GET /metrics`: Prometheus (OpenMetrics) text: `logpolicy_events_total{level,outcome}`
+//!   (outcome `written`, `sampled`, `burst`, `budget`), `logpolicy_events_held{level}`,
+//!   `logpolicy_writer_bytes_written_total`, `logpolicy_writer_queue_bytes`,
+//!   `logpolicy_writer_lines_written_total{level}`,
+//!   `logpolicy_writer_dropped_total{level,reason}`, `logpolicy_writer_io_errors_total`
+//!   (the writer's only when one is attached), `logpolicy_policy_version` (once a
+//!   document is held), `logpolicy_policy_generation`, `logpolicy_policy_active_layers`,
+//!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
+//!   `logpolicy_admin_requests_total{status}`.
+//! - `GET /healthz`: `{"status":"ok"}`.
+//!
+//! # Statuses
+//!
+//! A `PUT` or `DELETE` is checked in this order; the first failure answers, and nothing
+//! changes on any failure. Every error body is `{"error": "<code>", "reason": "<what is
+//! wrong>"}`.
+//!
+//! | status | `error` | when |
+//! | --- | --- | --- |
+//! | 413 | `body_too_large` | the body is over 64 KiB (by `Content-Length`, answered without reading it, or while reading) |
+//! | 401 | `missing_signature`, `malformed_signature` | no `X-Logpolicy-Signature` header, or not `ed25519=<key-id>:<base64>` |
+//! | 401 | `untrusted_key`, `bad_signature`, `no_trusted_keys` | signed by a key not trusted, a signature that does not match the body, or a keys file that no longer parses. Every authentication failure is 401; 403 is kept for an authenticated document for another pod. |
+//! | 400 | `malformed_json`, `bad_request` | the (authentic) body is not JSON, or could not be read |
+//! | 422 | `invalid_document` | JSON that is not a valid document: `reason` names the field, e.g. `layers[1].targets[0].level: invalid level "verbose" …`; also a `DELETE` with layers |
+//! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's, where known |
+//! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content |
+//! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
+//! | 404 | `not_found` | any other path |
+//! | 405 | `method_not_allowed` | another method on a known path (with `Allow`) |
+//! | 503 | `busy` | more than 64 connections at once (answered and closed at once) |
+//!
+//! The signature is checked before the body is parsed: bytes from a client without the
+//! key never reach the JSON parser, let alone the policy.
+//!
+//! # Limits
+//!
+//! See [`AdminLimits`]: the body (64 KiB), the request head (16 KiB), the time to send
+//! the head (2 s) and the whole connection (5 s: a slow client is cut, however slowly it
+//! trickles), one request per connection, and at most 64 connections at once. A held
+//! connection costs one small task on the endpoint's thread and never blocks another.
+//!
+//! # Example
+//!
+//! ```
+//! use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
+//! use logpolicy::wire::{self, PodRef, PolicyDocument, WireLayer};
+//! use logpolicy::{Level, PolicyFilter};
+//! use std::io::{Read, Write};
+//!
+//! let key = wire::generate_signing_key()?;
+//! let filter = PolicyFilter::from_directives("info")?;
+//! let config = AdminConfig::new("127.0.0.1:0".parse()?, wire::TrustedKeys::new([key.verifying_key()]))
+//!     .pod(PodIdentity { uid: Some("uid-1".into()), ..Default::default() });
+//! let admin = AdminServer::start(config, filter.handle(), None)?;
+//!
+//! let doc = PolicyDocument::new(PodRef::new("shop", "web-1", "uid-1"), 1)
+//!     .with_layer(WireLayer::from_directives("shop/raise", 10, "shop::payment=debug".parse()?));
+//! let body = doc.to_json();
+//! let request = format!(
+//!     "PUT /logpolicy HTTP/1.1\r\nhost: pod\r\ncontent-length: {}\r\nx-logpolicy-signature: {}\r\n\r\n{}",
+//!     body.len(), wire::sign(body.as_bytes(), &key), body);
+//! let mut conn = std::net::TcpStream::connect(admin.local_addr())?;
+//! conn.write_all(request.as_bytes())?;
+//! let mut response = String::new();
+//! conn.read_to_string(&mut response)?;
+//! assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+//! assert_eq!(filter.handle().effective().level_for("shop::payment"), Level::Debug);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod config;
+mod metrics;
+mod server;
+mod service;
+
+pub use config::{
+    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, POD_NAMESPACE_ENV,
+    POD_NAME_ENV, POD_UID_ENV,
+};
+pub use server::AdminServer;

@@ -1,0 +1,328 @@
+//! What the endpoint answers: routing, verification, the policy swap, the views.
+//! Synchronous and free of I/O; the server feeds it requests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use super::config::{AdminConfig, KeySource, PodIdentity};
+use crate::clock::format_rfc3339;
+use crate::filter::PolicyHandle;
+use crate::policy::{EffectivePolicy, Policy, BASELINE_SOURCE};
+use crate::wire::{self, DocumentErrorKind, PolicyDocument, WireLayer};
+use crate::writer::Writer;
+
+/// The statuses the endpoint answers, for the request counter (a fixed label set).
+pub(crate) const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 409, 413, 422, 500, 503];
+
+/// A response: status, content type, body, and for 405 the allowed methods.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+    pub allow: Option<&'static str>,
+}
+
+const JSON: &str = "application/json";
+
+impl Reply {
+    fn json(status: u16, body: &Value) -> Reply {
+        let mut body = serde_json::to_string_pretty(body).unwrap_or_default();
+        body.push('\n');
+        Reply {
+            status,
+            content_type: JSON,
+            body,
+            allow: None,
+        }
+    }
+
+    /// `{"error": code, "reason": reason}`.
+    pub(crate) fn error(status: u16, code: &str, reason: impl Into<String>) -> Reply {
+        Reply::json(status, &json!({ "error": code, "reason": reason.into() }))
+    }
+}
+
+/// Where a request goes, decided from its method and path alone (before its body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    GetPolicy,
+    PutPolicy,
+    DeletePolicy,
+    Metrics,
+    Health,
+    NotFound,
+    MethodNotAllowed(&'static str),
+}
+
+impl Route {
+    pub(crate) fn of(method: &str, path: &str) -> Route {
+        let (get_only, policy) = ("GET, HEAD", "GET, HEAD, PUT, DELETE");
+        match (path, method) {
+            ("/logpolicy", "GET" | "HEAD") => Route::GetPolicy,
+            ("/logpolicy", "PUT") => Route::PutPolicy,
+            ("/logpolicy", "DELETE") => Route::DeletePolicy,
+            ("/logpolicy", _) => Route::MethodNotAllowed(policy),
+            ("/metrics", "GET" | "HEAD") => Route::Metrics,
+            ("/healthz", "GET" | "HEAD") => Route::Health,
+            ("/metrics" | "/healthz", _) => Route::MethodNotAllowed(get_only),
+            _ => Route::NotFound,
+        }
+    }
+
+    /// Whether the route reads a body (and so is subject to the body limit).
+    pub(crate) fn takes_body(self) -> bool {
+        matches!(self, Route::PutPolicy | Route::DeletePolicy)
+    }
+}
+
+/// The endpoint's state: the policy it changes, the document it holds, its counters.
+#[derive(Debug)]
+pub(crate) struct Admin {
+    handle: PolicyHandle,
+    writer: Option<Writer>,
+    keys: KeySource,
+    pod: PodIdentity,
+    pub(crate) max_body_bytes: usize,
+    /// The last document accepted (its version is the one held).
+    held: Mutex<Option<PolicyDocument>>,
+    requests: [AtomicU64; STATUSES.len()],
+}
+
+impl Admin {
+    pub(crate) fn new(config: AdminConfig, handle: PolicyHandle, writer: Option<Writer>) -> Self {
+        Admin {
+            handle,
+            writer,
+            keys: config.keys,
+            pod: config.pod,
+            max_body_bytes: config.limits.max_body_bytes,
+            held: Mutex::new(None),
+            requests: Default::default(),
+        }
+    }
+
+    pub(crate) fn count(&self, status: u16) {
+        let i = STATUSES
+            .iter()
+            .position(|s| *s == status)
+            .or_else(|| STATUSES.iter().position(|s| *s == 500))
+            .unwrap_or(0); // anything else counts as 500
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn requests(&self) -> [(u16, u64); STATUSES.len()] {
+        let mut out = [(0, 0); STATUSES.len()];
+        for (i, s) in STATUSES.iter().enumerate() {
+            out[i] = (*s, self.requests[i].load(Ordering::Relaxed));
+        }
+        out
+    }
+
+    pub(crate) fn handle(&self) -> &PolicyHandle {
+        &self.handle
+    }
+
+    pub(crate) fn writer(&self) -> Option<&Writer> {
+        self.writer.as_ref()
+    }
+
+    pub(crate) fn held_version(&self) -> Option<u64> {
+        self.lock_held().as_ref().map(|d| d.version)
+    }
+
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, Option<PolicyDocument>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Answers a request whose body (if its route takes one) has been read.
+    pub(crate) fn respond(&self, route: Route, signature: Option<&str>, body: &[u8]) -> Reply {
+        match route {
+            Route::GetPolicy => Reply::json(200, &self.view()),
+            Route::PutPolicy => self.push(signature, body, false),
+            Route::DeletePolicy => self.push(signature, body, true),
+            Route::Metrics => super::metrics::render(self),
+            Route::Health => Reply::json(200, &json!({ "status": "ok" })),
+            Route::NotFound => Reply::error(
+                404,
+                "not_found",
+                "no such path: the endpoint serves /logpolicy, /metrics and /healthz",
+            ),
+            Route::MethodNotAllowed(allow) => Reply {
+                allow: Some(allow),
+                ..Reply::error(405, "method_not_allowed", format!("allowed: {allow}"))
+            },
+        }
+    }
+
+    /// PUT (replace every pushed layer) or DELETE (back to the baseline) with a signed
+    /// document. Checks in order: signature, document, pod, (DELETE: no layers),
+    /// version; changes nothing unless every check passes.
+    fn push(&self, signature: Option<&str>, body: &[u8], delete: bool) -> Reply {
+        let keys = match self.keys.current() {
+            Ok(keys) => keys,
+            Err(e) => return Reply::error(401, "no_trusted_keys", format!("no trusted keys: {e}")),
+        };
+        if let Err(e) = wire::verify(body, signature, &keys) {
+            return Reply::error(401, e.code(), e.to_string());
+        }
+        let doc = match PolicyDocument::from_json(body) {
+            Ok(doc) => doc,
+            Err(e) if e.kind == DocumentErrorKind::Syntax => {
+                return Reply::error(400, "malformed_json", format!("body is not JSON: {e}"))
+            }
+            Err(e) => return Reply::error(422, "invalid_document", e.to_string()),
+        };
+        for (field, mine, theirs) in [
+            ("uid", &self.pod.uid, &doc.pod.uid),
+            ("name", &self.pod.name, &doc.pod.name),
+            ("namespace", &self.pod.namespace, &doc.pod.namespace),
+        ] {
+            if let Some(mine) = mine {
+                if mine != theirs {
+                    return Reply::error(
+                        403,
+                        "wrong_pod",
+                        format!(
+                            "pod.{field}: the document is for {theirs:?}, this pod is {mine:?}"
+                        ),
+                    );
+                }
+            }
+        }
+        if delete && !doc.layers.is_empty() {
+            return Reply::error(
+                422,
+                "invalid_document",
+                "layers: a DELETE document must have no layers",
+            );
+        }
+        let mut held = self.lock_held();
+        if let Some(current) = held.as_ref() {
+            if doc.version < current.version {
+                return Reply::error(
+                    409,
+                    "stale_version",
+                    format!(
+                        "version {} is older than the version held, {}",
+                        doc.version, current.version
+                    ),
+                );
+            }
+            if doc.version == current.version {
+                if doc == *current {
+                    return Reply::json(200, &self.view_with(held.as_ref(), Some(true)));
+                }
+                return Reply::error(
+                    409,
+                    "version_conflict",
+                    format!(
+                        "version {} is held with different content; a change needs a newer version",
+                        doc.version
+                    ),
+                );
+            }
+        }
+        let layers = match doc.policy_layers() {
+            Ok(l) => l,
+            Err(e) => return Reply::error(422, "invalid_document", e.to_string()),
+        };
+        // One atomic edit: the baseline stays, every other layer is replaced. The swap
+        // and the interest rebuild are done before the response is sent.
+        let applied = self.handle.update(|policy| {
+            let baseline = policy
+                .layers()
+                .iter()
+                .filter(|l| l.source() == BASELINE_SOURCE)
+                .cloned();
+            *policy = Policy::try_new(baseline.chain(layers).collect())?;
+            Ok::<(), crate::policy::PolicyError>(())
+        });
+        if let Err(e) = applied {
+            return Reply::error(422, "invalid_document", e.to_string());
+        }
+        *held = Some(doc);
+        Reply::json(200, &self.view_with(held.as_ref(), Some(false)))
+    }
+
+    /// The body of `GET /logpolicy`.
+    pub(crate) fn view(&self) -> Value {
+        let held = self.lock_held();
+        self.view_with(held.as_ref(), None)
+    }
+
+    fn view_with(&self, held: Option<&PolicyDocument>, unchanged: Option<bool>) -> Value {
+        let policy = self.handle.policy();
+        let effective = self.handle.effective();
+        let now = self.handle.now();
+        let layers: Vec<Value> = policy
+            .layers()
+            .iter()
+            .map(|l| {
+                let mut v =
+                    serde_json::to_value(WireLayer::from_policy_layer(l)).unwrap_or(Value::Null);
+                if let Value::Object(m) = &mut v {
+                    m.insert("active".into(), Value::Bool(l.is_active_at(now)));
+                }
+                v
+            })
+            .collect();
+        let next = effective.next_expiry;
+        let mut out = json!({
+            "effective": effective_json(&effective),
+            "layers": layers,
+            "document": held.map(|d| json!({
+                "version": d.version,
+                "issuedAt": format_rfc3339(d.issued_at),
+                "pod": d.pod,
+            })),
+            "nextExpiry": next.map(format_rfc3339),
+            "afterNextExpiry": next.map(|at| effective_json(&policy.effective_at(at))),
+            "generation": self.handle.generation(),
+        });
+        if let (Some(u), Value::Object(m)) = (unchanged, &mut out) {
+            m.insert("unchanged".into(), Value::Bool(u));
+        }
+        out
+    }
+}
+
+/// The effective policy as directives and as a structured layer.
+fn effective_json(e: &EffectivePolicy) -> Value {
+    let mut v = serde_json::to_value(WireLayer::from_directives(
+        "effective",
+        0,
+        e.directives.clone(),
+    ))
+    .unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.remove("source");
+        m.remove("priority");
+        m.insert("directives".into(), Value::String(e.to_string()));
+        m.insert("sources".into(), json!(e.sources));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(Route::of("GET", "/logpolicy"), Route::GetPolicy);
+        assert_eq!(Route::of("PUT", "/logpolicy"), Route::PutPolicy);
+        assert_eq!(
+            Route::of("POST", "/logpolicy"),
+            Route::MethodNotAllowed("GET, HEAD, PUT, DELETE")
+        );
+        assert_eq!(
+            Route::of("PUT", "/metrics"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        assert_eq!(Route::of("GET", "/logpolicy/"), Route::NotFound);
+        assert!(Route::of("DELETE", "/logpolicy").takes_body());
+    }
+}
