@@ -11,6 +11,7 @@
 //! time that does not parse) is checked by [`validate`](crate::validate) and reported
 //! as the `Ready` condition.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -108,10 +109,11 @@ pub struct LogPolicySpec {
     /// Which pods of this namespace the policy applies to, by label (e.g.
     /// `matchLabels: {app: checkout}`). Required and must not be empty. Only pods that opted
     /// in with the label `logpolicy.dev/enabled: "true"` are ever changed.
+    #[schemars(extend("minProperties" = 1))]
     pub selector: LabelSelector,
 
     /// The level of every target that no `targets` entry names: one of `trace`, `debug`,
-    /// `info`, `warn`, `error`, `off`. Unset leaves it to lower-priority policies and the
+    /// `info`, `warn`, `error`, `off` (quote it in YAML: `"off"`). Unset leaves it to lower-priority policies and the
     /// pod's own environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_level: Option<LevelName>,
@@ -175,14 +177,70 @@ pub struct LogPolicySpec {
 /// The committed CRD file, relative to the workspace root.
 pub const CRD_FILE: &str = "crds/logpolicy.dev_logpolicies.yaml";
 
-/// The CRD as YAML, as `crdgen` writes it and [`CRD_FILE`] holds it.
-pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+/// The CRD to install: [`LogPolicy::crd()`](kube::CustomResourceExt::crd) without
+/// `nullable`.
+///
+/// kube marks every `Option` field `nullable: true`; the operator never writes `null`
+/// (unset fields are left out), and Kubernetes 1.20 publishes a nullable field to
+/// `kubectl explain` without its type (`span <>`). Without `nullable`, a `null` sent by a
+/// client is pruned, which is what leaving the field out means.
+pub fn crd() -> CustomResourceDefinition {
     use kube::CustomResourceExt;
-    let body = serde_yaml::to_string(&LogPolicy::crd())?;
-    Ok(format!(
+    let derived = LogPolicy::crd();
+    let Ok(mut value) = serde_json::to_value(&derived) else {
+        return derived;
+    };
+    strip_nullable(&mut value);
+    serde_json::from_value(value).unwrap_or(derived)
+}
+
+fn strip_nullable(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.get("nullable") == Some(&serde_json::Value::Bool(true)) {
+                m.remove("nullable");
+            }
+            m.values_mut().for_each(strip_nullable);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nullable),
+        _ => {}
+    }
+}
+
+/// The CRD as YAML, as `crdgen` writes it and [`CRD_FILE`] holds it.
+///
+/// Scalars that YAML 1.1 reads as booleans (`off`, `on`, `yes`, `no`, `y`, `n`) are
+/// quoted: serde_yaml writes YAML 1.2, where `off` is a string, but kubectl and the API
+/// server read YAML 1.1, where the level `off` would become `false`.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    let body = serde_yaml::to_string(&crd())?;
+    let mut out = String::with_capacity(body.len() + 200);
+    out.push_str(
         "# Generated from operator/src/crd.rs by `cargo run -p logpolicy-operator --bin crdgen`.\n\
-         # Do not edit: change the types and regenerate.\n{body}"
-    ))
+         # Do not edit: change the types and regenerate.\n",
+    );
+    for line in body.lines() {
+        out.push_str(&quote_yaml11_booleans(line));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Quotes a list item or mapping value that YAML 1.1 would read as a boolean.
+fn quote_yaml11_booleans(line: &str) -> std::borrow::Cow<'_, str> {
+    const WORDS: [&str; 16] = [
+        "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
+        "OFF",
+    ];
+    let split = line.rfind(": ").map(|i| i + 2).or_else(|| {
+        line.trim_start()
+            .starts_with("- ")
+            .then(|| line.len() - line.trim_start().len() + 2)
+    });
+    match split {
+        Some(i) if WORDS.contains(&&line[i..]) => format!("{}'{}'", &line[..i], &line[i..]).into(),
+        _ => line.into(),
+    }
 }
 
 /// Keeps a field's own description on an optional enum. schemars describes
@@ -245,7 +303,7 @@ pub struct TargetLevel {
     #[schemars(length(min = 1, max = 256))]
     pub target: String,
     /// The level for the target and everything below it: one of `trace`, `debug`,
-    /// `info`, `warn`, `error`, `off`.
+    /// `info`, `warn`, `error`, `off` (quote it in YAML: `"off"`).
     pub level: LevelName,
 }
 
@@ -359,10 +417,9 @@ pub struct FailingPod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::CustomResourceExt;
 
     fn schema() -> serde_json::Value {
-        let crd = LogPolicy::crd();
+        let crd = crd();
         let v = serde_json::to_value(&crd).unwrap_or_default();
         v["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
     }
@@ -496,7 +553,7 @@ mod tests {
 
     #[test]
     fn names_columns_and_subresources() {
-        let crd = LogPolicy::crd();
+        let crd = crd();
         assert_eq!(
             crd.metadata.name.as_deref(),
             Some("logpolicies.logpolicy.dev")
@@ -533,6 +590,27 @@ mod tests {
             ]
             .map(|(n, p)| (n.to_owned(), p))
         );
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_are_quoted() {
+        let yaml = crd_yaml().unwrap();
+        assert!(yaml.contains("- 'off'\n"), "the level off must be quoted");
+        assert!(!yaml
+            .lines()
+            .any(|l| l.trim_end().ends_with("- off") || l.trim_end().ends_with(": off")));
+        assert_eq!(quote_yaml11_booleans("  default: on"), "  default: 'on'");
+        assert_eq!(quote_yaml11_booleans("    - no"), "    - 'no'");
+        assert_eq!(quote_yaml11_booleans("    - info"), "    - info");
+        assert_eq!(
+            quote_yaml11_booleans("  description: turn it off"),
+            "  description: turn it off"
+        );
+        // Still the same data.
+        let back: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let direct: serde_yaml::Value =
+            serde_yaml::from_str(&serde_yaml::to_string(&crd()).unwrap()).unwrap();
+        assert_eq!(back, direct);
     }
 
     #[test]

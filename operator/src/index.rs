@@ -541,7 +541,7 @@ impl Index {
                     } else if was && !is {
                         p.covered.remove(&key);
                     }
-                    if is || was {
+                    if is != was {
                         self.changed.insert(pk.clone());
                     }
                 }
@@ -643,22 +643,26 @@ impl Index {
         let Some(pod) = self.pods.get_mut(key) else {
             return;
         };
-        for p in pod
-            .sources
-            .iter()
-            .chain(&pod.overflow)
-            .chain(&sources)
-            .chain(&overflow)
-        {
-            self.changed.insert(p.clone());
+        let new_document = pod.version == 0 || pod.layers != layers;
+        if new_document || pod.sources != sources || pod.overflow != overflow {
+            // The views of the policies it leaves, joins or stays in may change.
+            for p in pod
+                .sources
+                .iter()
+                .chain(&pod.overflow)
+                .chain(&sources)
+                .chain(&overflow)
+            {
+                self.changed.insert(p.clone());
+            }
         }
-        pod.overflow = overflow;
-        if pod.version == 0 || pod.layers != layers {
+        if new_document {
             pod.version = next_version(pod.version, now);
             pod.layers = layers;
             pod.failure = None;
             self.to_push.insert(key.clone());
         }
+        pod.overflow = overflow;
         pod.sources = sources;
     }
 

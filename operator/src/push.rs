@@ -214,8 +214,14 @@ impl Pusher {
         let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
             PushOutcome::BadReply(format!("GET {POLICY_PATH} reply is not JSON: {e}"))
         })?;
+        // The layer's endpoint says `{"document": {"version": N, ...}, "layers": [...]}`
+        // (`document` null when it holds none); a bare top-level `version` is taken too.
         Ok(ReadBack {
-            version: v.get("version").and_then(serde_json::Value::as_u64),
+            version: v
+                .get("document")
+                .and_then(|d| d.get("version"))
+                .or_else(|| v.get("version"))
+                .and_then(serde_json::Value::as_u64),
             sources: v
                 .get("layers")
                 .and_then(serde_json::Value::as_array)

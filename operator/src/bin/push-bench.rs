@@ -124,7 +124,16 @@ async fn answer(
     trusted: Arc<TrustedKeys>,
     name: String,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let read = |h: &Held| serde_json::json!({"version": h.version, "layers": h.sources.iter().map(|s| serde_json::json!({"source": s})).collect::<Vec<_>>()});
+    // The layer's shape: `{"layers": [...], "document": {"version": N} | null}`.
+    let read = |h: &Held| {
+        let document = (h.version > 0).then(|| serde_json::json!({ "version": h.version }));
+        let layers: Vec<serde_json::Value> = h
+            .sources
+            .iter()
+            .map(|s| serde_json::json!({ "source": s }))
+            .collect();
+        serde_json::json!({ "layers": layers, "document": document })
+    };
     if req.method() == Method::GET {
         let body = held.lock().map(|h| read(&h)).unwrap_or_default();
         return Ok(json(StatusCode::OK, body));
@@ -146,7 +155,7 @@ async fn answer(
     if let Err(e) = wire::verify(&body, signature.as_deref(), &trusted) {
         return Ok(json(
             StatusCode::UNAUTHORIZED,
-            serde_json::json!({"error": e.code(), "message": e.to_string()}),
+            serde_json::json!({"error": e.code(), "reason": e.to_string()}),
         ));
     }
     let doc = match PolicyDocument::from_json(&body) {
@@ -154,7 +163,7 @@ async fn answer(
         Err(e) => {
             return Ok(json(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                serde_json::json!({"error": "invalid", "message": e.to_string()}),
+                serde_json::json!({"error": "invalid_document", "reason": e.to_string()}),
             ))
         }
     };
@@ -173,7 +182,7 @@ async fn answer(
     if doc.version < h.version {
         return Ok(json(
             StatusCode::CONFLICT,
-            serde_json::json!({"error": "stale_version", "heldVersion": h.version}),
+            serde_json::json!({"error": "stale_version", "reason": format!("version {} is older than the version held, {}", doc.version, h.version)}),
         ));
     }
     h.version = doc.version;
@@ -220,7 +229,7 @@ fn operator(pods: usize) -> Result<(), BoxError> {
     let (rss, hwm) = rss_kib(std::process::id()).unwrap_or((0, 0));
 
     println!("## operator push: {pods} simulated pods on loopback\n");
-    println!("| scenario | pods pushed | applied | failed | retries | time to all applied | push p50 | push max |");
+    println!("| scenario | pods pushed | applied | failed | retries | time to all applied | push p50 (queued + sent) | push max |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
@@ -320,9 +329,11 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
         .await?,
     );
 
+    let expires = SystemTime::now() + Duration::from_secs(900);
     let raise = serde_json::json!({"selector": {"matchLabels": {"app": "shop"}}, "defaultLevel": "info",
         "targets": [{"target": "shop::payment", "level": "debug"}],
-        "sampling": [{"target": "shop::http", "keepOneIn": 100, "scope": "request"}], "duration": "15m"});
+        "sampling": [{"target": "shop::http", "keepOneIn": 100, "scope": "request"}],
+        "expirationTime": logpolicy::clock::format_rfc3339(expires)});
     let start = Instant::now();
     index.apply_policy(
         PolicyInput::new(NAMESPACE, "incident", spec(raise.clone())?),
@@ -379,8 +390,47 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
         .await?,
     );
 
+    // The index's clock reaches the expiration time (no waiting: time is an argument).
     let start = Instant::now();
-    index.delete_policy(&policy);
+    index.tick(expires);
+    rows.push(
+        converge(
+            "it expires (back to baseline)",
+            start,
+            &mut index,
+            &pusher,
+            &tx,
+            &mut rx,
+            None,
+        )
+        .await?,
+    );
+
+    let second = PolicyKey::new(NAMESPACE, "no-expiry");
+    let start = Instant::now();
+    let mut forever = raise;
+    if let Some(o) = forever.as_object_mut() {
+        o.remove("expirationTime");
+    }
+    index.apply_policy(
+        PolicyInput::new(NAMESPACE, "no-expiry", spec(forever)?),
+        expires,
+    );
+    rows.push(
+        converge(
+            "apply another selecting all",
+            start,
+            &mut index,
+            &pusher,
+            &tx,
+            &mut rx,
+            Some(&second),
+        )
+        .await?,
+    );
+
+    let start = Instant::now();
+    index.delete_policy(&second);
     rows.push(
         converge(
             "delete it (back to baseline)",

@@ -566,3 +566,28 @@ fn resets_delete_what_a_relist_no_longer_has() {
         names(&[("web-2", &["shop/other"])])
     );
 }
+
+#[test]
+fn only_policies_whose_view_may_change_are_reported() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("db-1", 2, &[("app", "db")]), t0());
+    index.apply_policy(policy("web", web_debug()), t0());
+    let mut db = web_debug();
+    db["selector"] = serde_json::json!({"matchLabels": {"app": "db"}});
+    index.apply_policy(policy("db", db), t0());
+    let pushes = index.take_pushes(t0());
+    assert_eq!(index.take_changed_policies(), [pkey("db"), pkey("web")]);
+
+    // A relist that changes nothing reports nothing.
+    index.apply_pod(pod("db-1", 2, &[("app", "db")]), t0());
+    index.apply_pod(pod("web-1", 1, &[("app", "web"), ("extra", "x")]), t0());
+    assert!(index.take_changed_policies().is_empty());
+
+    let web = pushes.iter().find(|p| p.pod.name == "web-1").unwrap();
+    index.record_push(&web.pod, web.ticket, &PushOutcome::Applied);
+    assert_eq!(index.take_changed_policies(), [pkey("web")]);
+
+    index.apply_pod(pod("web-1", 1, &[("app", "db")]), t0());
+    assert_eq!(index.take_changed_policies(), [pkey("db"), pkey("web")]);
+}

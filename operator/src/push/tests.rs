@@ -181,7 +181,7 @@ async fn a_refusal_is_final_and_carries_the_pods_reason() {
         12,
         vec![http(
             "401 Unauthorized",
-            r#"{"error":"untrusted_key","message":"key 0011 is not trusted"}"#,
+            r#"{"error":"untrusted_key","reason":"key 0011 is not trusted"}"#,
         )],
     )
     .await;
@@ -325,10 +325,13 @@ async fn a_stale_version_learns_what_the_pod_holds() {
     let s = server(
         20,
         vec![
-            http("409 Conflict", r#"{"error":"stale_version"}"#),
+            http(
+                "409 Conflict",
+                r#"{"error":"stale_version","reason":"version 7 is older than the version held, 9000"}"#,
+            ),
             http(
                 "200 OK",
-                r#"{"version":9000,"layers":[{"source":"shop/other"}]}"#,
+                r#"{"document":{"version":9000},"layers":[{"source":"shop/other"}]}"#,
             ),
         ],
     )
@@ -340,7 +343,7 @@ async fn a_stale_version_learns_what_the_pod_holds() {
         report.outcome,
         PushOutcome::Stale {
             held: Some(9000),
-            reason: "stale_version".into()
+            reason: "stale_version: version 7 is older than the version held, 9000".into()
         }
     );
     assert_eq!(s.received.lock().await[1].method, "GET");
@@ -363,6 +366,29 @@ async fn read_back_reports_the_version_and_layers() {
             version: Some(12),
             sources: vec!["shop/a".into(), "env".into()]
         }
+    );
+    // The layer's own shape: the held document's version under `document`; the
+    // baseline is a layer too.
+    let s = server(25, vec![http("200 OK", r#"{"effective":{},"layers":[{"source":"env"},{"source":"shop/a","active":true}],
+        "document":{"version":1800000000123,"issuedAt":"2027-01-15T08:00:00Z","pod":{"namespace":"shop","name":"web-1","uid":"u"}},
+        "nextExpiry":null,"generation":4}"#)]).await;
+    let read = Pusher::new(key(), fast()).read_back(s.addr).await.unwrap();
+    assert_eq!(read.version, Some(1_800_000_000_123));
+    let s = server(
+        26,
+        vec![http(
+            "200 OK",
+            r#"{"layers":[{"source":"env"}],"document":null}"#,
+        )],
+    )
+    .await;
+    assert_eq!(
+        Pusher::new(key(), fast())
+            .read_back(s.addr)
+            .await
+            .unwrap()
+            .version,
+        None
     );
     let s = server(22, vec![http("200 OK", "nope")]).await;
     assert!(matches!(
