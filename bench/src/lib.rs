@@ -1,10 +1,13 @@
 //! Shared parts of the scenario benchmarks: the loggers under test, a latency histogram
 //! with flat memory, and the process's peak memory.
 //!
-//! The `reader-scenarios` binary re-executes themselves as child
+//! The `reader-scenarios` and `http-bench` binaries re-execute themselves as child
 //! processes, one per logger and scenario, so every logger starts from a fresh process
-//! and its peak RSS is its own.
+//! and its peak RSS is its own. [`load_generator`] is the HTTP load generator of
+//! `http-bench`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod load_generator;
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,0 +1,846 @@
+//! An HTTP service logging 0, 1 and 5 JSON lines per request with each logger, under a
+//! keep-alive load generator on loopback.
+//!
+//! The service (this binary re-executed as `serve <logger> <lines> <cpu>`) is a hyper 1
+//! HTTP/1.1 server on a tokio current-thread runtime, pinned to one core with every
+//! thread it starts (the loggers' writer threads included), its stdout redirected to a
+//! file in a temporary directory. The load generator ([`logpolicy_bench::load_generator`])
+//! runs in this process, pinned to the other core. Per cell: a warm-up, then a
+//! measurement window; then the service is told to quit, flushes its logger and reports
+//! what it served, and the file's lines are counted against what was expected.
+//! Results: a markdown table on stdout and `target/bench/http.json`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use logpolicy_bench::load_generator::{self, LoadConfig};
+use logpolicy_bench::{install, Installed, Logger};
+use serde_json::{json, Value};
+
+/// The response body: 9 bytes of JSON.
+const BODY: &[u8] = b"{\"ok\":1}\n";
+const SERVICE_CPU: usize = 0;
+const LOAD_CPU: usize = 1;
+const LISTENING: &str = "LISTENING";
+/// The whole run stops starting cells after this.
+const RUN_BUDGET: Duration = Duration::from_secs(270);
+/// A service still running this long after it was told to quit is killed.
+const QUIT_TIMEOUT: Duration = Duration::from_secs(20);
+/// The target: ours at 5 lines per request loses at most this share of its 0-line rate.
+const TARGET_LOSS: f64 = 0.15;
+
+/// The loggers of this benchmark; `None` is the no-logging baseline.
+const LOGGERS: [Option<Logger>; 4] = [
+    None,
+    Some(Logger::Ours),
+    Some(Logger::Fmt),
+    Some(Logger::NonBlockingLossy),
+];
+
+fn logger_name(logger: Option<Logger>) -> &'static str {
+    logger.map_or("none", Logger::name)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("serve") {
+        let logger = match args[2].as_str() {
+            "none" => None,
+            name => Some(name.parse::<Logger>().expect("logger")),
+        };
+        let lines: u32 = args[3].parse().expect("lines per request");
+        let cpu: usize = args[4].parse().expect("cpu");
+        serve(logger, lines, cpu);
+        return;
+    }
+    parent(Options::parse(&args[1..]));
+}
+
+/// Pins the calling thread (and every thread it starts afterwards) to `cpu`.
+fn pin_to(cpu: usize) -> Result<(), String> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin to cpu {cpu}: {e}"))
+}
+
+// ---------------------------------------------------------------- the service
+
+static SERVED: AtomicU64 = AtomicU64::new(0);
+
+fn serve(logger: Option<Logger>, lines: u32, cpu: usize) {
+    // Before any thread exists, so the runtime and the logger's writer thread inherit it.
+    let pinned = pin_to(cpu);
+    let installed: Option<Installed> = logger.map(install);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("local addr").port();
+        eprintln!("{LISTENING} {port}");
+        let quit = Arc::new(tokio::sync::Notify::new());
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let quit = Arc::clone(&quit);
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| handle(req, lines, Arc::clone(&quit)));
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                () = quit.notified() => break,
+            }
+        }
+    });
+    // Connections still open are dropped with the runtime.
+    drop(runtime);
+    let flush_start = Instant::now();
+    let own = installed.map(Installed::finish);
+    let report = json!({
+        "served": SERVED.load(Ordering::Relaxed),
+        "lines_per_request": lines,
+        "pinned": pinned.is_ok(),
+        "pin_error": pinned.err(),
+        "flush_secs": flush_start.elapsed().as_secs_f64(),
+        "own": own,
+    });
+    eprintln!("{report}");
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    lines: u32,
+    quit: Arc<tokio::sync::Notify>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let start = Instant::now();
+    let path = req.uri().path();
+    if path == "/quit" {
+        quit.notify_one();
+    } else {
+        SERVED.fetch_add(1, Ordering::Relaxed);
+        let method = req.method().as_str();
+        // `lines - 1` lines along the way, then the access line.
+        for step in 1..lines {
+            tracing::info!(target: "http", method, path, step, "handling request");
+        }
+        if lines > 0 {
+            let latency_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+            tracing::info!(
+                target: "http",
+                method,
+                path,
+                status = 200u16,
+                latency_us,
+                bytes = BODY.len(),
+                "request completed"
+            );
+        }
+    }
+    let mut response = Response::new(Full::new(Bytes::from_static(BODY)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+// ---------------------------------------------------------------- the parent
+
+struct Options {
+    rounds: usize,
+    warmup: Duration,
+    measure: Duration,
+    connections: usize,
+    pipeline: usize,
+    lines: Vec<u32>,
+    loggers: Vec<Option<Logger>>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Self {
+        let mut o = Options {
+            rounds: 2,
+            warmup: Duration::from_secs(2),
+            measure: Duration::from_secs(5),
+            connections: 64,
+            pipeline: 1,
+            lines: vec![0, 1, 5],
+            loggers: LOGGERS.to_vec(),
+        };
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().cloned().unwrap_or_else(|| usage(flag));
+            match flag.as_str() {
+                "--rounds" => o.rounds = value().parse().unwrap_or_else(|_| usage(flag)),
+                "--warmup" => o.warmup = secs(&value()).unwrap_or_else(|| usage(flag)),
+                "--measure" => o.measure = secs(&value()).unwrap_or_else(|| usage(flag)),
+                "--connections" => {
+                    o.connections = value().parse().unwrap_or_else(|_| usage(flag));
+                }
+                "--pipeline" => o.pipeline = value().parse().unwrap_or_else(|_| usage(flag)),
+                "--lines" => {
+                    o.lines = value()
+                        .split(',')
+                        .map(|l| l.parse().unwrap_or_else(|_| usage(flag)))
+                        .collect();
+                }
+                "--loggers" => {
+                    o.loggers = value()
+                        .split(',')
+                        .map(|l| match l {
+                            "none" => None,
+                            l => Some(l.parse().unwrap_or_else(|_| usage(flag))),
+                        })
+                        .collect();
+                }
+                _ => usage(flag),
+            }
+        }
+        o
+    }
+}
+
+fn secs(s: &str) -> Option<Duration> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+fn usage(flag: &str) -> ! {
+    eprintln!(
+        "bad argument {flag:?}\nusage: http-bench [--rounds 2] [--warmup 2] [--measure 5] \
+         [--connections 64] [--pipeline 1] [--lines 0,1,5] \
+         [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy]"
+    );
+    std::process::exit(2)
+}
+
+/// The cells of one round: the baseline at 0 lines, every logger at every line count.
+fn cells(o: &Options) -> Vec<(Option<Logger>, u32)> {
+    let mut cells = Vec::new();
+    for &logger in &o.loggers {
+        for &lines in &o.lines {
+            if logger.is_none() && lines > 0 {
+                continue; // with no subscriber, a line costs nothing: the 0-line cell says it all
+            }
+            cells.push((logger, lines));
+        }
+    }
+    cells
+}
+
+fn parent(o: Options) {
+    let run_start = Instant::now();
+    let pinned = pin_to(LOAD_CPU);
+    if let Err(e) = &pinned {
+        eprintln!("warning: {e}; running unpinned");
+    }
+    let dir = std::env::temp_dir().join(format!("logpolicy-http-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let load_before = loadavg();
+    let cells = cells(&o);
+    eprintln!(
+        "{} cells x {} rounds, {:?} warm-up + {:?} measured each, {} connections, pipeline {}; load average {load_before}",
+        cells.len(),
+        o.rounds,
+        o.warmup,
+        o.measure,
+        o.connections,
+        o.pipeline
+    );
+    let mut runs: Vec<Value> = Vec::new();
+    let mut skipped = 0;
+    for round in 0..o.rounds {
+        // Every other round in reverse, so a drift in the machine's load spreads evenly.
+        let order: Vec<_> = if round % 2 == 0 {
+            cells.clone()
+        } else {
+            cells.iter().rev().copied().collect()
+        };
+        for (logger, lines) in order {
+            if run_start.elapsed() + o.warmup + o.measure + Duration::from_secs(5) > RUN_BUDGET {
+                skipped += 1;
+                continue;
+            }
+            let run = run_cell(&o, &dir, logger, lines);
+            eprintln!("round {round}: {run}");
+            runs.push(json!({"round": round, "run": run}));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let load_after = loadavg();
+
+    let summary = summarise(&cells, &runs);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n## HTTP service: req/s by logger x lines per request\n\n\
+         hyper 1, tokio current-thread, service pinned to cpu {SERVICE_CPU}, load generator to cpu {LOAD_CPU}; \
+         {} keep-alive connections, pipeline {}; {:?} warm-up + {:?} measured, best of {} round(s); \
+         load average before {load_before}, after {load_after}\n\n",
+        o.connections, o.pipeline, o.warmup, o.measure, o.rounds
+    ));
+    out.push_str(&table(&summary));
+    let target = target(&summary);
+    out.push_str(&format!(
+        "\n| target | measured | met |\n|---|---|---|\n| ours at 5 lines/request loses ≤ {:.0}% of its 0-line req/s | {} | {} |\n",
+        TARGET_LOSS * 100.0,
+        target.1,
+        if target.0 == Some(true) { "yes" } else if target.0 == Some(false) { "**no**" } else { "not run" }
+    ));
+    if skipped > 0 {
+        out.push_str(&format!(
+            "\n{skipped} cell run(s) skipped to keep the run under {RUN_BUDGET:?}.\n"
+        ));
+    }
+    println!("{out}");
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench");
+    let report = json!({
+        "benchmark": "http",
+        "service": "hyper 1 http1, tokio current-thread runtime, 9-byte JSON body",
+        "service_cpu": SERVICE_CPU,
+        "load_generator_cpu": LOAD_CPU,
+        "load_generator_pinned": pinned.is_ok(),
+        "connections": o.connections,
+        "pipeline": o.pipeline,
+        "warmup_secs": o.warmup.as_secs_f64(),
+        "measure_secs": o.measure.as_secs_f64(),
+        "rounds": o.rounds,
+        "skipped_runs": skipped,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "total_secs": run_start.elapsed().as_secs_f64(),
+        "cells": summary,
+        "target": {"name": "ours at 5 lines/request loses <= 15% of its 0-line req/s",
+                   "measured": target.1, "met": target.0},
+        "runs": runs,
+    });
+    let path = dir.join("http.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&report).expect("json") + "\n",
+    )
+    .expect("write http.json");
+    eprintln!("wrote {}", path.display());
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs one (logger, lines) cell: starts the service, loads it, stops it, counts its file.
+fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Value {
+    let name = logger_name(logger);
+    let file_path = dir.join(format!("{name}-{lines}.log"));
+    let file = File::create(&file_path).expect("log file");
+    let exe = std::env::current_exe().expect("current exe");
+    let mut child = Command::new(exe)
+        .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn service");
+    let child_pid = child.id();
+    let (tx, rx) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().expect("stderr");
+    let stderr_reader = thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stderr_lines = Vec::new();
+    let port = loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => {
+                if let Some(port) = line.strip_prefix(LISTENING) {
+                    break port.trim().parse::<u16>().ok();
+                }
+                stderr_lines.push(line);
+            }
+            Err(_) => break None,
+        }
+    };
+    let Some(port) = port else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return json!({"logger": name, "lines_per_request": lines, "error": "the service did not start", "stderr": stderr_lines});
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let config = LoadConfig {
+        addr,
+        path: "/api/orders".to_owned(),
+        connections: o.connections,
+        pipeline: o.pipeline,
+        warmup: o.warmup,
+        measure: o.measure,
+        io_timeout: Duration::from_secs(5),
+    };
+    // CPU use over the measurement window, sampled from another thread.
+    let start = Instant::now();
+    let (from, until) = (start + o.warmup, start + o.warmup + o.measure);
+    let sampler = thread::spawn(move || {
+        sleep_until(from);
+        let a = CpuSample::take(child_pid);
+        sleep_until(until);
+        let b = CpuSample::take(child_pid);
+        b.since(&a)
+    });
+    let load = load_generator::run(&config, BODY.len());
+    let cpu = sampler.join().expect("sampler");
+    let quit_error = quit(addr).err().map(|e| e.to_string());
+    let exit = wait_bounded(&mut child, QUIT_TIMEOUT);
+    let _ = stderr_reader.join();
+    stderr_lines.extend(rx.try_iter());
+    let service: Value = stderr_lines
+        .iter()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    let file = count_file(&file_path);
+    let _ = std::fs::remove_file(&file_path);
+
+    let served = service["served"].as_u64();
+    let expected = served.map(|s| s * u64::from(lines));
+    let own_dropped = service["own"]["dropped_counted"].as_u64().unwrap_or(0);
+    // Ours reports in-band; `non_blocking` only through its counter (printed by the child).
+    let counted = if logger == Some(Logger::Ours) {
+        file.reported_dropped
+    } else {
+        own_dropped
+    };
+    let uncounted = expected.map(|e| e as i64 - file.request_lines as i64 - counted as i64);
+    let service_cores = cpu["service_running_cores"]
+        .as_f64()
+        .filter(|v| *v > 0.0)
+        .or_else(|| cpu["service_cores"].as_f64())
+        .unwrap_or(0.0);
+    let load_json = match &load {
+        Ok(l) => json!({
+            "requests_per_sec": l.requests_per_sec(),
+            // Requests per second of the service's own CPU time (its logger's threads
+            // included): what it would serve on a core of its own, whatever else ran.
+            "requests_per_cpu_sec": (service_cores > 0.0)
+                .then(|| l.requests_per_sec() / service_cores),
+            "ok_in_window": l.ok_in_window,
+            "responses_total": l.responses_total,
+            "non_200": l.non_200,
+            "bad_body": l.bad_body,
+            "connection_errors": l.connection_errors,
+            "first_error": l.first_error,
+            "p50_us": l.latency.quantile_ns(0.5) as f64 / 1e3,
+            "p99_us": l.latency.quantile_ns(0.99) as f64 / 1e3,
+            "max_us": l.latency.max_ns() as f64 / 1e3,
+        }),
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    json!({
+        "logger": name,
+        "lines_per_request": lines,
+        "load": load_json,
+        "cpu": cpu,
+        "service": service,
+        "service_exit": exit,
+        "quit_error": quit_error,
+        "file": {
+            "bytes": file.bytes,
+            "lines": file.lines,
+            "request_lines": file.request_lines,
+            "summary_lines": file.summary_lines,
+            "reported_dropped": file.reported_dropped,
+            "other_lines": file.other_lines,
+        },
+        "lines_expected": expected,
+        "lines_delivered": file.request_lines,
+        "dropped_counted": counted,
+        "own_dropped_counted": own_dropped,
+        "lost_uncounted": uncounted,
+        "stderr_other": stderr_lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).collect::<Vec<_>>(),
+    })
+}
+
+fn sleep_until(t: Instant) {
+    if let Some(left) = t.checked_duration_since(Instant::now()) {
+        thread::sleep(left);
+    }
+}
+
+/// Tells the service to quit (its connections from the load generator are closed by then).
+fn quit(addr: SocketAddr) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"GET /quit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    Ok(())
+}
+
+fn wait_bounded(child: &mut Child, timeout: Duration) -> String {
+    let until = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.to_string(),
+            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return format!("killed after {timeout:?}");
+            }
+        }
+    }
+}
+
+/// One core's busy time, in clock ticks.
+#[derive(Clone, Copy)]
+struct CoreTicks {
+    /// Processes (user, nice, system).
+    task: u64,
+    /// Interrupts and softirqs (here mostly the loopback traffic's).
+    irq: u64,
+    /// Taken by the hypervisor.
+    steal: u64,
+}
+
+/// CPU time, in clock ticks: per core, the service process, this process.
+struct CpuSample {
+    at: Instant,
+    core_busy: Vec<CoreTicks>,
+    service: u64,
+    this: u64,
+    /// Summed over the service's threads, in ns: on a cpu, waiting on a run queue.
+    service_sched: (u64, u64),
+}
+
+impl CpuSample {
+    fn take(service_pid: u32) -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let core_busy = stat
+            .lines()
+            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+            .map(|l| {
+                // user nice system idle iowait irq softirq steal ...
+                let v: Vec<u64> = l
+                    .split_whitespace()
+                    .skip(1)
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
+                let sum = |fields: &[usize]| fields.iter().filter_map(|&i| v.get(i)).sum();
+                CoreTicks {
+                    task: sum(&[0, 1, 2]),
+                    irq: sum(&[5, 6]),
+                    steal: sum(&[7]),
+                }
+            })
+            .collect();
+        CpuSample {
+            at: Instant::now(),
+            core_busy,
+            service: process_ticks(&format!("/proc/{service_pid}/stat")),
+            this: process_ticks("/proc/self/stat"),
+            service_sched: schedstat(&format!("/proc/{service_pid}/task")),
+        }
+    }
+
+    /// Cores used over the interval (1.0 = one core all the time).
+    fn since(&self, before: &CpuSample) -> Value {
+        let hz = rustix::param::clock_ticks_per_second() as f64;
+        let secs = (self.at - before.at).as_secs_f64().max(1e-9);
+        let cores = |a: u64, b: u64| a.saturating_sub(b) as f64 / hz / secs;
+        let delta = |i: usize| {
+            let (a, b) = (self.core_busy.get(i), before.core_busy.get(i));
+            match (a, b) {
+                (Some(a), Some(b)) => [
+                    cores(a.task, b.task),
+                    cores(a.irq, b.irq),
+                    cores(a.steal, b.steal),
+                ],
+                _ => [0.0; 3],
+            }
+        };
+        let service = cores(self.service, before.service);
+        let this = cores(self.this, before.this);
+        let (s, l) = (delta(SERVICE_CPU), delta(LOAD_CPU));
+        let ns = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e9 / secs;
+        json!({
+            // From the scheduler's own accounting (ns): the service's threads on a cpu,
+            // and runnable but waiting for one (another task had the core: contention).
+            "service_running_cores": ns(self.service_sched.0, before.service_sched.0),
+            "service_waiting_cores": ns(self.service_sched.1, before.service_sched.1),
+            "service_cores": service,
+            "load_generator_cores": this,
+            // Per core: processes, interrupts, stolen by the hypervisor.
+            "service_core": {"tasks": s[0], "irq": s[1], "steal": s[2]},
+            "load_core": {"tasks": l[0], "irq": l[1], "steal": l[2]},
+            // What other processes ran on each core: the machine's other load.
+            "other_on_service_core": (s[0] - service).max(0.0),
+            "other_on_load_core": (l[0] - this).max(0.0),
+        })
+    }
+}
+
+/// `/proc/<pid>/task/*/schedstat` summed: (ns on a cpu, ns waiting on a run queue).
+fn schedstat(task_dir: &str) -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir(task_dir) else {
+        return (0, 0);
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .fold((0, 0), |(run, wait), line| {
+            let mut v = line
+                .split_whitespace()
+                .map(|x| x.parse::<u64>().unwrap_or(0));
+            (run + v.next().unwrap_or(0), wait + v.next().unwrap_or(0))
+        })
+}
+
+/// utime + stime of a process (all its threads), in clock ticks.
+fn process_ticks(path: &str) -> u64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at ") ".
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
+    let get = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    get(14) + get(15)
+}
+
+#[derive(Default)]
+struct FileCount {
+    bytes: u64,
+    lines: u64,
+    request_lines: u64,
+    summary_lines: u64,
+    reported_dropped: u64,
+    other_lines: u64,
+}
+
+/// Counts the service's output: request lines (target `http`), our in-band "dropped
+/// events" lines (and the drops they report), anything else.
+fn count_file(path: &PathBuf) -> FileCount {
+    let mut count = FileCount::default();
+    let Ok(file) = File::open(path) else {
+        return count;
+    };
+    let request = memchr::memmem::Finder::new(b"\"target\":\"http\"");
+    let summary = memchr::memmem::Finder::new(b"\"msg\":\"dropped events\"");
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => count.bytes += n as u64,
+        }
+        count.lines += 1;
+        if request.find(&line).is_some() {
+            count.request_lines += 1;
+        } else if summary.find(&line).is_some() {
+            count.summary_lines += 1;
+            let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+            count.reported_dropped += v["total"].as_u64().unwrap_or(0);
+        } else {
+            count.other_lines += 1;
+        }
+    }
+    count
+}
+
+// ---------------------------------------------------------------- the report
+
+/// A cell, its best round's run, and every round's req/s.
+type BestRun<'a> = (Option<Logger>, u32, Option<&'a Value>, Vec<f64>);
+
+/// One cell's figures: the best round's run (highest req/s), with every round's req/s.
+fn summarise(cells: &[(Option<Logger>, u32)], runs: &[Value]) -> Vec<Value> {
+    let rps = |r: &Value| r["run"]["load"]["requests_per_sec"].as_f64().unwrap_or(0.0);
+    let best: Vec<BestRun<'_>> = cells
+        .iter()
+        .map(|&(logger, lines)| {
+            let mine: Vec<&Value> = runs
+                .iter()
+                .filter(|r| {
+                    r["run"]["logger"] == logger_name(logger)
+                        && r["run"]["lines_per_request"] == lines
+                })
+                .collect();
+            let all = mine.iter().map(|r| rps(r)).collect();
+            let best = mine.into_iter().max_by(|a, b| rps(a).total_cmp(&rps(b)));
+            (logger, lines, best.map(|r| &r["run"]), all)
+        })
+        .collect();
+    let rate_of = |logger: Option<Logger>, lines: u32| {
+        best.iter()
+            .find(|(l, n, _, _)| *l == logger && *n == lines)
+            .and_then(|(_, _, r, _)| *r)
+            .and_then(|r| r["load"]["requests_per_sec"].as_f64())
+            .filter(|v| *v > 0.0)
+    };
+    let cpu_rate_of = |logger: Option<Logger>, lines: u32| {
+        best.iter()
+            .find(|(l, n, _, _)| *l == logger && *n == lines)
+            .and_then(|(_, _, r, _)| *r)
+            .and_then(|r| r["load"]["requests_per_cpu_sec"].as_f64())
+            .filter(|v| *v > 0.0)
+    };
+    let baseline = rate_of(None, 0);
+    best.iter()
+        .map(|(logger, lines, run, all)| {
+            let Some(run) = run else {
+                return json!({"logger": logger_name(*logger), "lines_per_request": lines, "runs": 0});
+            };
+            let rate = run["load"]["requests_per_sec"].as_f64().unwrap_or(0.0);
+            let loss = |base: Option<f64>| base.map(|b| 1.0 - rate / b);
+            let per_cpu = run["load"]["requests_per_cpu_sec"].as_f64();
+            let per_cpu_loss = per_cpu.and_then(|v| cpu_rate_of(*logger, 0).map(|b| 1.0 - v / b));
+            json!({
+                "logger": logger_name(*logger),
+                "lines_per_request": lines,
+                "requests_per_sec": rate,
+                "requests_per_sec_rounds": all,
+                "loss_vs_own_0_lines": loss(rate_of(*logger, 0)),
+                "loss_vs_no_logging": loss(baseline),
+                "requests_per_cpu_sec": per_cpu,
+                "cpu_loss_vs_own_0_lines": per_cpu_loss,
+                "p99_us": run["load"]["p99_us"],
+                "service_cores": run["cpu"]["service_running_cores"],
+                "load_generator_cores": run["cpu"]["load_generator_cores"],
+                "other_on_service_core": run["cpu"]["other_on_service_core"],
+                "service_waiting_cores": run["cpu"]["service_waiting_cores"],
+                "lines_expected": run["lines_expected"],
+                "lines_delivered": run["lines_delivered"],
+                "dropped_counted": run["dropped_counted"],
+                "summary_lines": run["file"]["summary_lines"],
+                "lost_uncounted": run["lost_uncounted"],
+                "file_bytes": run["file"]["bytes"],
+                "errors": run["load"]["connection_errors"].as_u64().unwrap_or(0)
+                    + run["load"]["non_200"].as_u64().unwrap_or(0)
+                    + run["load"]["bad_body"].as_u64().unwrap_or(0),
+                "service_exit": run["service_exit"],
+            })
+        })
+        .collect()
+}
+
+/// A loss as the change in req/s it is: 0.29 → "-29.0%".
+fn pct(v: &Value) -> String {
+    match v.as_f64() {
+        None => "–".to_owned(),
+        Some(0.0) => "(base)".to_owned(),
+        Some(x) => format!("{:+.1}%", -x * 100.0),
+    }
+}
+
+fn int(v: &Value) -> String {
+    v.as_i64().map_or_else(|| "–".to_owned(), |x| x.to_string())
+}
+
+fn table(cells: &[Value]) -> String {
+    let mut out = String::from(
+        "| logger | lines/req | req/s | vs own 0-line | vs no logging | req per service CPU-s | vs own 0-line | p99 latency | service CPU | service waiting for its core | lines expected | lines delivered | dropped (counted) | lost uncounted | log MB | HTTP errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for c in cells {
+        if c["runs"] == 0 {
+            out.push_str(&format!(
+                "| {} | {} | not run |||||||||||||\n",
+                c["logger"].as_str().unwrap_or(""),
+                c["lines_per_request"]
+            ));
+            continue;
+        }
+        let dropped = if c["summary_lines"].as_u64().unwrap_or(0) > 0 {
+            format!(
+                "{} ({} in-band lines)",
+                int(&c["dropped_counted"]),
+                c["summary_lines"]
+            )
+        } else {
+            int(&c["dropped_counted"])
+        };
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {} | {} | {:.0} | {} | {:.0} µs | {:.2} cores | {:.2} cores | {} | {} | {} | {} | {:.1} | {} |\n",
+            c["logger"].as_str().unwrap_or(""),
+            c["lines_per_request"],
+            c["requests_per_sec"].as_f64().unwrap_or(0.0),
+            pct(&c["loss_vs_own_0_lines"]),
+            pct(&c["loss_vs_no_logging"]),
+            c["requests_per_cpu_sec"].as_f64().unwrap_or(0.0),
+            pct(&c["cpu_loss_vs_own_0_lines"]),
+            c["p99_us"].as_f64().unwrap_or(0.0),
+            c["service_cores"].as_f64().unwrap_or(0.0),
+            c["service_waiting_cores"].as_f64().unwrap_or(0.0),
+            int(&c["lines_expected"]),
+            int(&c["lines_delivered"]),
+            dropped,
+            int(&c["lost_uncounted"]),
+            c["file_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            c["errors"],
+        ));
+    }
+    out
+}
+
+/// Whether ours at 5 lines per request kept ≥ 85% of its 0-line rate.
+fn target(cells: &[Value]) -> (Option<bool>, String) {
+    let ours = cells.iter().find(|c| {
+        c["logger"] == Logger::Ours.name() && c["lines_per_request"] == 5 && c["runs"] != 0
+    });
+    let wall = ours.and_then(|c| c["loss_vs_own_0_lines"].as_f64());
+    let cpu = ours.and_then(|c| c["cpu_loss_vs_own_0_lines"].as_f64());
+    match (wall, cpu) {
+        (Some(wall), Some(cpu)) => (
+            Some(wall <= TARGET_LOSS),
+            format!(
+                "{:+.1}% req/s vs its 0-line req/s ({:+.1}% req per service CPU-s)",
+                -wall * 100.0,
+                -cpu * 100.0
+            ),
+        ),
+        (Some(wall), None) => (
+            Some(wall <= TARGET_LOSS),
+            format!("{:+.1}% req/s vs its 0-line req/s", -wall * 100.0),
+        ),
+        _ => (None, "not measured".to_owned()),
+    }
+}

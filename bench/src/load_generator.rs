@@ -1,0 +1,317 @@
+//! A small keep-alive HTTP/1.1 load generator: `GET` requests over raw TCP connections,
+//! optionally pipelined, parsing just enough of each response (the status line and
+//! `Content-Length`) to find where the next one starts.
+//!
+//! It runs on a tokio current-thread runtime on the calling thread, so pinning that
+//! thread pins the whole generator. Every connection keeps `pipeline` requests in
+//! flight; responses that complete inside the measurement window (after the warm-up)
+//! are counted and their latency recorded.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::Histogram;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// The server, a loopback address.
+    pub addr: SocketAddr,
+    /// The path requested.
+    pub path: String,
+    /// Concurrent keep-alive connections.
+    pub connections: usize,
+    /// Requests in flight per connection (1: no pipelining).
+    pub pipeline: usize,
+    /// Requests before this are not counted.
+    pub warmup: Duration,
+    /// The measurement window, after the warm-up.
+    pub measure: Duration,
+    /// A connection that receives nothing for this long gives up.
+    pub io_timeout: Duration,
+}
+
+/// What one run measured.
+#[derive(Clone, Default)]
+pub struct LoadReport {
+    /// Responses `200` completed inside the measurement window.
+    pub ok_in_window: u64,
+    /// Every response received, warm-up and drain included.
+    pub responses_total: u64,
+    /// Responses with another status (inside or outside the window).
+    pub non_200: u64,
+    /// Responses whose body was not the expected length.
+    pub bad_body: u64,
+    /// Connections that failed (connect, IO error, timeout, unparsable response).
+    pub connection_errors: u64,
+    /// The first connection error, if any.
+    pub first_error: Option<String>,
+    /// The measurement window's actual length, in seconds.
+    pub window_secs: f64,
+    /// Latency (request written to response parsed) of the window's responses.
+    pub latency: Histogram,
+}
+
+impl LoadReport {
+    /// `200` responses per second inside the window.
+    pub fn requests_per_sec(&self) -> f64 {
+        if self.window_secs > 0.0 {
+            self.ok_in_window as f64 / self.window_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Runs the load on the calling thread; returns once every connection has drained the
+/// responses it was waiting for (bounded by `io_timeout`).
+pub fn run(config: &LoadConfig, expected_body_len: usize) -> std::io::Result<LoadReport> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(run_async(config, expected_body_len)))
+}
+
+async fn run_async(config: &LoadConfig, expected_body_len: usize) -> LoadReport {
+    let start = Instant::now();
+    let window = Window {
+        from: start + config.warmup,
+        until: start + config.warmup + config.measure,
+    };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: logpolicy-bench\r\n\r\n",
+        config.path, config.addr
+    );
+    let tasks: Vec<_> = (0..config.connections)
+        .map(|_| {
+            let request = request.clone().into_bytes();
+            let (addr, pipeline, timeout) =
+                (config.addr, config.pipeline.max(1), config.io_timeout);
+            tokio::spawn(async move {
+                let mut stats = ConnectionStats::default();
+                if let Err(e) = connection(
+                    addr,
+                    &request,
+                    pipeline,
+                    window,
+                    timeout,
+                    expected_body_len,
+                    &mut stats,
+                )
+                .await
+                {
+                    stats.error = Some(e.to_string());
+                }
+                stats
+            })
+        })
+        .collect();
+    let mut report = LoadReport {
+        window_secs: config.measure.as_secs_f64(),
+        ..LoadReport::default()
+    };
+    for task in tasks {
+        let stats = match task.await {
+            Ok(stats) => stats,
+            Err(e) => ConnectionStats {
+                error: Some(e.to_string()),
+                ..ConnectionStats::default()
+            },
+        };
+        report.ok_in_window += stats.ok_in_window;
+        report.responses_total += stats.responses;
+        report.non_200 += stats.non_200;
+        report.bad_body += stats.bad_body;
+        report.latency.merge(&stats.latency);
+        if let Some(e) = stats.error {
+            report.connection_errors += 1;
+            report.first_error.get_or_insert(e);
+        }
+    }
+    report
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: Instant,
+    until: Instant,
+}
+
+#[derive(Default)]
+struct ConnectionStats {
+    ok_in_window: u64,
+    responses: u64,
+    non_200: u64,
+    bad_body: u64,
+    latency: Histogram,
+    error: Option<String>,
+}
+
+async fn connection(
+    addr: SocketAddr,
+    request: &[u8],
+    pipeline: usize,
+    window: Window,
+    timeout: Duration,
+    expected_body_len: usize,
+    stats: &mut ConnectionStats,
+) -> std::io::Result<()> {
+    let mut stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    let mut in_flight: std::collections::VecDeque<Instant> =
+        std::collections::VecDeque::with_capacity(pipeline);
+    let mut out = Vec::with_capacity(request.len() * pipeline);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut filled = 0;
+    loop {
+        // Top up the pipeline (one write for all), unless the window is over.
+        let now = Instant::now();
+        if now < window.until {
+            while in_flight.len() < pipeline {
+                out.extend_from_slice(request);
+                in_flight.push_back(now);
+            }
+            if !out.is_empty() {
+                stream.write_all(&out).await?;
+                out.clear();
+            }
+        }
+        if in_flight.is_empty() {
+            return Ok(());
+        }
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = tokio::time::timeout(timeout, stream.read(&mut buf[filled..]))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "read timed out"))??;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "server closed the connection",
+            ));
+        }
+        filled += n;
+        let mut pos = 0;
+        while let Some(parsed) = parse_response(&buf[pos..filled])? {
+            pos += parsed.len;
+            let sent = in_flight.pop_front().ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "unsolicited response")
+            })?;
+            let done = Instant::now();
+            stats.responses += 1;
+            if parsed.status != 200 {
+                stats.non_200 += 1;
+            } else if parsed.body_len != expected_body_len {
+                stats.bad_body += 1;
+            } else if done >= window.from && done < window.until {
+                stats.ok_in_window += 1;
+                stats
+                    .latency
+                    .record(u64::try_from((done - sent).as_nanos()).unwrap_or(u64::MAX));
+            }
+        }
+        buf.copy_within(pos..filled, 0);
+        filled -= pos;
+    }
+}
+
+/// One complete response at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Parsed {
+    /// The status code.
+    pub status: u16,
+    /// The body's length (`Content-Length`).
+    pub body_len: usize,
+    /// The whole response's length: head and body.
+    pub len: usize,
+}
+
+/// Parses the response at the start of `buf`: `Ok(None)` while it is incomplete. Only
+/// `Content-Length` bodies are supported (what the benchmarked service sends).
+pub fn parse_response(buf: &[u8]) -> std::io::Result<Option<Parsed>> {
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let Some(head_end) = memchr::memmem::find(buf, b"\r\n\r\n") else {
+        if buf.len() > 16 * 1024 {
+            return Err(invalid("response head longer than 16 KiB"));
+        }
+        return Ok(None);
+    };
+    let head = &buf[..head_end];
+    let mut lines = head.split(|&b| b == b'\n');
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| status_line.strip_prefix(b"HTTP/1.0 "))
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| std::str::from_utf8(code).ok())
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| invalid("bad status line"))?;
+    let mut body_len = None;
+    for line in lines {
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        if line[..colon].eq_ignore_ascii_case(b"content-length") {
+            body_len = std::str::from_utf8(&line[colon + 1..])
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if body_len.is_none() {
+                return Err(invalid("bad Content-Length"));
+            }
+        } else if line[..colon].eq_ignore_ascii_case(b"transfer-encoding") {
+            return Err(invalid("chunked responses are not supported"));
+        }
+    }
+    let body_len = body_len.ok_or_else(|| invalid("no Content-Length"))?;
+    let len = head_end + 4 + body_len;
+    if buf.len() < len {
+        return Ok(None);
+    }
+    Ok(Some(Parsed {
+        status,
+        body_len,
+        len,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pipelined_responses_and_waits_for_whole_bodies() {
+        let one = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 9\r\ndate: Thu, 01 Jan 2026 00:00:00 GMT\r\n\r\n{\"ok\":1}\n";
+        let mut two = one.to_vec();
+        two.extend_from_slice(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+        let first = parse_response(&two).unwrap().unwrap();
+        assert_eq!(
+            first,
+            Parsed {
+                status: 200,
+                body_len: 9,
+                len: one.len()
+            }
+        );
+        let second = parse_response(&two[first.len..]).unwrap().unwrap();
+        assert_eq!((second.status, second.body_len), (503, 0));
+        assert_eq!(first.len + second.len, two.len());
+        for cut in 0..one.len() {
+            assert_eq!(parse_response(&one[..cut]).unwrap(), None, "{cut}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_frame() {
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\n\r\n").is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        assert!(parse_response(b"SSH-2.0\r\n\r\n").is_err());
+    }
+}
