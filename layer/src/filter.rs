@@ -363,6 +363,12 @@ pub struct PolicyFilter {
 /// Every change is validated before it takes effect (the previous policy stays on any
 /// error), compiled once, swapped in atomically, and followed by a rebuild of
 /// `tracing`'s interest cache and max-level hint.
+///
+/// Install the subscriber as the global default (as [`init`](crate::init) does) when
+/// changes come from other threads: when the only subscriber in the process is a
+/// *scoped* one (`tracing::subscriber::with_default`), `tracing` rebuilds its interest
+/// cache against the default of the thread that made the change, which on another
+/// thread is no subscriber at all.
 #[derive(Clone)]
 pub struct PolicyHandle {
     shared: Arc<Shared>,
@@ -442,7 +448,13 @@ impl PolicyFilter {
             timer_started: AtomicBool::new(false),
             timer: OnceLock::new(),
         });
-        shared.after_change();
+        // No interest rebuild here: no subscriber uses this filter yet, and registering
+        // the `Dispatch` that will asks it about every callsite. (Rebuilding now could
+        // even be wrong: with a single scoped dispatcher alive, tracing rebuilds against
+        // *this* thread's default.)
+        if shared.compiled.load().effective.next_expiry.is_some() {
+            shared.arm_timer();
+        }
         PolicyFilter { shared }
     }
 

@@ -10,10 +10,12 @@ use tracing_core::Level;
 fn a_fast_reader_gets_every_line() {
     common::child_role_or_continue();
     let spec = ChildSpec {
-        events_per_thread: 200_000,
-        // A heavy but realistic load (~38 MB/s of JSON lines); unpaced producers on
-        // two shared cores outrun any single reader, which is what drop mode is for.
-        rate_per_sec: 250_000,
+        events_per_thread: 150_000,
+        // A heavy but realistic load (~15 MB/s of JSON lines) that leaves the reader and
+        // the writer thread room on two shared cores even when other work runs beside
+        // the test; unpaced producers outrun any single reader, which is what drop mode
+        // is for (the reader-scenarios benchmark measures that).
+        rate_per_sec: 100_000,
         ..ChildSpec::default()
     };
     let run = common::run("a_fast_reader_gets_every_line", &spec, Reader::Fast);
@@ -50,7 +52,7 @@ fn a_fast_reader_gets_every_line() {
     }
     assert_eq!(
         run.emitted(Level::INFO) + run.emitted(Level::ERROR),
-        400_000
+        300_000
     );
     assert_eq!(d.summary_lines, 0, "no drop report expected");
     assert_eq!(run.stat("summary_lines"), 0);
