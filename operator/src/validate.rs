@@ -649,6 +649,61 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parse_duration_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_duration(&s);
+        }
+
+        #[test]
+        fn parse_duration_adds_its_parts(parts in proptest::collection::vec((0u64..10_000, 0usize..4), 1..5)) {
+            let units = [("ms", 1u64), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
+            let text: String = parts.iter().map(|(n, u)| format!("{n}{}", units[*u].0)).collect();
+            let millis: u64 = parts.iter().map(|(n, u)| n * units[*u].1).sum();
+            let expected = Duration::from_millis(millis);
+            match parse_duration(&text) {
+                Ok(d) => proptest::prop_assert_eq!(d, expected),
+                Err(_) => proptest::prop_assert!(expected.is_zero() || expected > MAX_DURATION),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn validate_never_panics(
+            target in "\\PC{0,300}",
+            span in proptest::option::of("\\PC{0,200}"),
+            keep in proptest::num::i32::ANY,
+            duration in proptest::option::of("\\PC{0,20}"),
+            expiration in proptest::option::of("\\PC{0,40}"),
+            label in "\\PC{0,80}",
+            priority in proptest::num::i32::ANY,
+            budget in proptest::option::of(proptest::num::i64::ANY),
+        ) {
+            let spec = LogPolicySpec {
+                selector: LabelSelector {
+                    match_labels: Some(BTreeMap::from([(label.clone(), label)])),
+                    match_expressions: None,
+                },
+                default_level: None,
+                targets: vec![crate::crd::TargetLevel { target: target.clone(), level: LevelName::Debug }],
+                sampling: vec![crate::crd::SamplingRule {
+                    target,
+                    keep_one_in: keep,
+                    scope: SamplingScope::Request,
+                    span,
+                }],
+                always_keep: None,
+                burst: Some(crate::crd::Burst { per_second: keep, then_one_in: priority }),
+                max_bytes_per_second: budget,
+                priority,
+                duration,
+                expiration_time: expiration,
+            };
+            let _ = validate(&spec);
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
