@@ -313,6 +313,48 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     s
 }
 
+/// `#[serde(with = "crate::clock::serde_rfc3339")]` for a `SystemTime` written as
+/// [`format_rfc3339`] and read with [`parse_rfc3339`].
+pub(crate) mod serde_rfc3339 {
+    use super::{format_rfc3339, parse_rfc3339};
+    use std::time::SystemTime;
+
+    pub(crate) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_rfc3339(*t))
+    }
+
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<SystemTime, D::Error> {
+        let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+        parse_rfc3339(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The same for an `Option<SystemTime>`.
+pub(crate) mod serde_rfc3339_opt {
+    use super::{format_rfc3339, parse_rfc3339};
+    use std::time::SystemTime;
+
+    pub(crate) fn serialize<S: serde::Serializer>(
+        t: &Option<SystemTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&format_rfc3339(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
+        let s: Option<std::borrow::Cow<'de, str>> = serde::Deserialize::deserialize(d)?;
+        s.map(|s| parse_rfc3339(&s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

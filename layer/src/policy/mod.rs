@@ -45,7 +45,7 @@ pub use sampling::{
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
 
-use crate::clock::{format_rfc3339, parse_rfc3339};
+use crate::clock::format_rfc3339;
 use crate::level::Level;
 
 /// The level of targets when no layer sets a default level.
@@ -379,7 +379,11 @@ mod json {
         pub source: String,
         #[serde(default)]
         pub priority: i32,
-        #[serde(default, skip_serializing_if = "Option::is_none", with = "rfc3339_opt")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "crate::clock::serde_rfc3339_opt"
+        )]
         pub expires_at: Option<SystemTime>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub default_level: Option<Level>,
@@ -426,26 +430,6 @@ mod json {
     pub(super) struct TargetDoc {
         pub target: Target,
         pub level: Level,
-    }
-
-    mod rfc3339_opt {
-        use super::*;
-        pub fn serialize<S: serde::Serializer>(
-            t: &Option<SystemTime>,
-            s: S,
-        ) -> Result<S::Ok, S::Error> {
-            match t {
-                Some(t) => s.serialize_str(&format_rfc3339(*t)),
-                None => s.serialize_none(),
-            }
-        }
-        pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-            d: D,
-        ) -> Result<Option<SystemTime>, D::Error> {
-            let s: Option<std::borrow::Cow<'de, str>> = Option::deserialize(d)?;
-            s.map(|s| parse_rfc3339(&s).map_err(serde::de::Error::custom))
-                .transpose()
-        }
     }
 
     impl TryFrom<PolicyDoc> for Policy {

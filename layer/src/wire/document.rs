@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{format_rfc3339, parse_rfc3339};
+use crate::clock::format_rfc3339;
 use crate::level::Level;
 use crate::policy::{
     Directives, Policy, PolicyError, PolicyLayer, Scope, Target, BASELINE_SOURCE, MAX_LAYERS,
@@ -51,7 +51,7 @@ pub struct PolicyDocument {
     /// the one it holds (or the same version with identical content, changing nothing).
     pub version: u64,
     /// When the document was issued, RFC 3339 (e.g. `2026-11-29T20:06:15Z`).
-    #[serde(with = "rfc3339")]
+    #[serde(with = "crate::clock::serde_rfc3339")]
     #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub issued_at: SystemTime,
     /// Every pushed layer the pod should have; they replace all its pushed layers (an
@@ -96,7 +96,11 @@ pub struct WireLayer {
     #[serde(default)]
     pub priority: i32,
     /// When the layer stops applying (RFC 3339); the pod enforces it by itself.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "rfc3339_opt")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::serde_rfc3339_opt"
+    )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub expires_at: Option<SystemTime>,
     /// The level of targets no entry names.
@@ -454,37 +458,6 @@ impl fmt::Display for PolicyDocument {
     }
 }
 
-mod rfc3339 {
-    use super::*;
-    pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_rfc3339(*t))
-    }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
-        let s: std::borrow::Cow<'de, str> = Deserialize::deserialize(d)?;
-        parse_rfc3339(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-mod rfc3339_opt {
-    use super::*;
-    pub fn serialize<S: serde::Serializer>(
-        t: &Option<SystemTime>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => s.serialize_str(&format_rfc3339(*t)),
-            None => s.serialize_none(),
-        }
-    }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<SystemTime>, D::Error> {
-        let s: Option<std::borrow::Cow<'de, str>> = Deserialize::deserialize(d)?;
-        s.map(|s| parse_rfc3339(&s).map_err(serde::de::Error::custom))
-            .transpose()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,7 +485,7 @@ mod tests {
         assert_eq!(back, d.layers[0]);
         assert_eq!(
             layers[0].expires_at,
-            Some(parse_rfc3339("2026-11-29T20:21:15Z").unwrap())
+            Some(crate::clock::parse_rfc3339("2026-11-29T20:21:15Z").unwrap())
         );
         // The policy's JSON form of the layer is the wire form.
         let policy_json = Policy::new(layers).to_json();
