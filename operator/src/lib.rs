@@ -15,6 +15,7 @@
 //! The controller (watches, status, Events, keys, leader election) drives the index and
 //! the pusher; see the crate's README for how.
 
+pub mod controller;
 pub mod crd;
 pub mod index;
 pub mod pods;
