@@ -29,6 +29,9 @@ use crate::push::{PushReport, Pusher};
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "logpolicy-operator";
 
+/// A status write that takes longer is abandoned (and retried): the loop waits for it.
+const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Tunables of the loop.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -440,6 +443,12 @@ pub async fn run(
             metrics
                 .pods_tracked
                 .set(i64::try_from(index.pod_count()).unwrap_or(i64::MAX));
+        }
+        // Nothing is pushed or written before both watchers have listed once: pods
+        // listed before the policies would otherwise be sent a baseline document (and
+        // drop the policies they hold) when the operator restarts. The index keeps what
+        // is queued until then.
+        if changed && health.ready() {
             let pushes = index.take_pushes(SystemTime::now());
             if !pushes.is_empty() {
                 pusher.spawn_all(pushes, &reports_tx);
@@ -498,9 +507,11 @@ async fn write_status(
         "status": status,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api
-        .patch_status(&key.name, &params, &Patch::Apply(&patch))
+    let patch = Patch::Apply(&patch);
+    let write = api.patch_status(&key.name, &params, &patch);
+    match tokio::time::timeout(STATUS_WRITE_TIMEOUT, write)
         .await
+        .unwrap_or_else(|_| Err(kube::Error::Service("status write timed out".into())))
     {
         Ok(_) => {
             metrics
