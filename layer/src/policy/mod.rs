@@ -299,6 +299,14 @@ impl Policy {
         doc.try_into()
     }
 
+    /// Validates layers in their wire form into a policy; errors name the field
+    /// (`layers[1].targets[0].target: ...`).
+    pub(crate) fn from_wire_layers(
+        layers: Vec<crate::wire::WireLayer>,
+    ) -> Result<Self, PolicyError> {
+        json::PolicyDoc { layers }.try_into()
+    }
+
     /// The JSON form.
     pub fn to_json(&self) -> String {
         serde_json::to_string(&json::PolicyDoc::from(self)).unwrap_or_default()
@@ -363,73 +371,16 @@ impl fmt::Display for Policy {
 }
 
 mod json {
-    //! The serde form; converted once into the typed model.
+    //! The serde form is the wire form ([`crate::wire::WireLayer`]): one definition of a
+    //! layer's JSON shape, converted once into the typed model here.
     use super::*;
+    use crate::wire::{WireLayer, WireScope};
     use serde::{Deserialize, Serialize};
 
     #[derive(Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct PolicyDoc {
-        pub layers: Vec<LayerDoc>,
-    }
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    pub(super) struct LayerDoc {
-        pub source: String,
-        #[serde(default)]
-        pub priority: i32,
-        #[serde(
-            default,
-            skip_serializing_if = "Option::is_none",
-            with = "crate::clock::serde_rfc3339_opt"
-        )]
-        pub expires_at: Option<SystemTime>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub default_level: Option<Level>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        pub targets: Vec<TargetDoc>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub always_keep: Option<Level>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        pub sampling: Vec<SamplingDoc>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub burst: Option<BurstDoc>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub max_bytes_per_second: Option<u64>,
-    }
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    pub(super) struct SamplingDoc {
-        pub target: Target,
-        pub keep_one_in: u64,
-        #[serde(default)]
-        pub scope: ScopeDoc,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub span: Option<String>,
-    }
-
-    #[derive(Serialize, Deserialize, Default, PartialEq, Eq)]
-    #[serde(rename_all = "lowercase")]
-    pub(super) enum ScopeDoc {
-        #[default]
-        Event,
-        Request,
-    }
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    pub(super) struct BurstDoc {
-        pub per_second: u64,
-        pub then_one_in: u64,
-    }
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct TargetDoc {
-        pub target: Target,
-        pub level: Level,
+        pub layers: Vec<WireLayer>,
     }
 
     impl TryFrom<PolicyDoc> for Policy {
@@ -485,14 +436,14 @@ mod json {
                     let keep_one_in = sampling::one_in("keepOneIn", r.keep_one_in)
                         .map_err(|e| at(&here(".keepOneIn"), e.to_string()))?;
                     let scope = match (r.scope, r.span) {
-                        (ScopeDoc::Event, None) => Scope::Event,
-                        (ScopeDoc::Event, Some(_)) => {
+                        (WireScope::Event, None) => Scope::Event,
+                        (WireScope::Event, Some(_)) => {
                             return Err(at(
                                 &here(".span"),
                                 "span is only meaningful with scope: request".into(),
                             ))
                         }
-                        (ScopeDoc::Request, span) => Scope::Request {
+                        (WireScope::Request, span) => Scope::Request {
                             span: span
                                 .map(|s| sampling::span_name(&s))
                                 .transpose()
@@ -534,48 +485,7 @@ mod json {
     impl From<&Policy> for PolicyDoc {
         fn from(p: &Policy) -> Self {
             PolicyDoc {
-                layers: p
-                    .layers
-                    .iter()
-                    .map(|l| LayerDoc {
-                        source: l.source.clone(),
-                        priority: l.priority,
-                        expires_at: l.expires_at,
-                        default_level: l.directives.default_level,
-                        targets: l
-                            .directives
-                            .targets
-                            .iter()
-                            .map(|(t, lv)| TargetDoc {
-                                target: t.clone(),
-                                level: *lv,
-                            })
-                            .collect(),
-                        always_keep: l.directives.always_keep,
-                        sampling: l
-                            .directives
-                            .sampling
-                            .iter()
-                            .map(|r| SamplingDoc {
-                                target: r.target.clone(),
-                                keep_one_in: u64::from(r.keep_one_in.get()),
-                                scope: match r.scope {
-                                    Scope::Event => ScopeDoc::Event,
-                                    Scope::Request { .. } => ScopeDoc::Request,
-                                },
-                                span: match &r.scope {
-                                    Scope::Request { span } => span.clone(),
-                                    Scope::Event => None,
-                                },
-                            })
-                            .collect(),
-                        burst: l.directives.burst.map(|b| BurstDoc {
-                            per_second: u64::from(b.per_second.get()),
-                            then_one_in: u64::from(b.then_one_in.get()),
-                        }),
-                        max_bytes_per_second: l.directives.max_bytes_per_second.map(|b| b.get()),
-                    })
-                    .collect(),
+                layers: p.layers.iter().map(WireLayer::from_policy_layer).collect(),
             }
         }
     }

@@ -341,13 +341,7 @@ impl PolicyDocument {
 
 /// The policy's own parser validates the layers: one set of rules for both forms.
 fn layers_to_policy(layers: &[WireLayer]) -> Result<Policy, DocumentError> {
-    #[derive(Serialize)]
-    struct Layers<'a> {
-        layers: &'a [WireLayer],
-    }
-    let json = serde_json::to_string(&Layers { layers })
-        .map_err(|e| DocumentError::invalid("layers", e.to_string()))?;
-    Ok(Policy::from_json(&json)?)
+    Ok(Policy::from_wire_layers(layers.to_vec())?)
 }
 
 fn json_error(path: String, e: &serde_json::Error) -> DocumentError {
