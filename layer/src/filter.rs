@@ -767,12 +767,9 @@ impl PolicyHandle {
 
     /// Replaces the baseline layer (source `env`) with `directives` parsed from text.
     /// On an error the previous policy stays.
-    pub fn set_directives(&self, directives: &str) -> Result<(), DirectiveError> {
+    pub fn set_directives(&self, directives: &str) -> Result<(), PolicyError> {
         let d: Directives = directives.parse()?;
-        self.update(|p| {
-            p.upsert(PolicyLayer::baseline(d))
-                .map_err(|_| DirectiveError::TooManyTargets)
-        })
+        self.update(|p| p.upsert(PolicyLayer::baseline(d)))
     }
 
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy

@@ -86,6 +86,9 @@ pub struct PolicyLayer {
 /// A policy layer or document that is not valid; names the offending field.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// Directives that do not parse (the message is the directive error's own).
+    #[error(transparent)]
+    Directives(#[from] DirectiveError),
     /// A layer's source name is empty, too long, or has control characters.
     #[error("invalid source {0:?}: must be 1 to 256 printable characters")]
     InvalidSource(String),
