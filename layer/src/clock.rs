@@ -115,20 +115,8 @@ fn nanos_since_epoch(t: SystemTime) -> u64 {
 /// assert_eq!(buf, b"2026-11-30T20:06:15.123456Z");
 /// ```
 pub fn write_rfc3339(buf: &mut Vec<u8>, t: SystemTime) {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let mut prefix = [0u8; 20];
-    rfc3339_seconds(d.as_secs(), &mut prefix);
-    buf.extend_from_slice(&prefix[..19]);
-    buf.push(b'.');
-    let micros = d.subsec_micros();
-    let mut digits = [b'0'; 6];
-    let mut m = micros;
-    for slot in digits.iter_mut().rev() {
-        *slot = b'0' + (m % 10) as u8;
-        m /= 10;
-    }
-    buf.extend_from_slice(&digits);
-    buf.push(b'Z');
+    // The same writer the formatter uses (it caches the seconds per thread).
+    crate::format::write_timestamp(buf, t);
 }
 
 /// Fills `out[..19]` with `YYYY-MM-DDTHH:MM:SS` for `secs` since the epoch.
