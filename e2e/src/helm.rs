@@ -1,0 +1,1 @@
+//! Rendering and linting the Helm chart `charts/logpolicy-operator` offline.

@@ -1,0 +1,7 @@
+//! The end-to-end harness: a real etcd + kube-apiserver on loopback (started by
+//! `e2e/cluster/up`), the Helm chart rendered offline, the real `logpolicy-operator`
+//! binary running with exactly the chart's RBAC, and `logpolicy-demo-service` processes
+//! standing in for pods on 127.0.0.x addresses. The tests in `e2e/tests/` drive it the
+//! way a platform engineer does: with `kubectl`.
+
+pub mod helm;
