@@ -4,4 +4,7 @@
 //! standing in for pods on 127.0.0.x addresses. The tests in `e2e/tests/` drive it the
 //! way a platform engineer does: with `kubectl`.
 
+pub mod cluster;
 pub mod helm;
+
+pub use cluster::{Cluster, Error, Namespace, Result};
