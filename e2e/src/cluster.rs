@@ -56,10 +56,7 @@ impl Cluster {
     /// `$LOGPOLICY_E2E_DIR`). It is left running: `e2e/cluster/down` stops it
     /// (`scripts/test` does so on exit).
     pub fn shared() -> Result<&'static Cluster> {
-        SHARED
-            .get_or_init(Self::up)
-            .as_ref()
-            .map_err(Clone::clone)
+        SHARED.get_or_init(Self::up).as_ref().map_err(Clone::clone)
     }
 
     fn up() -> Result<Cluster> {
@@ -184,7 +181,9 @@ fn parse_exports(stdout: &str) -> Result<BTreeMap<String, String>> {
             continue;
         };
         let Some((k, v)) = rest.split_once('=') else {
-            return Err(Error(format!("unexpected line from e2e/cluster/up: {line}")));
+            return Err(Error(format!(
+                "unexpected line from e2e/cluster/up: {line}"
+            )));
         };
         if v.contains(['\\', '\'', '"', '$']) {
             return Err(Error(format!(
