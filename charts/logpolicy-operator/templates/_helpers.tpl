@@ -1,0 +1,101 @@
+{{/* The chart's name. */}}
+{{- define "logpolicy-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The full name: the release name, plus the chart name unless it contains it. */}}
+{{- define "logpolicy-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* name-version, for the helm.sh/chart label. */}}
+{{- define "logpolicy-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The labels of every object. */}}
+{{- define "logpolicy-operator.labels" -}}
+helm.sh/chart: {{ include "logpolicy-operator.chart" . }}
+{{ include "logpolicy-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: logpolicy
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The labels that select the operator's pods (never change them: selectors are immutable). */}}
+{{- define "logpolicy-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "logpolicy-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The ServiceAccount's name. */}}
+{{- define "logpolicy-operator.serviceAccountName" -}}
+{{- default (include "logpolicy-operator.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{/* The image, tag defaulting to the appVersion. */}}
+{{- define "logpolicy-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* "true" when the replicas elect a leader (more than one replica). */}}
+{{- define "logpolicy-operator.leaderElection" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{/* The Secret the operator reads (and creates) its signing key in, when no existing one is given. */}}
+{{- define "logpolicy-operator.signingKeySecret" -}}
+logpolicy-signing-key
+{{- end }}
+
+{{/* The rules the operator needs in each watched namespace (operator/README.md, Permissions). */}}
+{{- define "logpolicy-operator.watchRules" -}}
+- apiGroups: ["logpolicy.dev"]
+  resources: ["logpolicies"]
+  verbs: ["list", "watch"]
+- apiGroups: ["logpolicy.dev"]
+  resources: ["logpolicies/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  resourceNames: ["logpolicy-trust"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* The rules the operator needs in its own namespace; empty when it needs none. */}}
+{{- define "logpolicy-operator.ownRules" -}}
+{{- if not .Values.signingKey.existingSecret }}
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [{{ include "logpolicy-operator.signingKeySecret" . | quote }}]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
+{{- end }}
+{{- if include "logpolicy-operator.leaderElection" . }}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: ["logpolicy-operator"]
+  verbs: ["get", "update"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+{{- end }}
+{{- end }}
