@@ -21,7 +21,7 @@
 //! holding the lock does not take page faults.
 //!
 //! Callers wake the writer thread only when it sleeps: after a batch it looks for new
-//! lines every 200 µs for 10 ms before it does. A wake-up is a syscall on the caller's
+//! lines every 1 ms for 20 ms before it does. A wake-up is a syscall on the caller's
 //! thread, and the thread it wakes often preempts the caller in the middle of its log
 //! call (measured: 2–5 ms calls on a busy two-core machine), so under a steady flow of
 //! lines callers make no syscall at all.
@@ -159,8 +159,8 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 
 /// After a batch, the writer thread keeps looking for new lines every `NAP` for up to
 /// `LINGER` before it sleeps until woken. While it does, callers never wake it.
-const NAP: Duration = Duration::from_micros(200);
-const LINGER: Duration = Duration::from_millis(10);
+const NAP: Duration = Duration::from_millis(1);
+const LINGER: Duration = Duration::from_millis(20);
 
 /// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
 const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
