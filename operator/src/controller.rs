@@ -4,11 +4,12 @@
 //! The pure parts ([`InitBuffer`], [`Debounce`], [`apply_policy_event`],
 //! [`apply_pod_event`]) are public so that tests drive them without an API server.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -18,18 +19,22 @@ use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
 
 use crate::crd::{LogPolicy, LogPolicyStatus};
-use crate::index::{Index, PodKey, PolicyInput, PolicyKey};
+use crate::events::{EventSink, PolicyEvents};
+use crate::index::{Index, PodKey, PodView, PolicyInput, PolicyKey};
 use crate::pods::{PodInfo, OPT_IN_LABEL};
 use crate::push::{PushReport, Pusher};
+use crate::trust::TrustPublisher;
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "logpolicy-operator";
 
-/// A status write that takes longer is abandoned (and retried): the loop waits for it.
+/// A status write that takes longer is abandoned (and retried).
 const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Tunables of the loop.
@@ -39,6 +44,15 @@ pub struct ControllerConfig {
     pub resync_interval: Duration,
     /// At most one status write per policy per this interval.
     pub status_debounce: Duration,
+    /// Status writes in flight at most.
+    pub status_concurrency: usize,
+    /// At most one `PushFailed` Event per policy per this interval.
+    pub failure_event_interval: Duration,
+    /// The per-pod view is published at most once per this interval.
+    pub view_interval: Duration,
+    /// The namespaces to watch (one watcher per namespace and kind); empty: every
+    /// namespace, with cluster-wide watches.
+    pub namespaces: Vec<String>,
 }
 
 impl Default for ControllerConfig {
@@ -46,12 +60,30 @@ impl Default for ControllerConfig {
         ControllerConfig {
             resync_interval: Duration::from_secs(60),
             status_debounce: Duration::from_millis(500),
+            status_concurrency: 8,
+            failure_event_interval: Duration::from_secs(60),
+            view_interval: Duration::from_millis(200),
+            namespaces: Vec::new(),
         }
     }
 }
 
+/// The scopes of the watches: `[None]` (all namespaces) or one `Some` per namespace.
+pub fn watch_scopes(namespaces: &[String]) -> Vec<Option<String>> {
+    let set: BTreeSet<&str> = namespaces
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if set.is_empty() {
+        vec![None]
+    } else {
+        set.into_iter().map(|n| Some(n.to_owned())).collect()
+    }
+}
+
 /// The metrics the controller keeps.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Metrics {
     /// Push reports by result (`PushOutcome::metric_label`).
     pub pushes: Family<Vec<(&'static str, &'static str)>, Counter>,
@@ -61,6 +93,33 @@ pub struct Metrics {
     pub reconciles: Counter,
     /// Status writes by result (`ok` or an error label).
     pub status_writes: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Time from the start of a push to its report (all attempts), in seconds.
+    pub push_latency: Histogram,
+    /// LogPolicies the index tracks.
+    pub policies: Gauge,
+    /// 1 while this replica leads (always 1 without leader election).
+    pub leader: Gauge,
+    /// Events by result (`sent`, `failed`, `dropped`).
+    pub events: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Trust ConfigMap applies by result (`ok`, `error`).
+    pub trust_writes: Family<Vec<(&'static str, &'static str)>, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            pushes: Family::default(),
+            pods_tracked: Gauge::default(),
+            reconciles: Counter::default(),
+            status_writes: Family::default(),
+            // 1 ms .. ~16 s.
+            push_latency: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            policies: Gauge::default(),
+            leader: Gauge::default(),
+            events: Family::default(),
+            trust_writes: Family::default(),
+        }
+    }
 }
 
 impl Metrics {
@@ -82,6 +141,32 @@ impl Metrics {
             "status_writes",
             "LogPolicy status writes, by result",
             self.status_writes.clone(),
+        );
+        sub.register_with_unit(
+            "push_duration",
+            "Time from the start of a push to its outcome, retries included",
+            prometheus_client::registry::Unit::Seconds,
+            self.push_latency.clone(),
+        );
+        sub.register(
+            "policies",
+            "LogPolicies the index tracks",
+            self.policies.clone(),
+        );
+        sub.register(
+            "leader",
+            "1 while this replica leads (pushes and writes status)",
+            self.leader.clone(),
+        );
+        sub.register(
+            "events",
+            "Kubernetes Events on LogPolicies, by result",
+            self.events.clone(),
+        );
+        sub.register(
+            "trust_configmap_writes",
+            "Applies of the logpolicy-trust ConfigMap, by result",
+            self.trust_writes.clone(),
         );
     }
 }
@@ -149,12 +234,22 @@ pub fn parse_policy(obj: DynamicObject) -> Result<LogPolicy, String> {
         .map_err(|e| format!("LogPolicy {name}: {e}"))
 }
 
-/// Applies one LogPolicy watch event to the index. `statuses` keeps each policy's
-/// status as last read (for the conditions' transition times).
+/// What the controller keeps of a LogPolicy as last read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// Its status (for the conditions' transition times, and to skip equal writes).
+    pub status: Option<LogPolicyStatus>,
+    /// Its uid (Events name it).
+    pub uid: Option<String>,
+}
+
+/// Applies one LogPolicy watch event of the watch of `scope` (a namespace, or `None`
+/// for all) to the index. `observed` keeps each policy's status and uid as last read.
 pub fn apply_policy_event(
     index: &mut Index,
     buffer: &mut InitBuffer<PolicyInput>,
-    statuses: &mut HashMap<PolicyKey, Option<LogPolicyStatus>>,
+    observed: &mut HashMap<PolicyKey, Observed>,
+    scope: Option<&str>,
     event: PolicyEvent,
     now: SystemTime,
 ) -> Applied {
@@ -163,7 +258,7 @@ pub fn apply_policy_event(
             buffer.start();
             Applied::Buffered
         }
-        Event::InitApply(obj) => match policy_input(obj, statuses) {
+        Event::InitApply(obj) => match policy_input(obj, observed) {
             Ok(input) => {
                 buffer.push(input);
                 Applied::Buffered
@@ -172,15 +267,16 @@ pub fn apply_policy_event(
         },
         Event::InitDone => {
             let inputs = buffer.finish();
-            statuses.retain(|k, _| {
-                inputs
-                    .iter()
-                    .any(|i| i.namespace == k.namespace && i.name == k.name)
+            observed.retain(|k, _| {
+                scope.is_some_and(|ns| k.namespace != ns)
+                    || inputs
+                        .iter()
+                        .any(|i| i.namespace == k.namespace && i.name == k.name)
             });
-            index.reset_policies(inputs, now);
+            index.reset_policies_in(scope, inputs, now);
             Applied::InitDone
         }
-        Event::Apply(obj) => match policy_input(obj, statuses) {
+        Event::Apply(obj) => match policy_input(obj, observed) {
             Ok(input) => {
                 index.apply_policy(input, now);
                 Applied::Changed
@@ -192,7 +288,7 @@ pub fn apply_policy_event(
                 return Applied::Skipped("deleted LogPolicy without namespace or name".into());
             };
             let key = PolicyKey::new(&ns, &name);
-            statuses.remove(&key);
+            observed.remove(&key);
             index.delete_policy(&key);
             Applied::Changed
         }
@@ -201,12 +297,18 @@ pub fn apply_policy_event(
 
 fn policy_input(
     obj: DynamicObject,
-    statuses: &mut HashMap<PolicyKey, Option<LogPolicyStatus>>,
+    observed: &mut HashMap<PolicyKey, Observed>,
 ) -> Result<PolicyInput, String> {
     let lp = parse_policy(obj)?;
     let input = PolicyInput::from_resource(&lp)
         .ok_or_else(|| format!("LogPolicy {} has no namespace", lp.name_any()))?;
-    statuses.insert(PolicyKey::new(&input.namespace, &input.name), lp.status);
+    observed.insert(
+        PolicyKey::new(&input.namespace, &input.name),
+        Observed {
+            uid: lp.metadata.uid.clone(),
+            status: lp.status,
+        },
+    );
     Ok(input)
 }
 
@@ -227,10 +329,11 @@ pub fn strip_pod_event(event: Event<Pod>) -> PodEvent {
     }
 }
 
-/// Applies one (stripped) pod watch event to the index.
+/// Applies one (stripped) pod watch event of the watch of `scope` to the index.
 pub fn apply_pod_event(
     index: &mut Index,
     buffer: &mut InitBuffer<PodInfo>,
+    scope: Option<&str>,
     event: PodEvent,
     now: SystemTime,
 ) -> Applied {
@@ -247,7 +350,7 @@ pub fn apply_pod_event(
             Applied::Skipped("pod without namespace, name or uid".into())
         }
         Event::InitDone => {
-            index.reset_pods(buffer.finish(), now);
+            index.reset_pods_in(scope, buffer.finish(), now);
             Applied::InitDone
         }
         Event::Apply(Some(info)) => {
@@ -316,49 +419,147 @@ impl<K: Ord + std::hash::Hash + Clone> Debounce<K> {
 /// What the health endpoints read.
 #[derive(Debug, Default)]
 pub struct Health {
-    policies_synced: AtomicBool,
-    pods_synced: AtomicBool,
+    /// Watches (of both kinds, every scope) that have not listed yet.
+    unsynced: AtomicUsize,
+    /// The controller loop runs (this replica leads).
+    running: AtomicBool,
+    /// Leader election is on: a replica that does not lead is ready (and idle).
+    standby_ready: AtomicBool,
+}
+
+/// What `/readyz` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// Leading, and every watch has listed once.
+    Leading,
+    /// Not leading (leader election): ready, idle.
+    Standby,
+    /// Starting, or leading but a watch has not listed yet.
+    NotReady,
 }
 
 impl Health {
-    /// Both watchers have listed once.
+    /// Leader election is on: a replica that does not lead reports ready.
+    pub fn set_standby_ready(&self, on: bool) {
+        self.standby_ready.store(on, Ordering::Relaxed);
+    }
+
+    /// What `/readyz` says.
+    pub fn readiness(&self) -> Readiness {
+        if !self.running.load(Ordering::Relaxed) {
+            if self.standby_ready.load(Ordering::Relaxed) {
+                Readiness::Standby
+            } else {
+                Readiness::NotReady
+            }
+        } else if self.unsynced.load(Ordering::Relaxed) == 0 {
+            Readiness::Leading
+        } else {
+            Readiness::NotReady
+        }
+    }
+
+    /// Whether every watch has listed once (the loop pushes only then).
     pub fn ready(&self) -> bool {
-        self.policies_synced.load(Ordering::Relaxed) && self.pods_synced.load(Ordering::Relaxed)
+        self.readiness() != Readiness::NotReady
+    }
+
+    fn synced(&self) -> bool {
+        self.running.load(Ordering::Relaxed) && self.unsynced.load(Ordering::Relaxed) == 0
     }
 }
 
-/// Runs the loop until `shutdown` turns true.
+/// Where the loop's outputs go besides pods and status.
+#[derive(Debug, Clone)]
+pub struct Outputs {
+    /// Events on LogPolicies.
+    pub events: EventSink,
+    /// The trust ConfigMaps.
+    pub trust: TrustPublisher,
+    /// The per-pod view, published after changes.
+    pub pod_views: watch::Sender<Arc<Vec<PodView>>>,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// What `/readyz` reads.
+    pub health: Arc<Health>,
+}
+
+type Tagged<T> = BoxStream<'static, (usize, Result<Event<T>, watcher::Error>)>;
+
+fn policy_streams(client: &Client, scopes: &[Option<String>]) -> Tagged<DynamicObject> {
+    let ar = ApiResource::erase::<LogPolicy>(&());
+    let streams = scopes.iter().enumerate().map(|(i, scope)| {
+        let api: Api<DynamicObject> = match scope {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(move |r| (i, r))
+            .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+fn pod_streams(client: &Client, scopes: &[Option<String>]) -> Tagged<Option<PodInfo>> {
+    let streams = scopes.iter().enumerate().map(|(i, scope)| {
+        let api: Api<Pod> = match scope {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        watcher::watcher(
+            api,
+            watcher::Config::default().labels(&format!("{OPT_IN_LABEL}=true")),
+        )
+        .default_backoff()
+        .map(move |r| (i, r.map(strip_pod_event)))
+        .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+/// The result of a status write: the policy, the status written, and whether it was.
+type StatusResult = (PolicyKey, LogPolicyStatus, bool);
+
+/// Runs the loop until `shutdown` turns true or `leader` turns false. Everything it
+/// spawned (pushes, read-backs, status writes) is aborted when it returns.
 pub async fn run(
     client: Client,
     pusher: Pusher,
     config: ControllerConfig,
-    metrics: Metrics,
-    health: Arc<Health>,
+    outputs: Outputs,
     mut shutdown: watch::Receiver<bool>,
+    mut leader: watch::Receiver<bool>,
 ) {
-    let ar = ApiResource::erase::<LogPolicy>(&());
-    let policies_api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let pods_api: Api<Pod> = Api::all(client.clone());
-
-    let policy_events =
-        watcher::watcher(policies_api, watcher::Config::default()).default_backoff();
-    let pod_events = watcher::watcher(
-        pods_api,
-        watcher::Config::default().labels(&format!("{OPT_IN_LABEL}=true")),
-    )
-    .default_backoff()
-    .map(|r| r.map(strip_pod_event));
-    let mut policy_events = std::pin::pin!(policy_events);
-    let mut pod_events = std::pin::pin!(pod_events);
+    if !*leader.borrow() {
+        return;
+    }
+    let metrics = outputs.metrics.clone();
+    let health = outputs.health.clone();
+    let scopes = watch_scopes(&config.namespaces);
+    let mut policy_events = policy_streams(&client, &scopes);
+    let mut pod_events = pod_streams(&client, &scopes);
+    let scope_name = |i: usize| scopes.get(i).cloned().flatten();
+    health.unsynced.store(2 * scopes.len(), Ordering::Relaxed);
+    health.running.store(true, Ordering::Relaxed);
+    let mut policy_synced: HashSet<usize> = HashSet::new();
+    let mut pod_synced: HashSet<usize> = HashSet::new();
 
     let (reports_tx, mut reports_rx) = mpsc::channel::<PushReport>(1024);
     let (reads_tx, mut reads_rx) = mpsc::channel::<(PodKey, crate::PushTicket, Option<u64>)>(1024);
+    let (status_tx, mut status_rx) = mpsc::channel::<StatusResult>(256);
+    let status_permits = Arc::new(Semaphore::new(config.status_concurrency.max(1)));
+    let mut tasks: JoinSet<()> = JoinSet::new();
 
     let mut index = Index::new();
-    let mut policy_buffer = InitBuffer::default();
-    let mut pod_buffer = InitBuffer::default();
-    let mut statuses: HashMap<PolicyKey, Option<LogPolicyStatus>> = HashMap::new();
+    let mut policy_buffers: HashMap<usize, InitBuffer<PolicyInput>> = HashMap::new();
+    let mut pod_buffers: HashMap<usize, InitBuffer<PodInfo>> = HashMap::new();
+    let mut observed: HashMap<PolicyKey, Observed> = HashMap::new();
+    let mut writing: HashSet<PolicyKey> = HashSet::new();
     let mut debounce = Debounce::new(config.status_debounce);
+    let mut policy_events_seen = PolicyEvents::new(config.failure_event_interval);
+    let mut trusted: BTreeSet<String> = BTreeSet::new();
+    let mut views_due: Option<Instant> = None;
     let mut resync = tokio::time::interval(config.resync_interval);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
@@ -366,42 +567,62 @@ pub async fn run(
     loop {
         let expiry = sleep_until_system(index.next_expiry());
         let status_due = sleep_until_instant(debounce.next_due());
+        let views_timer = sleep_until_instant(views_due);
         let mut changed = false;
+        let mut pods_changed = false;
         tokio::select! {
             _ = shutdown.changed() => break,
+            r = leader.changed() => {
+                if r.is_err() || !*leader.borrow() {
+                    tracing::info!(target: "logpolicy_operator", "no longer the leader: stopping pushes");
+                    break;
+                }
+            }
             ev = policy_events.next() => match ev {
-                Some(Ok(ev)) => {
-                    match apply_policy_event(&mut index, &mut policy_buffer, &mut statuses, ev, SystemTime::now()) {
+                Some((i, Ok(ev))) => {
+                    let scope = scope_name(i);
+                    let buffer = policy_buffers.entry(i).or_default();
+                    match apply_policy_event(&mut index, buffer, &mut observed, scope.as_deref(), ev, SystemTime::now()) {
                         Applied::Changed => changed = true,
                         Applied::InitDone => {
                             changed = true;
-                            health.policies_synced.store(true, Ordering::Relaxed);
-                            tracing::info!(target: "logpolicy_operator", policies = index.policy_keys().count(), "LogPolicies listed");
+                            if policy_synced.insert(i) {
+                                health.unsynced.fetch_sub(1, Ordering::Relaxed);
+                            }
+                            tracing::info!(target: "logpolicy_operator", namespace = scope.as_deref().unwrap_or("*"), policies = index.policy_count(), "LogPolicies listed");
                         }
                         Applied::Buffered => {}
                         Applied::Skipped(reason) => tracing::warn!(target: "logpolicy_operator", %reason, "skipped a LogPolicy"),
                     }
                 }
-                Some(Err(e)) => tracing::warn!(target: "logpolicy_operator", error = %e, "LogPolicy watch failed; retrying"),
+                Some((i, Err(e))) => tracing::warn!(target: "logpolicy_operator", namespace = scope_name(i).as_deref().unwrap_or("*"), error = %e, "LogPolicy watch failed; retrying"),
                 None => {
                     tracing::error!(target: "logpolicy_operator", "LogPolicy watch ended");
                     break;
                 }
             },
             ev = pod_events.next() => match ev {
-                Some(Ok(ev)) => {
-                    match apply_pod_event(&mut index, &mut pod_buffer, ev, SystemTime::now()) {
-                        Applied::Changed => changed = true,
+                Some((i, Ok(ev))) => {
+                    let scope = scope_name(i);
+                    let buffer = pod_buffers.entry(i).or_default();
+                    match apply_pod_event(&mut index, buffer, scope.as_deref(), ev, SystemTime::now()) {
+                        Applied::Changed => {
+                            changed = true;
+                            pods_changed = true;
+                        }
                         Applied::InitDone => {
                             changed = true;
-                            health.pods_synced.store(true, Ordering::Relaxed);
-                            tracing::info!(target: "logpolicy_operator", pods = index.pod_count(), "pods listed");
+                            pods_changed = true;
+                            if pod_synced.insert(i) {
+                                health.unsynced.fetch_sub(1, Ordering::Relaxed);
+                            }
+                            tracing::info!(target: "logpolicy_operator", namespace = scope.as_deref().unwrap_or("*"), pods = index.pod_count(), "pods listed");
                         }
                         Applied::Buffered => {}
                         Applied::Skipped(reason) => tracing::warn!(target: "logpolicy_operator", %reason, "skipped a pod"),
                     }
                 }
-                Some(Err(e)) => tracing::warn!(target: "logpolicy_operator", error = %e, "pod watch failed; retrying"),
+                Some((i, Err(e))) => tracing::warn!(target: "logpolicy_operator", namespace = scope_name(i).as_deref().unwrap_or("*"), error = %e, "pod watch failed; retrying"),
                 None => {
                     tracing::error!(target: "logpolicy_operator", "pod watch ended");
                     break;
@@ -413,10 +634,14 @@ pub async fn run(
             }
             Some(report) = reports_rx.recv() => {
                 metrics.pushes.get_or_create(&vec![("result", report.outcome.metric_label())]).inc();
+                metrics.push_latency.observe(report.elapsed.as_secs_f64());
                 if !matches!(report.outcome, crate::PushOutcome::Applied) {
                     tracing::info!(target: "logpolicy_operator", pod = %report.pod, outcome = %report.outcome, attempts = report.attempts, "push did not apply");
                 }
-                changed |= index.record_push(&report.pod, report.ticket, &report.outcome);
+                // The index's time stamps the pod's last push.
+                index.tick(SystemTime::now());
+                index.record_push(&report.pod, report.ticket, &report.outcome);
+                changed = true;
             }
             Some((pod, ticket, held)) = reads_rx.recv() => {
                 if index.record_read_back(&pod, ticket, held) {
@@ -424,47 +649,109 @@ pub async fn run(
                     changed = true;
                 }
             }
+            Some((key, status, ok)) = status_rx.recv() => {
+                writing.remove(&key);
+                if ok {
+                    if let Some(o) = observed.get_mut(&key) {
+                        o.status = Some(status);
+                    }
+                } else {
+                    // Retried after the debounce interval.
+                    debounce.mark(key, Instant::now());
+                }
+            }
             _ = resync.tick() => {
                 for target in index.resync() {
                     let pusher = pusher.clone();
                     let tx = reads_tx.clone();
-                    tokio::spawn(async move {
+                    tasks.spawn(async move {
                         if let Ok(read) = pusher.read_back(target.addr).await {
                             let _ = tx.send((target.pod, target.ticket, read.version)).await;
                         }
                     });
                 }
+                // Applied again: a ConfigMap edited or deleted by hand comes back.
+                trusted.clear();
+                pods_changed = true;
                 changed = true;
             }
             _ = status_due => {}
+            _ = views_timer => {
+                views_due = None;
+                outputs.pod_views.send_replace(Arc::new(index.pod_views()));
+            }
         }
+        while tasks.try_join_next().is_some() {}
         if changed {
             metrics.reconciles.inc();
             metrics
                 .pods_tracked
                 .set(i64::try_from(index.pod_count()).unwrap_or(i64::MAX));
+            metrics
+                .policies
+                .set(i64::try_from(index.policy_count()).unwrap_or(i64::MAX));
+            if views_due.is_none() {
+                views_due = Some(Instant::now() + config.view_interval);
+            }
         }
-        // Nothing is pushed or written before both watchers have listed once: pods
+        // Nothing is pushed or written before every watch has listed once: pods
         // listed before the policies would otherwise be sent a baseline document (and
         // drop the policies they hold) when the operator restarts. The index keeps what
         // is queued until then.
-        if changed && health.ready() {
+        if !health.synced() {
+            continue;
+        }
+        if changed {
             let pushes = index.take_pushes(SystemTime::now());
             if !pushes.is_empty() {
-                pusher.spawn_all(pushes, &reports_tx);
+                pusher.spawn_all_in(pushes, &reports_tx, &mut tasks);
             }
             let now = Instant::now();
             for key in index.take_changed_policies() {
                 debounce.mark(key, now);
             }
         }
-        for key in debounce.take_due(Instant::now()) {
-            if !write_status(&client, &index, &mut statuses, &metrics, &key).await {
-                // Retried after the debounce interval.
-                debounce.mark(key, Instant::now());
+        if pods_changed {
+            for ns in index.pod_namespaces() {
+                if !trusted.contains(ns) {
+                    trusted.insert(ns.to_owned());
+                    outputs.trust.publish(ns);
+                }
             }
         }
+        for key in debounce.take_due(Instant::now()) {
+            let Some(view) = index.policy_view(&key) else {
+                // Deleted.
+                policy_events_seen.forget(&key);
+                continue;
+            };
+            let entry = observed.get(&key).cloned().unwrap_or_default();
+            for event in policy_events_seen.observe(&view, Instant::now()) {
+                outputs.events.send(event, entry.uid.as_deref());
+            }
+            if writing.contains(&key) {
+                // One write per policy at a time: this one waits for the next slot.
+                debounce.mark(key, Instant::now());
+                continue;
+            }
+            let status = view.status(entry.status.as_ref(), SystemTime::now());
+            if entry.status.as_ref() == Some(&status) {
+                continue;
+            }
+            writing.insert(key.clone());
+            tasks.spawn(write_status(
+                client.clone(),
+                status_permits.clone(),
+                status_tx.clone(),
+                metrics.clone(),
+                key,
+                status,
+            ));
+        }
     }
+    health.running.store(false, Ordering::Relaxed);
+    tasks.abort_all();
+    outputs.pod_views.send_replace(Arc::new(Vec::new()));
     tracing::info!(target: "logpolicy_operator", "controller stopped");
 }
 
@@ -486,21 +773,17 @@ async fn sleep_until_instant(at: Option<Instant>) {
 }
 
 async fn write_status(
-    client: &Client,
-    index: &Index,
-    statuses: &mut HashMap<PolicyKey, Option<LogPolicyStatus>>,
-    metrics: &Metrics,
-    key: &PolicyKey,
-) -> bool {
-    let Some(view) = index.policy_view(key) else {
-        return true; // deleted
+    client: Client,
+    permits: Arc<Semaphore>,
+    results: mpsc::Sender<StatusResult>,
+    metrics: Metrics,
+    key: PolicyKey,
+    status: LogPolicyStatus,
+) {
+    let Ok(_permit) = permits.acquire_owned().await else {
+        return;
     };
-    let previous = statuses.get(key).cloned().flatten();
-    let status = view.status(previous.as_ref(), SystemTime::now());
-    if previous.as_ref() == Some(&status) {
-        return true;
-    }
-    let api: Api<LogPolicy> = Api::namespaced(client.clone(), &key.namespace);
+    let api: Api<LogPolicy> = Api::namespaced(client, &key.namespace);
     let patch = serde_json::json!({
         "apiVersion": "logpolicy.dev/v1alpha1",
         "kind": "LogPolicy",
@@ -509,7 +792,7 @@ async fn write_status(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(&patch);
     let write = api.patch_status(&key.name, &params, &patch);
-    match tokio::time::timeout(STATUS_WRITE_TIMEOUT, write)
+    let ok = match tokio::time::timeout(STATUS_WRITE_TIMEOUT, write)
         .await
         .unwrap_or_else(|_| Err(kube::Error::Service("status write timed out".into())))
     {
@@ -518,9 +801,10 @@ async fn write_status(
                 .status_writes
                 .get_or_create(&vec![("result", "ok")])
                 .inc();
-            statuses.insert(key.clone(), Some(status));
             true
         }
+        // Deleted meanwhile: nothing to retry.
+        Err(kube::Error::Api(s)) if s.code == 404 => true,
         Err(e) => {
             metrics
                 .status_writes
@@ -529,5 +813,6 @@ async fn write_status(
             tracing::warn!(target: "logpolicy_operator", policy = %key, error = %e, "status write failed; retrying");
             false
         }
-    }
+    };
+    let _ = results.send((key, status, ok)).await;
 }

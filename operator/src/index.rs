@@ -52,7 +52,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -359,6 +359,8 @@ struct PodState {
     acked: Option<(u64, Vec<Arc<WireLayer>>)>,
     /// Why the last push of the current version failed.
     failure: Option<String>,
+    /// How the last push (of any version) ended, and when.
+    last_push: Option<LastPush>,
 }
 
 /// The index. See [the module](self).
@@ -466,6 +468,17 @@ impl Index {
     /// Replaces every policy with these (after a watch restart): those missing are
     /// deleted.
     pub fn reset_policies(&mut self, inputs: Vec<PolicyInput>, now: SystemTime) {
+        self.reset_policies_in(None, inputs, now);
+    }
+
+    /// [`reset_policies`](Self::reset_policies) for one namespace (`Some`), for a
+    /// watch of that namespace only: policies of other namespaces are kept.
+    pub fn reset_policies_in(
+        &mut self,
+        namespace: Option<&str>,
+        inputs: Vec<PolicyInput>,
+        now: SystemTime,
+    ) {
         let keep: BTreeSet<PolicyKey> = inputs
             .iter()
             .map(|i| PolicyKey::new(&i.namespace, &i.name))
@@ -473,6 +486,7 @@ impl Index {
         let gone: Vec<PolicyKey> = self
             .policies
             .keys()
+            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
             .filter(|k| !keep.contains(*k))
             .cloned()
             .collect();
@@ -522,6 +536,7 @@ impl Index {
                         epoch: 0,
                         acked: None,
                         failure: None,
+                        last_push: None,
                     },
                 );
                 true
@@ -569,6 +584,12 @@ impl Index {
 
     /// Replaces every pod with these (after a watch restart): those missing are deleted.
     pub fn reset_pods(&mut self, pods: Vec<PodInfo>, now: SystemTime) {
+        self.reset_pods_in(None, pods, now);
+    }
+
+    /// [`reset_pods`](Self::reset_pods) for one namespace (`Some`): pods of other
+    /// namespaces are kept.
+    pub fn reset_pods_in(&mut self, namespace: Option<&str>, pods: Vec<PodInfo>, now: SystemTime) {
         let keep: BTreeSet<PodKey> = pods
             .iter()
             .map(|p| PodKey::new(&p.namespace, &p.name))
@@ -576,6 +597,7 @@ impl Index {
         let gone: Vec<PodKey> = self
             .pods
             .keys()
+            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
             .filter(|k| !keep.contains(*k))
             .cloned()
             .collect();
@@ -707,6 +729,12 @@ impl Index {
         if ticket.epoch != pod.epoch || ticket.version != pod.version {
             return false;
         }
+        pod.last_push = Some(LastPush {
+            at: now,
+            version: ticket.version,
+            outcome: outcome.metric_label(),
+            error: (!matches!(outcome, PushOutcome::Applied)).then(|| outcome.to_string()),
+        });
         match outcome {
             PushOutcome::Applied => {
                 pod.acked = Some((pod.version, pod.layers.clone()));
@@ -799,6 +827,37 @@ impl Index {
         self.pods.len()
     }
 
+    /// How many policies the index tracks.
+    pub fn policy_count(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// The namespaces that have opted-in pods.
+    pub fn pod_namespaces(&self) -> BTreeSet<&str> {
+        self.pods.keys().map(|k| k.namespace.as_str()).collect()
+    }
+
+    /// What every tracked pod was given, in key order.
+    pub fn pod_views(&self) -> Vec<PodView> {
+        self.pods
+            .iter()
+            .map(|(key, pod)| PodView {
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+                uid: pod.info.uid.clone(),
+                ip: pod.info.ip,
+                port: pod.info.port.as_ref().ok().copied(),
+                port_error: pod.info.port.as_ref().err().cloned(),
+                version: pod.version,
+                layers: pod.sources.iter().map(|p| p.name.clone()).collect(),
+                acknowledged_version: pod.acked.as_ref().map(|(v, _)| *v),
+                in_sync: pod.acked.as_ref().is_some_and(|(v, _)| *v == pod.version),
+                last_push: pod.last_push.clone(),
+                error: pod.failure.clone(),
+            })
+            .collect()
+    }
+
     /// What a policy achieved; `None` for a policy the index does not have.
     pub fn policy_view(&self, key: &PolicyKey) -> Option<PolicyView> {
         let p = self.policies.get(key)?;
@@ -852,6 +911,57 @@ impl Index {
         }
         Some(view)
     }
+}
+
+fn serialize_time<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&logpolicy::clock::format_rfc3339(*t))
+}
+
+/// How a push ended, and when (the index's time).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPush {
+    /// When the report was recorded.
+    #[serde(serialize_with = "serialize_time")]
+    pub at: SystemTime,
+    /// The version pushed.
+    pub version: u64,
+    /// `PushOutcome::metric_label`: `applied`, `rejected`, `timeout`...
+    pub outcome: &'static str,
+    /// The failure, for anything but `applied`.
+    pub error: Option<String>,
+}
+
+/// What one pod was given: the per-pod view the operator serves on `GET /pods`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// Its uid (the document is bound to it).
+    pub uid: String,
+    /// Its IP, once it has one.
+    pub ip: Option<IpAddr>,
+    /// Its admin port.
+    pub port: Option<u16>,
+    /// Why its port annotation is unusable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port_error: Option<String>,
+    /// The version of its current document (0: none decided yet).
+    pub version: u64,
+    /// The LogPolicies (names, in its namespace) whose layers its document holds, in
+    /// order of precedence.
+    pub layers: Vec<String>,
+    /// The version it last acknowledged.
+    pub acknowledged_version: Option<u64>,
+    /// Whether it acknowledged the current version.
+    pub in_sync: bool,
+    /// How the last push ended.
+    pub last_push: Option<LastPush>,
+    /// Why the current version has not been applied, if it failed.
+    pub error: Option<String>,
 }
 
 fn document(pod: &PodState, now: SystemTime) -> PolicyDocument {

@@ -10,23 +10,29 @@
 //! - [`index`]: the pure, synchronous decision logic: policies + pods → each pod's
 //!   document, the pushes to make and each policy's view;
 //! - [`push`]: the HTTP side: signed `PUT`s and read-backs, bounded, timed out, retried;
-//! - [`status`]: a policy's view as its `status`, with conditions.
+//! - [`status`]: a policy's view as its `status`, with conditions;
+//! - [`events`]: which Events a policy's changes deserve, and their publisher;
+//! - [`trust`]: the `logpolicy-trust` ConfigMap holding the public key;
+//! - [`lease`]: leader election with a Lease.
 //!
 //! The controller (watches, status, Events, keys, leader election) drives the index and
 //! the pusher; see the crate's README for how.
 
 pub mod controller;
 pub mod crd;
+pub mod events;
 pub mod index;
+pub mod lease;
 pub mod pods;
 pub mod push;
 pub mod status;
+pub mod trust;
 pub mod validate;
 
 pub use crd::{LogPolicy, LogPolicySpec, LogPolicyStatus};
 pub use index::{
-    Index, PodKey, PolicyInput, PolicyKey, PolicyView, Push, PushOutcome, PushTicket,
-    ReadBackTarget,
+    Index, LastPush, PodKey, PodView, PolicyInput, PolicyKey, PolicyView, Push, PushOutcome,
+    PushTicket, ReadBackTarget,
 };
 pub use pods::{PodInfo, DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
 pub use push::{PushReport, Pusher, PusherConfig, ReadBack};

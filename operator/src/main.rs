@@ -17,8 +17,11 @@ use k8s_openapi::ByteString;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use logpolicy::wire::{encode_signing_key, generate_signing_key, parse_signing_key, SigningKey};
-use logpolicy_operator::controller::{self, ControllerConfig, Health, Metrics};
-use logpolicy_operator::{Pusher, PusherConfig};
+use logpolicy_operator::controller::{self, ControllerConfig, Health, Metrics, Outputs, Readiness};
+use logpolicy_operator::events::EventSink;
+use logpolicy_operator::lease::{self, LeaseConfig};
+use logpolicy_operator::trust::TrustPublisher;
+use logpolicy_operator::{PodKey, PodView, Pusher, PusherConfig};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
@@ -38,9 +41,43 @@ struct Args {
     /// is read from (or created in) the Secret `logpolicy-signing-key`.
     #[arg(long)]
     signing_key_file: Option<PathBuf>,
-    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    /// Where `/healthz`, `/readyz`, `/metrics` and `/pods` are served.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// Elect one leader among the replicas with the Lease `logpolicy-operator` in
+    /// `--namespace`; only the leader pushes and writes status. Needed with more than
+    /// one replica.
+    #[arg(long, env = "LOGPOLICY_LEADER_ELECTION", default_value_t = false)]
+    leader_election: bool,
+    /// Watch only these namespaces (comma-separated), with one watch per namespace, so
+    /// that namespaced Roles suffice. Empty: every namespace.
+    #[arg(
+        long,
+        env = "LOGPOLICY_WATCH_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    watch_namespaces: Vec<String>,
+    /// This replica's identity in the Lease and in Events: the pod name.
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
+}
+
+/// The Lease's name.
+const LEASE_NAME: &str = "logpolicy-operator";
+
+fn identity(args: &Args) -> String {
+    args.pod_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("logpolicy-operator-{}", std::process::id()))
 }
 
 #[tokio::main]
@@ -61,14 +98,17 @@ async fn main() {
     });
 
     let health = Arc::new(Health::default());
+    health.set_standby_ready(args.leader_election);
     let metrics = Metrics::default();
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let registry = Arc::new(registry);
+    let (views_tx, views_rx) = watch::channel(Arc::new(Vec::<PodView>::new()));
     tokio::spawn(serve_http(
         args.metrics_addr,
         health.clone(),
         registry,
+        views_rx,
         stop_rx.clone(),
     ));
 
@@ -81,17 +121,63 @@ async fn main() {
         k = retry("signing key", || load_key(&client, &args)) => k,
         _ = stop.changed() => return flush(logging),
     };
-    tracing::info!(target: TARGET, key_id = %logpolicy::wire::key_id(&key.verifying_key()), "signing key loaded");
+    let public = key.verifying_key();
+    tracing::info!(target: TARGET, key_id = %logpolicy::wire::key_id(&public), "signing key loaded");
     let pusher = Pusher::new(key, PusherConfig::default());
-    controller::run(
-        client,
-        pusher,
-        ControllerConfig::default(),
-        metrics,
-        health,
-        stop_rx,
-    )
-    .await;
+    let me = identity(&args);
+    let outputs = Outputs {
+        events: EventSink::spawn(client.clone(), me.clone(), 256, metrics.events.clone()),
+        trust: TrustPublisher::spawn(client.clone(), public, metrics.trust_writes.clone()),
+        pod_views: views_tx,
+        metrics: metrics.clone(),
+        health: health.clone(),
+    };
+    let config = ControllerConfig {
+        namespaces: args.watch_namespaces.clone(),
+        ..ControllerConfig::default()
+    };
+    let scopes = controller::watch_scopes(&config.namespaces);
+    tracing::info!(target: TARGET, identity = %me, leader_election = args.leader_election,
+        namespaces = ?scopes.iter().map(|s| s.as_deref().unwrap_or("*")).collect::<Vec<_>>(), "starting");
+
+    let (leader_tx, mut leader_rx) = watch::channel(!args.leader_election);
+    let election = args.leader_election.then(|| {
+        tokio::spawn(lease::run(
+            client.clone(),
+            LeaseConfig::new(&args.namespace, LEASE_NAME, &me),
+            leader_tx,
+            stop_rx.clone(),
+        ))
+    });
+    loop {
+        // Wait to lead (at once without leader election).
+        let leading = tokio::select! {
+            r = leader_rx.wait_for(|l| *l) => r.is_ok(),
+            _ = stop.changed() => false,
+        };
+        if !leading || *stop.borrow() {
+            break;
+        }
+        metrics.leader.set(1);
+        tracing::info!(target: TARGET, identity = %me, "leading: starting the controller");
+        controller::run(
+            client.clone(),
+            pusher.clone(),
+            config.clone(),
+            outputs.clone(),
+            stop_rx.clone(),
+            leader_rx.clone(),
+        )
+        .await;
+        metrics.leader.set(0);
+        if *stop.borrow() {
+            break;
+        }
+    }
+    if let Some(election) = election {
+        // Releases the Lease, so a successor takes over at once.
+        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    }
     flush(logging);
 }
 
@@ -194,6 +280,7 @@ async fn serve_http(
     addr: SocketAddr,
     health: Arc<Health>,
     registry: Arc<Registry>,
+    views: watch::Receiver<Arc<Vec<PodView>>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let listener = loop {
@@ -208,7 +295,7 @@ async fn serve_http(
             }
         }
     };
-    tracing::info!(target: TARGET, %addr, "serving /healthz, /readyz, /metrics");
+    tracing::info!(target: TARGET, %addr, "serving /healthz, /readyz, /metrics, /pods");
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -223,9 +310,18 @@ async fn serve_http(
         };
         let health = health.clone();
         let registry = registry.clone();
+        let views = views.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let reply = respond(req.uri().path(), &health, &registry);
+                let reply = if req.method() != hyper::Method::GET {
+                    reply(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "text/plain",
+                        "GET only\n".to_owned(),
+                    )
+                } else {
+                    respond(req.uri().path(), &health, &registry, &views)
+                };
                 async move { Ok::<_, Infallible>(reply) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
@@ -235,15 +331,53 @@ async fn serve_http(
     }
 }
 
-fn respond(path: &str, health: &Health, registry: &Registry) -> Response<Full<Bytes>> {
+fn respond(
+    path: &str,
+    health: &Health,
+    registry: &Registry,
+    views: &watch::Receiver<Arc<Vec<PodView>>>,
+) -> Response<Full<Bytes>> {
+    if path == "/pods" || path == "/pods/" {
+        let snapshot = views.borrow().clone();
+        return json_reply(StatusCode::OK, &*snapshot);
+    }
+    if let Some(rest) = path.strip_prefix("/pods/") {
+        let snapshot = views.borrow().clone();
+        return match rest.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                let key = PodKey::new(ns, name);
+                match snapshot.binary_search_by(|v| {
+                    (v.namespace.as_str(), v.name.as_str())
+                        .cmp(&(key.namespace.as_str(), key.name.as_str()))
+                }) {
+                    Ok(i) => json_reply(StatusCode::OK, &snapshot[i]),
+                    Err(_) => json_reply(
+                        StatusCode::NOT_FOUND,
+                        &serde_json::json!({"error": format!("pod {key} is not tracked")}),
+                    ),
+                }
+            }
+            _ => json_reply(
+                StatusCode::NOT_FOUND,
+                &serde_json::json!({"error": "expected /pods/<namespace>/<name>"}),
+            ),
+        };
+    }
     let (status, content_type, body) = match path {
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" if health.ready() => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "watches not listed yet\n".to_owned(),
-        ),
+        "/readyz" => match health.readiness() {
+            Readiness::Leading => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
+            Readiness::Standby => (
+                StatusCode::OK,
+                "text/plain",
+                "ready (standby: another replica leads)\n".to_owned(),
+            ),
+            Readiness::NotReady => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "watches not listed yet\n".to_owned(),
+            ),
+        },
         "/metrics" => {
             let mut text = String::new();
             match prometheus_client::encoding::text::encode(&mut text, registry) {
@@ -265,6 +399,27 @@ fn respond(path: &str, health: &Health, registry: &Registry) -> Response<Full<By
             "not found\n".to_owned(),
         ),
     };
+    reply(status, content_type, body)
+}
+
+fn json_reply<T: serde::Serialize + ?Sized>(
+    status: StatusCode,
+    value: &T,
+) -> Response<Full<Bytes>> {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut body) => {
+            body.push('\n');
+            reply(status, "application/json", body)
+        }
+        Err(e) => reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            format!("{e}\n"),
+        ),
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {

@@ -179,6 +179,24 @@ impl Pusher {
         }
     }
 
+    /// [`spawn_all`](Self::spawn_all), each task in `tasks`: dropping the set (or
+    /// `abort_all`) stops every push at once.
+    pub fn spawn_all_in(
+        &self,
+        pushes: Vec<Push>,
+        reports: &mpsc::Sender<PushReport>,
+        tasks: &mut tokio::task::JoinSet<()>,
+    ) {
+        for push in pushes {
+            let pusher = self.clone();
+            let reports = reports.clone();
+            tasks.spawn(async move {
+                let report = pusher.push(&push).await;
+                let _ = reports.send(report).await;
+            });
+        }
+    }
+
     /// One signed `PUT`, classified.
     pub async fn put_once(&self, addr: SocketAddr, body: Bytes, signature: &str) -> PushOutcome {
         let request = Request::builder()

@@ -39,19 +39,19 @@ fn relists_reset_the_index_once_complete_and_malformed_policies_are_skipped() {
     let mut index = Index::new();
     let mut pods = InitBuffer::default();
     assert_eq!(
-        apply_pod_event(&mut index, &mut pods, Event::Init, now),
+        apply_pod_event(&mut index, &mut pods, None, Event::Init, now),
         Applied::Buffered
     );
     for name in ["a", "b"] {
         let ev = Event::InitApply(Some(pod(name)));
         assert_eq!(
-            apply_pod_event(&mut index, &mut pods, ev, now),
+            apply_pod_event(&mut index, &mut pods, None, ev, now),
             Applied::Buffered
         );
     }
     assert_eq!(index.pod_count(), 0, "nothing applied before InitDone");
     assert_eq!(
-        apply_pod_event(&mut index, &mut pods, Event::InitDone, now),
+        apply_pod_event(&mut index, &mut pods, None, Event::InitDone, now),
         Applied::InitDone
     );
     assert_eq!(index.pod_count(), 2);
@@ -73,6 +73,7 @@ fn relists_reset_the_index_once_complete_and_malformed_policies_are_skipped() {
         &mut index,
         &mut policies,
         &mut statuses,
+        None,
         Event::Apply(bad),
         now,
     );
@@ -81,6 +82,7 @@ fn relists_reset_the_index_once_complete_and_malformed_policies_are_skipped() {
         &mut index,
         &mut policies,
         &mut statuses,
+        None,
         Event::Apply(good.clone()),
         now,
     );
@@ -94,7 +96,13 @@ fn relists_reset_the_index_once_complete_and_malformed_policies_are_skipped() {
         "the policy reaches both pods"
     );
 
-    let r = apply_pod_event(&mut index, &mut pods, Event::Delete(Some(pod("a"))), now);
+    let r = apply_pod_event(
+        &mut index,
+        &mut pods,
+        None,
+        Event::Delete(Some(pod("a"))),
+        now,
+    );
     assert_eq!(r, Applied::Changed);
     assert_eq!(index.pod_count(), 1);
 
@@ -102,12 +110,93 @@ fn relists_reset_the_index_once_complete_and_malformed_policies_are_skipped() {
         &mut index,
         &mut policies,
         &mut statuses,
+        None,
         Event::Delete(good),
         now,
     );
     assert_eq!(r, Applied::Changed);
     assert!(index.policy_view(&key).is_none());
     assert!(statuses.is_empty());
+}
+
+fn pod_in(ns: &str, name: &str) -> PodInfo {
+    PodInfo::new(ns, name, &format!("uid-{name}"), None, 9090)
+}
+
+#[test]
+fn a_namespaced_relist_replaces_only_its_namespace() {
+    let now = SystemTime::now();
+    let mut index = Index::new();
+    let (mut a, mut b) = (InitBuffer::default(), InitBuffer::default());
+    // Two watchers' relists interleave.
+    apply_pod_event(&mut index, &mut a, Some("a"), Event::Init, now);
+    apply_pod_event(&mut index, &mut b, Some("b"), Event::Init, now);
+    let ev = Event::InitApply(Some(pod_in("a", "a1")));
+    apply_pod_event(&mut index, &mut a, Some("a"), ev, now);
+    let ev = Event::InitApply(Some(pod_in("b", "b1")));
+    apply_pod_event(&mut index, &mut b, Some("b"), ev, now);
+    apply_pod_event(&mut index, &mut b, Some("b"), Event::InitDone, now);
+    apply_pod_event(&mut index, &mut a, Some("a"), Event::InitDone, now);
+    assert_eq!(index.pod_count(), 2, "b's relist does not drop a's pods");
+    // A restarted watch of a (empty now) drops a's pods only.
+    apply_pod_event(&mut index, &mut a, Some("a"), Event::Init, now);
+    apply_pod_event(&mut index, &mut a, Some("a"), Event::InitDone, now);
+    let views = index.pod_views();
+    assert_eq!(views.len(), 1);
+    assert_eq!(views[0].namespace, "b");
+
+    // The same for policies, and what is kept of them.
+    let mut statuses = HashMap::new();
+    let mut pa = InitBuffer::default();
+    let pol = |ns: &str, name: &str| {
+        let mut obj = policy(
+            name,
+            serde_json::json!({"selector": {"matchLabels": {"app": "x"}}, "defaultLevel": "debug"}),
+        );
+        obj.metadata.namespace = Some(ns.to_owned());
+        obj
+    };
+    let other = pol("b", "kept");
+    apply_policy_event(
+        &mut index,
+        &mut pa,
+        &mut statuses,
+        Some("b"),
+        Event::Apply(other),
+        now,
+    );
+    apply_policy_event(
+        &mut index,
+        &mut pa,
+        &mut statuses,
+        Some("a"),
+        Event::Init,
+        now,
+    );
+    let ev = Event::InitApply(pol("a", "new"));
+    apply_policy_event(&mut index, &mut pa, &mut statuses, Some("a"), ev, now);
+    apply_policy_event(
+        &mut index,
+        &mut pa,
+        &mut statuses,
+        Some("a"),
+        Event::InitDone,
+        now,
+    );
+    assert_eq!(index.policy_count(), 2);
+    assert!(statuses.contains_key(&PolicyKey::new("b", "kept")));
+    assert!(statuses.contains_key(&PolicyKey::new("a", "new")));
+}
+
+#[test]
+fn watch_scopes_are_all_namespaces_or_each_one_named() {
+    use logpolicy_operator::controller::watch_scopes;
+    assert_eq!(watch_scopes(&[]), vec![None]);
+    assert_eq!(watch_scopes(&[String::new()]), vec![None]);
+    assert_eq!(
+        watch_scopes(&["b".into(), " a ".into(), "b".into(), "".into()]),
+        vec![Some("a".to_owned()), Some("b".to_owned())]
+    );
 }
 
 #[test]

@@ -591,3 +591,75 @@ fn only_policies_whose_view_may_change_are_reported() {
     index.apply_pod(pod("web-1", 1, &[("app", "db")]), t0());
     assert_eq!(index.take_changed_policies(), [pkey("db"), pkey("web")]);
 }
+
+#[test]
+fn the_per_pod_view_shows_version_layers_and_the_last_push() {
+    let mut index = Index::new();
+    index.apply_policy(policy("debug", web_debug()), t0());
+    index.apply_pod(pod("web-1", 5, &[("app", "web")]), t0());
+    index.apply_pod(pod("api-1", 6, &[("app", "api")]), t0());
+    let pushes = index.take_pushes(t0());
+    assert_eq!(pushes.len(), 2);
+    let web = pushes
+        .iter()
+        .find(|p| p.pod.name == "web-1")
+        .map(|p| p.ticket)
+        .unwrap();
+    let api = pushes
+        .iter()
+        .find(|p| p.pod.name == "api-1")
+        .map(|p| p.ticket)
+        .unwrap();
+    index.tick(t0() + secs(1));
+    index.record_push(&key("web-1"), web, &PushOutcome::Applied);
+    index.record_push(&key("api-1"), api, &PushOutcome::Timeout(secs(2)));
+
+    let views = index.pod_views();
+    assert_eq!(
+        views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+        ["api-1", "web-1"],
+        "in key order (the server looks pods up by binary search)"
+    );
+    let json = serde_json::to_value(&views).unwrap();
+    assert_eq!(
+        json[1],
+        serde_json::json!({
+            "namespace": "shop",
+            "name": "web-1",
+            "uid": "uid-web-1",
+            "ip": "127.0.0.5",
+            "port": 9090,
+            "version": web.version,
+            "layers": ["debug"],
+            "acknowledgedVersion": web.version,
+            "inSync": true,
+            "lastPush": {"at": "2027-01-15T08:00:01Z", "version": web.version, "outcome": "applied", "error": null},
+            "error": null,
+        })
+    );
+    assert_eq!(json[0]["layers"], serde_json::json!([]));
+    assert_eq!(json[0]["inSync"], false);
+    assert_eq!(json[0]["lastPush"]["outcome"], "timeout");
+    assert_eq!(json[0]["error"], "timeout after 2s");
+    assert!(json[0].get("portError").is_none());
+
+    // A stale report (an older version) changes nothing.
+    index.apply_policy(policy("debug", serde_json::json!({"selector": {"matchLabels": {"app": "web"}}, "defaultLevel": "warn"})), t0() + secs(2));
+    index.record_push(&key("web-1"), web, &PushOutcome::Timeout(secs(2)));
+    let v = &index.pod_views()[1];
+    assert_eq!(v.last_push.as_ref().map(|p| p.outcome), Some("applied"));
+    assert!(!v.in_sync, "a newer version is due");
+}
+
+#[test]
+fn pod_namespaces_lists_each_namespace_once() {
+    let mut index = Index::new();
+    index.apply_pod(pod("a", 1, &[]), t0());
+    index.apply_pod(pod("b", 2, &[]), t0());
+    index.apply_pod(PodInfo::new("other", "c", "u", None, 9090), t0());
+    assert_eq!(
+        index.pod_namespaces().into_iter().collect::<Vec<_>>(),
+        ["other", "shop"]
+    );
+    assert_eq!(index.policy_count(), 0);
+}

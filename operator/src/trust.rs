@@ -1,0 +1,169 @@
+//! The `logpolicy-trust` ConfigMap: the operator's public key, published in every
+//! namespace that has opted-in pods, in the format the layer reads
+//! (`logpolicy::wire::TrustedKeys`, the file `LOGPOLICY_TRUSTED_KEYS_FILE` names).
+//!
+//! A workload mounts it and points the layer at the file:
+//!
+//! ```yaml
+//! env:
+//! - {name: LOGPOLICY_TRUSTED_KEYS_FILE, value: /etc/logpolicy/trusted-keys}
+//! volumeMounts:
+//! - {name: logpolicy-trust, mountPath: /etc/logpolicy, readOnly: true}
+//! volumes:
+//! - {name: logpolicy-trust, configMap: {name: logpolicy-trust}}
+//! ```
+//!
+//! [`TrustPublisher`] applies it (server-side apply, the operator's field manager) from
+//! one background task, so the controller never waits for the API server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use logpolicy::wire::{encode_public_key, key_id, VerifyingKey};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio::sync::mpsc;
+
+use crate::controller::FIELD_MANAGER;
+
+/// The ConfigMap's name, in every namespace with opted-in pods.
+pub const TRUST_CONFIG_MAP: &str = "logpolicy-trust";
+/// Its data key: a file the layer reads with `LOGPOLICY_TRUSTED_KEYS_FILE`.
+pub const TRUST_DATA_KEY: &str = "trusted-keys";
+/// The label on everything the operator creates.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "logpolicy-operator");
+
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The file content: a comment naming the key id, then the key (base64 of 32 bytes).
+pub fn trusted_keys_text(key: &VerifyingKey) -> String {
+    format!(
+        "# logpolicy-operator public key, id {}\n{}\n",
+        key_id(key),
+        encode_public_key(key)
+    )
+}
+
+/// The ConfigMap for `namespace`, as applied.
+pub fn trust_config_map(namespace: &str, key: &VerifyingKey) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(TRUST_CONFIG_MAP.to_owned());
+    cm.metadata.namespace = Some(namespace.to_owned());
+    cm.metadata.labels = Some(BTreeMap::from([(
+        MANAGED_BY.0.to_owned(),
+        MANAGED_BY.1.to_owned(),
+    )]));
+    cm.data = Some(BTreeMap::from([(
+        TRUST_DATA_KEY.to_owned(),
+        trusted_keys_text(key),
+    )]));
+    cm
+}
+
+/// Applies the ConfigMap in the namespaces it is given; see [the module](self).
+#[derive(Debug, Clone)]
+pub struct TrustPublisher {
+    tx: mpsc::UnboundedSender<String>,
+}
+
+impl TrustPublisher {
+    /// Starts the applying task. `writes` counts applies by result (`ok`, `error`).
+    pub fn spawn(
+        client: Client,
+        key: VerifyingKey,
+        writes: Family<Vec<(&'static str, &'static str)>, Counter>,
+    ) -> Self {
+        // Unbounded but small: at most one entry per namespace is queued (`queued`).
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let retry_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut queued: BTreeSet<String> = BTreeSet::new();
+            let mut batch = Vec::new();
+            while rx.recv_many(&mut batch, 64).await > 0 {
+                for ns in batch.drain(..) {
+                    queued.insert(ns);
+                }
+                while let Some(ns) = queued.pop_first() {
+                    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+                    let cm = trust_config_map(&ns, &key);
+                    let params = PatchParams::apply(FIELD_MANAGER).force();
+                    let patch = Patch::Apply(&cm);
+                    let write = api.patch(TRUST_CONFIG_MAP, &params, &patch);
+                    let result = tokio::time::timeout(WRITE_TIMEOUT, write).await;
+                    let error = match result {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(_) => Some("timed out".to_owned()),
+                    };
+                    match error {
+                        None => {
+                            writes.get_or_create(&vec![("result", "ok")]).inc();
+                            tracing::debug!(target: "logpolicy_operator", namespace = %ns, "trust ConfigMap applied");
+                        }
+                        Some(error) => {
+                            writes.get_or_create(&vec![("result", "error")]).inc();
+                            tracing::warn!(target: "logpolicy_operator", namespace = %ns, %error, "cannot apply the trust ConfigMap; retrying");
+                            let tx = retry_tx.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(RETRY_AFTER).await;
+                                let _ = tx.send(ns);
+                            });
+                        }
+                    }
+                }
+            }
+        });
+        TrustPublisher { tx }
+    }
+
+    /// Queues `namespace` for an apply; never waits.
+    pub fn publish(&self, namespace: &str) {
+        let _ = self.tx.send(namespace.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logpolicy::wire::{SigningKey, TrustedKeys};
+
+    #[test]
+    fn the_data_is_what_the_layer_reads_as_trusted_keys() {
+        let key = SigningKey::from_bytes(&[7; 32]).verifying_key();
+        let cm = trust_config_map("shop", &key);
+        assert_eq!(cm.metadata.name.as_deref(), Some("logpolicy-trust"));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(
+            cm.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .map(String::as_str),
+            Some("logpolicy-operator")
+        );
+        let data = cm.data.unwrap_or_default();
+        assert_eq!(data.len(), 1);
+        let text = &data["trusted-keys"];
+        let keys = TrustedKeys::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(keys.len(), 1);
+        assert!(keys.get(&key_id(&key)).is_some());
+        // And as a mounted file, the way LOGPOLICY_TRUSTED_KEYS_FILE reads it.
+        let path = std::env::temp_dir().join(format!("lp-trust-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        let from_file = TrustedKeys::from_file(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(from_file.ok(), Some(keys));
+    }
+
+    #[test]
+    fn the_applied_object_serializes_with_kind_and_api_version() {
+        let key = SigningKey::from_bytes(&[1; 32]).verifying_key();
+        let v = serde_json::to_value(trust_config_map("a", &key)).unwrap_or_default();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "ConfigMap");
+    }
+}
