@@ -7,6 +7,9 @@
 //! baseline, `LOGPOLICY_ADMIN_ADDR`, `LOGPOLICY_TRUSTED_KEYS` (or `_FILE`), `POD_UID`,
 //! `POD_NAME`, `POD_NAMESPACE` for the admin endpoint (see `logpolicy::admin`).
 //!
+//! With `--self-load N` it sends itself N requests per second over one keep-alive
+//! connection (light, steady traffic for demos and end-to-end tests).
+//!
 //! On start it prints one line to stderr:
 //! `logpolicy-demo-service: shop on http://ADDR, admin on http://ADDR` (or `admin off`).
 
@@ -18,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Parser;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -38,6 +41,9 @@ struct Args {
     /// Worker threads of the shop's runtime.
     #[arg(long, env = "DEMO_THREADS", default_value_t = 2)]
     threads: usize,
+    /// Send itself this many requests per second (0: none).
+    #[arg(long, env = "DEMO_SELF_LOAD", default_value_t = 0)]
+    self_load: u32,
 }
 
 #[derive(Debug)]
@@ -115,6 +121,48 @@ async fn run(listener: tokio::net::TcpListener, shop: Arc<Shop>) {
     }
 }
 
+/// Requests `GET /checkout` from `addr` `per_second` times a second, over one
+/// keep-alive connection (reopened when it fails).
+async fn self_load(addr: SocketAddr, per_second: u32) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1) / per_second.max(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sender = None;
+    loop {
+        tick.tick().await;
+        if sender.is_none() {
+            sender = connect(addr).await;
+        }
+        let Some(s) = sender.as_mut() else {
+            continue;
+        };
+        let request = Request::get("/checkout")
+            .header(hyper::header::HOST, addr.to_string())
+            .body(Full::new(Bytes::new()));
+        let Ok(request) = request else {
+            return;
+        };
+        let ok = match s.send_request(request).await {
+            Ok(response) => response.into_body().collect().await.is_ok(),
+            Err(_) => false,
+        };
+        if !ok {
+            sender = None;
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr) -> Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let _ = stream.set_nodelay(true);
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .ok()?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Some(sender)
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -172,6 +220,14 @@ fn main() -> ExitCode {
         );
         eprintln!("logpolicy-demo-service: shop on http://{addr}, {admin}");
         tracing::info!(target: "shop::http", %addr, "listening");
+        if args.self_load > 0 {
+            let target = if addr.ip().is_unspecified() {
+                SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+            } else {
+                addr
+            };
+            tokio::spawn(self_load(target, args.self_load));
+        }
         run(listener, shop).await;
         tracing::info!(target: "shop::http", "shutting down");
         ExitCode::SUCCESS

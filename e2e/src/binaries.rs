@@ -1,0 +1,64 @@
+//! The binaries the tests run, built once per test process from the workspace's
+//! sources (so a test never runs a stale operator or service).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::cluster::repo_root;
+use crate::{Error, Result};
+
+/// `target/debug`, holding `logpolicy-operator`, `logpolicy-demo-service` and
+/// `logpolicy-sign`.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// The directory.
+    pub dir: PathBuf,
+}
+
+impl Binaries {
+    /// Builds `logpolicy-operator` and `logpolicy-demo-service` once per process
+    /// (`$CARGO build -p ... --bins`; concurrent callers wait for the one build).
+    pub fn get() -> Result<&'static Binaries> {
+        static BUILT: OnceLock<Result<Binaries>> = OnceLock::new();
+        BUILT.get_or_init(build).as_ref().map_err(Clone::clone)
+    }
+
+    /// The operator binary.
+    pub fn operator(&self) -> PathBuf {
+        self.dir.join("logpolicy-operator")
+    }
+
+    /// The demo service binary.
+    pub fn demo_service(&self) -> PathBuf {
+        self.dir.join("logpolicy-demo-service")
+    }
+}
+
+fn build() -> Result<Binaries> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let root = repo_root();
+    let status = Command::new(&cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "logpolicy-operator",
+            "-p",
+            "logpolicy-demo-service",
+            "--bins",
+        ])
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| Error(format!("running {cargo:?} build: {e}")))?;
+    if !status.success() {
+        return Err(Error(format!(
+            "cargo build of the operator and the demo service failed ({status})"
+        )));
+    }
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("debug");
+    Ok(Binaries { dir })
+}

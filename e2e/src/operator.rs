@@ -1,0 +1,291 @@
+//! The real `logpolicy-operator` binary, run the way the Helm chart deploys it: its own
+//! namespace, the chart's ServiceAccount and RBAC (and nothing more), a token for that
+//! ServiceAccount, and the args of the chart's Deployment.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::binaries::Binaries;
+use crate::cluster::{repo_root, Cluster, Namespace};
+use crate::net::{free_port, get_ok, http};
+use crate::process::{wait_for, Process, TestDir};
+use crate::{Error, Result};
+
+/// The Secret the operator keeps its signing key in (data key `signing-key`).
+pub const KEY_SECRET: &str = "logpolicy-signing-key";
+/// The ConfigMap it publishes its public key in, in every namespace with opted-in pods.
+pub const TRUST_CONFIG_MAP: &str = "logpolicy-trust";
+/// The ConfigMap's data key (a file for `LOGPOLICY_TRUSTED_KEYS_FILE`).
+pub const TRUST_DATA_KEY: &str = "trusted-keys";
+
+/// The kinds of the chart's objects that the harness applies (the Deployment is not:
+/// there is no kubelet; the harness runs its container itself).
+const RBAC_KINDS: [&str; 5] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// A running operator.
+#[derive(Debug)]
+pub struct Operator {
+    /// Its namespace (where its key Secret lives).
+    pub namespace: String,
+    /// The chart release name.
+    pub release: String,
+    /// Where `/metrics`, `/healthz`, `/readyz` are served.
+    pub metrics_addr: std::net::SocketAddr,
+    /// The trusted-keys file content for workloads (its public key).
+    pub trusted_keys: String,
+    /// The ServiceAccount kubeconfig it runs with.
+    pub kubeconfig: PathBuf,
+    process: Process,
+    // Dropped last: the files and the namespace outlive the process.
+    _namespace: Namespace,
+    dir: TestDir,
+}
+
+/// Applies `crds/` (idempotent; once per process is enough).
+pub fn apply_crds(cluster: &Cluster) -> Result<()> {
+    static APPLIED: OnceLock<Result<()>> = OnceLock::new();
+    APPLIED
+        .get_or_init(|| {
+            let crds = repo_root().join("crds");
+            cluster.kubectl(&["apply", "-f", &crds.to_string_lossy()])?;
+            // Established before anyone creates a LogPolicy.
+            cluster.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "crd/logpolicies.logpolicy.dev",
+            ])?;
+            Ok(())
+        })
+        .clone()
+}
+
+/// The chart's objects for `release` in `namespace` (`helm template`, offline).
+pub fn chart_objects(
+    release: &str,
+    namespace: &str,
+    set: &[(String, String)],
+) -> Result<Vec<Value>> {
+    let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    crate::helm::render(release, namespace, &set)
+}
+
+/// The operator container of the chart's Deployment.
+fn deployment_container(objects: &[Value]) -> Result<&Value> {
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .ok_or_else(|| Error("the chart renders no Deployment".into()))?;
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .ok_or_else(|| Error("the chart's Deployment has no containers".into()))?;
+    containers
+        .iter()
+        .find(|c| c["name"] == "operator")
+        .or_else(|| containers.first())
+        .ok_or_else(|| Error("the chart's Deployment has no containers".into()))
+}
+
+/// The operator container's args in the chart's Deployment, without
+/// `--metrics-addr` (the harness picks a free port).
+fn deployment_args(objects: &[Value]) -> Result<Vec<String>> {
+    let container = deployment_container(objects)?;
+    let raw: Vec<String> = container["args"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut args = Vec::new();
+    let mut skip_next = false;
+    for a in raw {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        if a == "--metrics-addr" {
+            skip_next = true;
+        } else if !a.starts_with("--metrics-addr=") {
+            args.push(a);
+        }
+    }
+    Ok(args)
+}
+
+/// The plain `value` env entries of the operator container (not `valueFrom`).
+fn deployment_env(objects: &[Value]) -> Result<Vec<(String, String)>> {
+    let container = deployment_container(objects)?;
+    Ok(container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect())
+}
+
+fn service_account(objects: &[Value]) -> Result<String> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| Error("the chart renders no ServiceAccount".into()))
+}
+
+/// Options of [`Operator::start`].
+#[derive(Debug, Clone, Default)]
+pub struct OperatorOptions {
+    /// Extra `--set` values for the chart.
+    pub set: Vec<(String, String)>,
+    /// Extra args after the Deployment's.
+    pub extra_args: Vec<String>,
+}
+
+impl Operator {
+    /// The operator of this test process: started on first use, shared by its tests,
+    /// killed when the process exits.
+    pub fn shared() -> Result<&'static Operator> {
+        static SHARED: OnceLock<Result<Operator>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Operator::start(OperatorOptions::default()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Installs the CRD and the chart's RBAC in a fresh namespace, and runs the
+    /// operator binary with a token of the chart's ServiceAccount; returns once it is
+    /// ready (both watches listed) and its signing key exists.
+    pub fn start(options: OperatorOptions) -> Result<Operator> {
+        let cluster = Cluster::shared()?;
+        let binaries = Binaries::get()?;
+        apply_crds(cluster)?;
+        let ns = cluster.namespace("lpop")?;
+        let release = format!("lp{}", ns.name.trim_start_matches("lpop"));
+        let objects = chart_objects(&release, &ns.name, &options.set)?;
+        let rbac: Vec<Value> = objects
+            .iter()
+            .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k))
+            .cloned()
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+        cluster.kubectl_input(&["apply", "-f", "-"], &list.to_string())?;
+        let sa = service_account(&objects)?;
+        let mut args = deployment_args(&objects)?;
+        args.extend(options.extra_args.iter().cloned());
+
+        let token = cluster.kubectl(&["create", "token", &sa, "-n", &ns.name, "--duration=24h"])?;
+        let dir = TestDir::new("operator")?;
+        let kubeconfig = dir.join("kubeconfig");
+        let config = json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": {"server": cluster.api_server, "certificate-authority": cluster.ca_file}}],
+            "users": [{"name": sa, "user": {"token": token.trim()}}],
+            "contexts": [{"name": "operator", "context": {"cluster": "e2e", "user": sa, "namespace": ns.name}}],
+            "current-context": "operator",
+        });
+        std::fs::write(&kubeconfig, config.to_string())
+            .map_err(|e| Error(format!("{}: {e}", kubeconfig.display())))?;
+
+        let port = free_port()?;
+        let metrics_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut cmd = Command::new(binaries.operator());
+        cmd.args(&args)
+            .args(["--metrics-addr", &metrics_addr.to_string()])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_NAMESPACE", &ns.name)
+            .env("POD_NAME", format!("{release}-logpolicy-operator-0"))
+            .env_remove("LOGPOLICY")
+            .env_remove("LOGPOLICY_ADMIN_ADDR")
+            .env("RUST_LOG", "info")
+            .envs(deployment_env(&objects)?);
+        let mut process = Process::spawn("operator", dir.path(), cmd)?;
+        wait_for(Duration::from_secs(60), "the operator's /readyz", || {
+            process.check_running()?;
+            Ok(http(metrics_addr, "GET", "/readyz", &[], "")
+                .ok()
+                .filter(|r| r.status == 200))
+        })?;
+        let secret_key = wait_for(Duration::from_secs(10), "the signing key Secret", || {
+            Ok(cluster
+                .kubectl(&[
+                    "get",
+                    "secret",
+                    KEY_SECRET,
+                    "-n",
+                    &ns.name,
+                    "-o",
+                    "jsonpath={.data.signing-key}",
+                ])
+                .ok()
+                .filter(|s| !s.is_empty()))
+        })?;
+        let trusted_keys = public_key_text(&secret_key)?;
+        Ok(Operator {
+            namespace: ns.name.clone(),
+            release,
+            metrics_addr,
+            trusted_keys,
+            kubeconfig,
+            process,
+            _namespace: ns,
+            dir,
+        })
+    }
+
+    /// `GET /metrics`.
+    pub fn metrics(&self) -> Result<String> {
+        get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
+    }
+
+    /// Kills it (SIGKILL: no goodbye).
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Fails if it exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        self.process.check_running()
+    }
+
+    /// The last lines of its output.
+    pub fn tail(&self, n: usize) -> String {
+        self.process.tail(n)
+    }
+
+    /// The directory of its files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// The trusted-keys file for the signing key in the Secret (base64 of the base64 seed).
+fn public_key_text(secret_data: &str) -> Result<String> {
+    use base64::Engine as _;
+    let seed = base64::engine::general_purpose::STANDARD
+        .decode(secret_data.trim())
+        .map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
+    let text = String::from_utf8(seed).map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
+    let key = logpolicy::wire::parse_signing_key(&text)
+        .map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
+    Ok(format!(
+        "{}\n",
+        logpolicy::wire::encode_public_key(&key.verifying_key())
+    ))
+}
