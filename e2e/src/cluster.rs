@@ -205,6 +205,27 @@ pub struct Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
+        // Without a kubelet and a namespace controller nothing would ever remove the
+        // pods (an operator watching every namespace would keep pushing to them): they
+        // are finished here, as a kubelet would, and the policies deleted.
+        let _ = self.cluster.kubectl(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            &self.name,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        ]);
+        let _ = self.cluster.kubectl(&[
+            "delete",
+            "logpolicies.logpolicy.dev",
+            "--all",
+            "-n",
+            &self.name,
+            "--wait=false",
+        ]);
         let _ = self
             .cluster
             .kubectl(&["delete", "namespace", &self.name, "--wait=false"]);

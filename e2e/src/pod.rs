@@ -105,23 +105,20 @@ impl DemoPod {
         spec: PodSpec,
         keys_file: &Path,
     ) -> Result<DemoPod> {
+        let uid = create_pod(client, namespace, &spec).await?;
+        Self::launch(client, dir, namespace, spec, uid, keys_file).await
+    }
+
+    /// The second half of [`DemoPod::start`], for a Pod made by [`create_pod`].
+    pub async fn launch(
+        client: &kube::Client,
+        dir: &Path,
+        namespace: &str,
+        spec: PodSpec,
+        uid: String,
+        keys_file: &Path,
+    ) -> Result<DemoPod> {
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let mut labels = spec.labels.clone();
-        labels.insert(OPT_IN_LABEL.to_owned(), "true".to_owned());
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": spec.name, "namespace": namespace, "labels": labels},
-            "spec": {"nodeName": "fake-node", "containers": [{"name": "main", "image": "example.invalid/shop:1"}]},
-        }))
-        .map_err(|e| Error(format!("pod {}: {e}", spec.name)))?;
-        let created = api
-            .create(&PostParams::default(), &pod)
-            .await
-            .map_err(|e| Error(format!("creating pod {namespace}/{}: {e}", spec.name)))?;
-        let uid = created
-            .metadata
-            .uid
-            .ok_or_else(|| Error(format!("pod {} has no uid", spec.name)))?;
         let ip = next_pod_ip();
         let (process, shop, admin) = spawn_service(
             dir,
@@ -250,6 +247,28 @@ impl DemoPod {
     pub fn kill(&mut self) {
         self.process.kill();
     }
+}
+
+/// Creates the Pod object of `spec` (opted in, bound to a node, no status yet: no IP,
+/// so nothing is pushed to it); returns its uid.
+pub async fn create_pod(client: &kube::Client, namespace: &str, spec: &PodSpec) -> Result<String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut labels = spec.labels.clone();
+    labels.insert(OPT_IN_LABEL.to_owned(), "true".to_owned());
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": spec.name, "namespace": namespace, "labels": labels},
+        "spec": {"nodeName": "fake-node", "containers": [{"name": "main", "image": "example.invalid/shop:1"}]},
+    }))
+    .map_err(|e| Error(format!("pod {}: {e}", spec.name)))?;
+    let created = api
+        .create(&PostParams::default(), &pod)
+        .await
+        .map_err(|e| Error(format!("creating pod {namespace}/{}: {e}", spec.name)))?;
+    created
+        .metadata
+        .uid
+        .ok_or_else(|| Error(format!("pod {} has no uid", spec.name)))
 }
 
 /// Starts the service on `shop`/`admin` (port 0: a free one) and waits for its start

@@ -5,13 +5,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use serde_json::Value;
 
 use crate::cluster::{Cluster, Namespace};
 use crate::logs::Line;
-use crate::operator::{apply_crds, Operator};
-use crate::pod::{DemoPod, PodSpec};
-use crate::process::{wait_for, TestDir};
+use crate::operator::{apply_crds, Operator, TRUST_CONFIG_MAP, TRUST_DATA_KEY};
+use crate::pod::{create_pod, DemoPod, PodSpec};
+use crate::process::{wait_for, wait_for_async, TestDir};
 use crate::{Error, Result};
 
 /// One test's world. Declare pods after it: they are dropped (killed) first.
@@ -20,8 +22,10 @@ pub struct Scenario {
     pub cluster: &'static Cluster,
     /// The admin's kube client.
     pub client: kube::Client,
-    /// The trusted-keys file the pods read (the operator's public key).
+    /// The trusted-keys file the pods read (the operator's public key, from the
+    /// `logpolicy-trust` ConfigMap).
     pub keys_file: PathBuf,
+    operator_key: Option<String>,
     // Dropped in this order: the namespace (its pods and policies), then the files.
     ns: Namespace,
     dir: TestDir,
@@ -37,23 +41,25 @@ impl Scenario {
 
     /// A scenario with a given operator.
     pub async fn with_operator(name: &str, operator: &Operator) -> Result<Scenario> {
-        Self::with_keys(name, &operator.trusted_keys).await
+        let mut s = Self::without_operator(name).await?;
+        s.operator_key = Some(operator.trusted_keys.clone());
+        Ok(s)
     }
 
-    /// A scenario whose pods trust `trusted_keys` (a trusted-keys file's content).
-    pub async fn with_keys(name: &str, trusted_keys: &str) -> Result<Scenario> {
+    /// A scenario whose operator is started later (or elsewhere): the pods trust what
+    /// the `logpolicy-trust` ConfigMap of the namespace holds.
+    pub async fn without_operator(name: &str) -> Result<Scenario> {
         let cluster = Cluster::shared()?;
         apply_crds(cluster)?;
         let dir = TestDir::new(name)?;
         let ns = cluster.namespace(name)?;
         let keys_file = dir.join("trusted-keys");
-        std::fs::write(&keys_file, trusted_keys)
-            .map_err(|e| Error(format!("{}: {e}", keys_file.display())))?;
         let client = cluster.client().await?;
         Ok(Scenario {
             cluster,
             client,
             keys_file,
+            operator_key: None,
             ns,
             dir,
         })
@@ -69,18 +75,68 @@ impl Scenario {
         self.dir.path()
     }
 
-    /// Starts these pods, concurrently.
+    /// Starts these pods: creates the Pod objects, waits for the operator's
+    /// `logpolicy-trust` ConfigMap in the namespace (written when the first opted-in
+    /// pod appears) and gives its key file to the services, as a workload mounting it
+    /// would; then starts the services and marks the pods Running, concurrently.
     pub async fn pods(&self, specs: Vec<PodSpec>) -> Result<Vec<DemoPod>> {
-        let starts = specs.into_iter().map(|spec| {
-            DemoPod::start(
+        let uids = futures::future::try_join_all(
+            specs
+                .iter()
+                .map(|spec| create_pod(&self.client, &self.ns.name, spec)),
+        )
+        .await?;
+        if !self.keys_file.exists() {
+            let keys = self.trust_config_map().await?;
+            std::fs::write(&self.keys_file, keys)
+                .map_err(|e| Error(format!("{}: {e}", self.keys_file.display())))?;
+        }
+        let launches = specs.into_iter().zip(uids).map(|(spec, uid)| {
+            DemoPod::launch(
                 &self.client,
                 self.dir.path(),
                 &self.ns.name,
                 spec,
+                uid,
                 &self.keys_file,
             )
         });
-        futures::future::try_join_all(starts).await
+        futures::future::try_join_all(launches).await
+    }
+
+    /// The `trusted-keys` of the `logpolicy-trust` ConfigMap in the namespace (waits up
+    /// to 10 s for it); checked against the operator's key when it is known.
+    pub async fn trust_config_map(&self) -> Result<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns.name);
+        let keys = wait_for_async(
+            Duration::from_secs(10),
+            "the operator's logpolicy-trust ConfigMap",
+            || async {
+                let cm = api
+                    .get_opt(TRUST_CONFIG_MAP)
+                    .await
+                    .map_err(|e| Error(format!("ConfigMap {TRUST_CONFIG_MAP}: {e}")))?;
+                Ok(cm
+                    .and_then(|cm| cm.data)
+                    .and_then(|mut d| d.remove(TRUST_DATA_KEY)))
+            },
+        )
+        .await?;
+        if let Some(expected) = &self.operator_key {
+            let key_lines = |s: &str| -> Vec<String> {
+                s.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_owned)
+                    .collect()
+            };
+            if key_lines(&keys) != key_lines(expected) {
+                return Err(Error(format!(
+                    "ConfigMap {TRUST_CONFIG_MAP} holds {keys:?}, the operator's Secret {expected:?}"
+                )));
+            }
+        }
+        Ok(keys)
     }
 
     /// `kubectl ARGS -n NS` as the admin.
