@@ -560,6 +560,7 @@ pub async fn run(
     let mut policy_events_seen = PolicyEvents::new(config.failure_event_interval);
     let mut trusted: BTreeSet<String> = BTreeSet::new();
     let mut views_due: Option<Instant> = None;
+    let mut leader_fixed = false;
     let mut resync = tokio::time::interval(config.resync_interval);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
@@ -572,8 +573,11 @@ pub async fn run(
         let mut pods_changed = false;
         tokio::select! {
             _ = shutdown.changed() => break,
-            r = leader.changed() => {
-                if r.is_err() || !*leader.borrow() {
+            r = leader.changed(), if !leader_fixed => {
+                if r.is_err() {
+                    // No election (or it ended): leadership can no longer change.
+                    leader_fixed = true;
+                } else if !*leader.borrow() {
                     tracing::info!(target: "logpolicy_operator", "no longer the leader: stopping pushes");
                     break;
                 }

@@ -141,14 +141,18 @@ async fn main() {
         namespaces = ?scopes.iter().map(|s| s.as_deref().unwrap_or("*")).collect::<Vec<_>>(), "starting");
 
     let (leader_tx, mut leader_rx) = watch::channel(!args.leader_election);
-    let election = args.leader_election.then(|| {
-        tokio::spawn(lease::run(
+    // Without leader election the sender stays here, and this replica always leads.
+    let (election, _always_leader) = if args.leader_election {
+        let task = tokio::spawn(lease::run(
             client.clone(),
             LeaseConfig::new(&args.namespace, LEASE_NAME, &me),
             leader_tx,
             stop_rx.clone(),
-        ))
-    });
+        ));
+        (Some(task), None)
+    } else {
+        (None, Some(leader_tx))
+    };
     loop {
         // Wait to lead (at once without leader election).
         let leading = tokio::select! {
