@@ -13,6 +13,7 @@ pub mod operator;
 pub mod pod;
 pub mod process;
 pub mod scenario;
+pub mod shop;
 
 pub use cluster::{Cluster, Error, Namespace, Result};
 pub use operator::Operator;

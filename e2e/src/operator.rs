@@ -249,6 +249,20 @@ impl Operator {
         })
     }
 
+    /// Its signing key, read from its Secret as the cluster admin.
+    pub fn signing_key(&self) -> Result<logpolicy::wire::SigningKey> {
+        let data = Cluster::shared()?.kubectl(&[
+            "get",
+            "secret",
+            KEY_SECRET,
+            "-n",
+            &self.namespace,
+            "-o",
+            "jsonpath={.data.signing-key}",
+        ])?;
+        signing_key_of(&data)
+    }
+
     /// `GET /metrics`.
     pub fn metrics(&self) -> Result<String> {
         get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
@@ -277,15 +291,20 @@ impl Operator {
 
 /// The trusted-keys file for the signing key in the Secret (base64 of the base64 seed).
 fn public_key_text(secret_data: &str) -> Result<String> {
+    let key = signing_key_of(secret_data)?;
+    Ok(format!(
+        "{}\n",
+        logpolicy::wire::encode_public_key(&key.verifying_key())
+    ))
+}
+
+/// The signing key in the Secret's data (base64 of the base64 seed).
+fn signing_key_of(secret_data: &str) -> Result<logpolicy::wire::SigningKey> {
     use base64::Engine as _;
     let seed = base64::engine::general_purpose::STANDARD
         .decode(secret_data.trim())
         .map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
     let text = String::from_utf8(seed).map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
-    let key = logpolicy::wire::parse_signing_key(&text)
-        .map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))?;
-    Ok(format!(
-        "{}\n",
-        logpolicy::wire::encode_public_key(&key.verifying_key())
-    ))
+    logpolicy::wire::parse_signing_key(&text)
+        .map_err(|e| Error(format!("Secret {KEY_SECRET}: {e}")))
 }

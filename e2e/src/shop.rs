@@ -1,0 +1,118 @@
+//! The demo shop's lines, and the checks the scenarios share.
+
+use std::time::{Duration, SystemTime};
+
+use crate::logs::{secs_between, Line};
+use crate::pod::{DemoPod, PodSpec};
+use crate::process::wait_for;
+use crate::scenario::{wait_lines, wait_past, Scenario};
+use crate::{Error, Result};
+
+/// One second.
+pub const SEC: Duration = Duration::from_secs(1);
+
+/// A `shop::payment` debug line (`authorising`, one per request when enabled).
+pub fn payment_debug(l: &Line) -> bool {
+    l.is("shop::payment", "DEBUG")
+}
+
+/// An access line (`shop::http` info `served`, one per request).
+pub fn served(l: &Line) -> bool {
+    l.is("shop::http", "INFO") && l.msg == "served"
+}
+
+/// Waits until every pod holds a document from the operator (the empty one it gets
+/// when it starts): the operator knows them.
+pub fn wait_known(pods: &[DemoPod]) -> Result<()> {
+    wait_for(10 * SEC, "the operator's first push to every pod", || {
+        for p in pods {
+            if p.policy_version()? == 0 {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+}
+
+/// `shop-0`..`shop-2`, labelled `app=shop`.
+pub fn three_shops() -> Vec<PodSpec> {
+    (0..3)
+        .map(|i| PodSpec::shop(&format!("shop-{i}")))
+        .collect()
+}
+
+/// Applies a 10 s raise of `shop::payment` to debug, calls `after_push` once every pod
+/// logs at debug, and checks that every pod stops on time: no debug line later than
+/// 1 s after the expiration time in the policy's status, access lines going on.
+pub async fn temporary_raise(
+    s: &Scenario,
+    pods: &mut [DemoPod],
+    after_push: impl FnOnce(),
+) -> Result<()> {
+    let t0 = SystemTime::now();
+    s.apply(
+        r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: incident}
+spec:
+  selector: {matchLabels: {app: shop}}
+  targets:
+  - {target: "shop::payment", level: debug}
+  duration: 10s
+"#,
+    )?;
+    let firsts = wait_lines(
+        pods,
+        t0,
+        5 * SEC,
+        "shop::payment debug lines",
+        payment_debug,
+    )?;
+    let delays: Vec<f64> = firsts.iter().map(|t| secs_between(*t, t0)).collect();
+    eprintln!("apply -> first debug line per pod: {delays:.3?} s");
+    after_push();
+    // Each pod holds the expiry in its own document.
+    let expiry = pods[0].policy()?["nextExpiry"]
+        .as_str()
+        .map(logpolicy::clock::parse_rfc3339)
+        .ok_or_else(|| Error("no nextExpiry in the pod's policy".into()))?
+        .map_err(Error)?;
+    let in_force = secs_between(expiry, t0);
+    if !(9.0..=11.5).contains(&in_force) {
+        return Err(Error(format!(
+            "expiry {in_force:.3} s after apply, not ~10 s"
+        )));
+    }
+    wait_past(pods, expiry + 2 * SEC, 20 * SEC)?;
+    let mut lasts = Vec::new();
+    for p in pods.iter() {
+        let last = p
+            .log
+            .last(payment_debug)
+            .map(|l| l.ts)
+            .ok_or_else(|| Error(format!("{}: no debug lines", p.name)))?;
+        let late = secs_between(last, expiry);
+        lasts.push(late);
+        if late > 1.0 {
+            return Err(Error(format!(
+                "{}: a debug line {late:.3} s after the expiry",
+                p.name
+            )));
+        }
+        if late < -1.0 {
+            return Err(Error(format!(
+                "{}: debug lines stopped {:.3} s before the expiry",
+                p.name, -late
+            )));
+        }
+        if p.log.count(expiry + SEC, expiry + 2 * SEC, served) < 5 {
+            return Err(Error(format!(
+                "{}: too few access lines after the expiry to tell",
+                p.name
+            )));
+        }
+    }
+    eprintln!("last debug line per pod, relative to the expiry: {lasts:.3?} s");
+    Ok(())
+}
