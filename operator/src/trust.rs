@@ -17,6 +17,7 @@
 //! one background task, so the controller never waits for the API server.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -25,7 +26,7 @@ use kube::{Api, Client};
 use logpolicy::wire::{encode_public_key, key_id, VerifyingKey};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use crate::controller::FIELD_MANAGER;
 
@@ -67,7 +68,31 @@ pub fn trust_config_map(namespace: &str, key: &VerifyingKey) -> ConfigMap {
 /// Applies the ConfigMap in the namespaces it is given; see [the module](self).
 #[derive(Debug, Clone)]
 pub struct TrustPublisher {
-    tx: mpsc::UnboundedSender<String>,
+    queue: Arc<TrustQueue>,
+}
+
+/// The namespaces waiting for an apply: a set, so it holds each namespace at most once
+/// however often it is asked for while the API server is slow.
+#[derive(Debug, Default)]
+struct TrustQueue {
+    pending: Mutex<BTreeSet<String>>,
+    wake: Notify,
+}
+
+impl TrustQueue {
+    fn add(&self, namespace: String) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(namespace);
+        }
+        self.wake.notify_one();
+    }
+
+    fn take(&self) -> BTreeSet<String> {
+        self.pending
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
+    }
 }
 
 impl TrustPublisher {
@@ -77,24 +102,18 @@ impl TrustPublisher {
         key: VerifyingKey,
         writes: Family<Vec<(&'static str, &'static str)>, Counter>,
     ) -> Self {
-        // Unbounded but small: at most one entry per namespace is queued (`queued`).
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let retry_tx = tx.clone();
+        let queue = Arc::new(TrustQueue::default());
+        let worker = queue.clone();
         tokio::spawn(async move {
-            let mut queued: BTreeSet<String> = BTreeSet::new();
-            let mut batch = Vec::new();
-            while rx.recv_many(&mut batch, 64).await > 0 {
-                for ns in batch.drain(..) {
-                    queued.insert(ns);
-                }
-                while let Some(ns) = queued.pop_first() {
+            loop {
+                worker.wake.notified().await;
+                for ns in worker.take() {
                     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
                     let cm = trust_config_map(&ns, &key);
                     let params = PatchParams::apply(FIELD_MANAGER).force();
                     let patch = Patch::Apply(&cm);
                     let write = api.patch(TRUST_CONFIG_MAP, &params, &patch);
-                    let result = tokio::time::timeout(WRITE_TIMEOUT, write).await;
-                    let error = match result {
+                    let error = match tokio::time::timeout(WRITE_TIMEOUT, write).await {
                         Ok(Ok(_)) => None,
                         Ok(Err(e)) => Some(e.to_string()),
                         Err(_) => Some("timed out".to_owned()),
@@ -107,22 +126,22 @@ impl TrustPublisher {
                         Some(error) => {
                             writes.get_or_create(&vec![("result", "error")]).inc();
                             tracing::warn!(target: "logpolicy_operator", namespace = %ns, %error, "cannot apply the trust ConfigMap; retrying");
-                            let tx = retry_tx.clone();
+                            let retry = worker.clone();
                             tokio::spawn(async move {
                                 tokio::time::sleep(RETRY_AFTER).await;
-                                let _ = tx.send(ns);
+                                retry.add(ns);
                             });
                         }
                     }
                 }
             }
         });
-        TrustPublisher { tx }
+        TrustPublisher { queue }
     }
 
     /// Queues `namespace` for an apply; never waits.
     pub fn publish(&self, namespace: &str) {
-        let _ = self.tx.send(namespace.to_owned());
+        self.queue.add(namespace.to_owned());
     }
 }
 
@@ -157,6 +176,17 @@ mod tests {
         let from_file = TrustedKeys::from_file(&path);
         let _ = std::fs::remove_file(&path);
         assert_eq!(from_file.ok(), Some(keys));
+    }
+
+    #[test]
+    fn the_queue_holds_each_namespace_once() {
+        let q = TrustQueue::default();
+        for _ in 0..1000 {
+            q.add("a".into());
+            q.add("b".into());
+        }
+        assert_eq!(q.take().into_iter().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(q.take().is_empty());
     }
 
     #[test]
