@@ -122,12 +122,15 @@ pub fn one<'a>(objects: &'a [serde_json::Value], kind: &str) -> Result<&'a serde
     }
 }
 
-/// A multi-document YAML stream of `objects` (`kubectl apply -f -` input).
+/// A multi-document YAML stream of `objects` (`kubectl apply -f -` input). Each document
+/// is written as JSON (which is YAML): kubectl reads YAML 1.1, where a plain `off` or
+/// `yes` would be a boolean, and a YAML serializer may leave such strings unquoted.
 pub fn to_yaml(objects: &[&serde_json::Value]) -> Result<String> {
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(o).map_err(|e| Error(format!("to YAML: {e}")))?);
+        out.push_str(&serde_json::to_string(o).map_err(|e| Error(format!("to JSON: {e}")))?);
+        out.push('\n');
     }
     Ok(out)
 }
@@ -181,6 +184,14 @@ mod tests {
         assert_eq!(find(&objects, "ServiceAccount", Some("b")).len(), 0);
         let yaml = to_yaml(&[&objects[0]]).unwrap();
         assert_eq!(parse_documents(&yaml).unwrap(), vec![objects[0].clone()]);
+    }
+
+    #[test]
+    fn yaml_for_kubectl_keeps_yaml_1_1_booleans_strings() {
+        let o = serde_json::json!({"enum": ["off", "on", "yes", "n"]});
+        let yaml = to_yaml(&[&o]).unwrap();
+        assert!(yaml.contains(r#"["off","on","yes","n"]"#), "{yaml}");
+        assert_eq!(parse_documents(&yaml).unwrap(), vec![o]);
     }
 
     #[test]

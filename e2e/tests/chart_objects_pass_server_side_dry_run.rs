@@ -205,3 +205,34 @@ fn the_workload_example_passes_a_server_side_dry_run() {
         "{out}"
     );
 }
+
+/// The CRD reaches the API server as generated: its enum value `off` stays a string.
+#[test]
+fn the_crd_keeps_its_off_level_through_the_dry_run() {
+    let c = cluster();
+    let objects = render_for(Some(E2E_KUBE_VERSION), RELEASE, "logpolicy-system", &[]).unwrap();
+    let crd: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .collect();
+    let out = c
+        .kubectl_input(
+            &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+            &to_yaml(&crd).unwrap(),
+        )
+        .unwrap();
+    let stored: Value = serde_json::from_str(&out).unwrap();
+    let level = &stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["defaultLevel"];
+    assert!(
+        level["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("off")),
+        "{level}"
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+}
