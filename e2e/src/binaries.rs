@@ -18,7 +18,10 @@ pub struct Binaries {
 
 impl Binaries {
     /// Builds `logpolicy-operator` and `logpolicy-demo-service` once per process
-    /// (`$CARGO build -p ... --bins`; concurrent callers wait for the one build).
+    /// (`$CARGO build --profile test -p ... --bins`; concurrent callers wait for the
+    /// one build). The `test` profile (optimised, in `target/debug`) is the one
+    /// `cargo test` builds these crates with: after `cargo test --workspace` has
+    /// compiled, this build has nothing left to do.
     pub fn get() -> Result<&'static Binaries> {
         static BUILT: OnceLock<Result<Binaries>> = OnceLock::new();
         BUILT.get_or_init(build).as_ref().map_err(Clone::clone)
@@ -38,11 +41,14 @@ impl Binaries {
 fn build() -> Result<Binaries> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let root = repo_root();
+    let started = std::time::Instant::now();
     let status = Command::new(&cargo)
         .current_dir(&root)
         .args([
             "build",
             "--quiet",
+            "--profile",
+            "test",
             "-p",
             "logpolicy-operator",
             "-p",
@@ -57,6 +63,10 @@ fn build() -> Result<Binaries> {
             "cargo build of the operator and the demo service failed ({status})"
         )));
     }
+    eprintln!(
+        "e2e: cargo build of the operator and the demo service: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("debug");

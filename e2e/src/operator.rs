@@ -175,6 +175,7 @@ impl Operator {
     pub fn start(options: OperatorOptions) -> Result<Operator> {
         let cluster = Cluster::shared()?;
         let binaries = Binaries::get()?;
+        let started = std::time::Instant::now();
         apply_crds(cluster)?;
         let ns = cluster.namespace("lpop")?;
         let release = format!("lp{}", ns.name.trim_start_matches("lpop"));
@@ -237,6 +238,11 @@ impl Operator {
                 .filter(|s| !s.is_empty()))
         })?;
         let trusted_keys = public_key_text(&secret_key)?;
+        eprintln!(
+            "e2e: operator in {} ready in {:.1} s",
+            ns.name,
+            started.elapsed().as_secs_f64()
+        );
         Ok(Operator {
             namespace: ns.name.clone(),
             release,

@@ -321,3 +321,277 @@ async fn forged_pushes_are_refused() {
     wait_past(&mut pods, t + SEC, 5 * SEC).unwrap();
     assert_eq!(pods[0].log.count(t, t + SEC, |l| l.level == "TRACE"), 0);
 }
+
+/// Scenario 5: a restarted process holds nothing; the operator sees the new container
+/// run in the pod's status and pushes the policy again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_pod_gets_its_policy_again_within_a_second() {
+    let s = Scenario::new("restart").await.unwrap();
+    let mut pods = s.pods(three_shops()).await.unwrap();
+    wait_known(&pods).unwrap();
+    let t0 = SystemTime::now();
+    s.apply(DEBUG_PAYMENTS).unwrap();
+    wait_lines(&mut pods, t0, 10 * SEC, "debug lines", payment_debug).unwrap();
+
+    let killed = SystemTime::now();
+    pods[1].restart().await.unwrap();
+    let status_written = SystemTime::now();
+    let (restarted, others) = {
+        let (a, b) = pods.split_at_mut(1);
+        let (r, c) = b.split_at_mut(1);
+        (&mut r[0], [&mut a[0], &mut c[0]])
+    };
+    let first = wait_lines(
+        std::slice::from_mut(restarted),
+        status_written,
+        10 * SEC,
+        "debug lines from the restarted service",
+        payment_debug,
+    )
+    .unwrap()[0];
+    let delay = secs_between(first, status_written);
+    eprintln!("restart (status written) -> debug lines again: {delay:.3} s");
+    assert!(delay < 1.0, "{delay:.3} s");
+    // The new process started at its baseline: it wrote access lines without debug
+    // lines before the push.
+    let baseline_lines = restarted.log.count(killed, first, served);
+    let baseline_debug = restarted.log.count(killed, first, payment_debug);
+    assert_eq!(baseline_debug, 0);
+    eprintln!("the restarted service wrote {baseline_lines} access lines before the push");
+    assert!(restarted.policy_version().unwrap() > 0);
+    assert_eq!(restarted.restarts, 1);
+    // The others were not disturbed.
+    for p in others {
+        p.refresh().unwrap();
+        let n = p.log.count(killed, first, payment_debug);
+        assert!(n > 0, "{}", p.name);
+    }
+}
+
+/// Scenario 6: narrowing the selector reverts exactly the pods it no longer covers;
+/// deleting the policy reverts the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrowing_or_deleting_reverts_exactly_the_pods_no_longer_covered() {
+    let s = Scenario::new("narrow").await.unwrap();
+    let mut pods = s
+        .pods(vec![
+            PodSpec::shop("front-0").label("tier", "front"),
+            PodSpec::shop("front-1").label("tier", "front"),
+            PodSpec::shop("back-0").label("tier", "back"),
+        ])
+        .await
+        .unwrap();
+    wait_known(&pods).unwrap();
+    let t0 = SystemTime::now();
+    s.apply(DEBUG_PAYMENTS).unwrap();
+    wait_lines(&mut pods, t0, 10 * SEC, "debug lines", payment_debug).unwrap();
+
+    let t1 = SystemTime::now();
+    s.apply(&DEBUG_PAYMENTS.replace("{app: shop}", "{app: shop, tier: front}"))
+        .unwrap();
+    let settle = t1 + SEC;
+    let end = settle + SEC;
+    wait_past(&mut pods, end, 10 * SEC).unwrap();
+    for p in &pods[..2] {
+        assert!(
+            p.log.count(settle, end, payment_debug) >= 10,
+            "{} lost its policy",
+            p.name
+        );
+    }
+    let back = &pods[2];
+    assert_eq!(
+        back.log.count(settle, end, payment_debug),
+        0,
+        "back-0 kept debug"
+    );
+    assert!(back.log.count(settle, end, served) >= 10);
+    let last = back.log.last(payment_debug).unwrap().ts;
+    eprintln!(
+        "narrowed -> back-0 reverted after {:.3} s",
+        secs_between(last, t1)
+    );
+    assert!(!back.directives().unwrap().contains("shop::payment"));
+    let lp = s
+        .wait_condition("debug-payments", "Applied", "True", 10 * SEC)
+        .unwrap();
+    assert_eq!(lp["status"]["matchedPods"], 2, "{lp}");
+
+    let t2 = SystemTime::now();
+    s.kubectl(&["delete", "lp", "debug-payments"]).unwrap();
+    let settle = t2 + SEC;
+    let end = settle + SEC;
+    wait_past(&mut pods, end, 10 * SEC).unwrap();
+    for p in &pods {
+        assert_eq!(
+            p.log.count(settle, end, payment_debug),
+            0,
+            "{} kept debug",
+            p.name
+        );
+        assert!(p.log.count(settle, end, served) >= 10, "{}", p.name);
+        assert!(
+            !p.directives().unwrap().contains("shop::payment"),
+            "{}",
+            p.name
+        );
+    }
+    let lasts: Vec<f64> = pods[..2]
+        .iter()
+        .map(|p| secs_between(p.log.last(payment_debug).unwrap().ts, t2))
+        .collect();
+    eprintln!("deleted -> front pods reverted after {lasts:.3?} s");
+}
+
+/// Scenario 7: two policies on the same pods: the higher priority wins per target,
+/// the lower still governs the targets the higher does not name; deleting the higher
+/// restores the lower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_higher_priority_wins_per_target_and_removing_it_restores_the_lower() {
+    let s = Scenario::new("priority").await.unwrap();
+    let mut pods = s
+        .pods(vec![PodSpec::shop("shop-0"), PodSpec::shop("shop-1")])
+        .await
+        .unwrap();
+    wait_known(&pods).unwrap();
+    let db_debug = |l: &logpolicy_e2e::logs::Line| l.is("shop::db", "DEBUG");
+    s.apply(
+        r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: team-debug}
+spec:
+  selector: {matchLabels: {app: shop}}
+  priority: 0
+  targets:
+  - {target: "shop::payment", level: debug}
+  - {target: "shop::db", level: debug}
+---
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: quiet-payments}
+spec:
+  selector: {matchLabels: {app: shop}}
+  priority: 10
+  targets:
+  - {target: "shop::payment", level: warn}
+"#,
+    )
+    .unwrap();
+    for name in ["team-debug", "quiet-payments"] {
+        s.wait_condition(name, "Applied", "True", 10 * SEC).unwrap();
+    }
+    let t1 = SystemTime::now();
+    let end = t1 + 2 * SEC;
+    wait_past(&mut pods, end, 10 * SEC).unwrap();
+    for p in &pods {
+        assert_eq!(p.log.count(t1, end, payment_debug), 0, "{}", p.name);
+        assert!(p.log.count(t1, end, db_debug) >= 20, "{}", p.name);
+        // The payment errors are still written (warn lets them through).
+        assert!(
+            p.log.count(t1, end, |l| l.is("shop::payment", "ERROR")) >= 1,
+            "{}",
+            p.name
+        );
+        let d = p.directives().unwrap();
+        assert!(
+            d.contains("shop::payment=warn") && d.contains("shop::db=debug"),
+            "{d}"
+        );
+    }
+
+    let t2 = SystemTime::now();
+    s.kubectl(&["delete", "lp", "quiet-payments"]).unwrap();
+    let firsts = wait_lines(
+        &mut pods,
+        t2,
+        10 * SEC,
+        "payment debug lines again",
+        payment_debug,
+    )
+    .unwrap();
+    let delays: Vec<f64> = firsts.iter().map(|t| secs_between(*t, t2)).collect();
+    eprintln!("higher priority deleted -> lower back in force: {delays:.3?} s");
+    for d in &delays {
+        assert!(*d < 1.0, "{d:.3} s");
+    }
+    let end = t2 + 2 * SEC;
+    wait_past(&mut pods, end, 10 * SEC).unwrap();
+    for p in &pods {
+        assert!(p.log.count(t2 + SEC, end, db_debug) >= 10, "{}", p.name);
+    }
+}
+
+/// Scenario 10: `keepOneIn: 100` on the access lines with `alwaysKeep: warn`: a
+/// service under load writes one access line in a hundred, and every error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_keeps_one_access_line_in_a_hundred_and_every_error() {
+    let s = Scenario::new("sampling").await.unwrap();
+    let mut pods = s
+        .pods(vec![PodSpec::shop("shop-0").self_load(0)])
+        .await
+        .unwrap();
+    wait_known(&pods).unwrap();
+    s.apply(
+        r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: sample-access}
+spec:
+  selector: {matchLabels: {app: shop}}
+  sampling:
+  - {target: "shop::http", keepOneIn: 100}
+  alwaysKeep: warn
+"#,
+    )
+    .unwrap();
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Applied",
+        "lp/sample-access",
+        "--timeout=10s",
+    ])
+    .unwrap();
+    let pod = &mut pods[0];
+    pod.refresh().unwrap();
+    let start = SystemTime::now();
+    let requests = 3000u32;
+    let mut failed = 0u32;
+    for _ in 0..requests {
+        let reply = logpolicy_e2e::net::http(pod.shop, "GET", "/checkout", &[], "").unwrap();
+        match reply.status {
+            200 => {}
+            500 => failed += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    let end = SystemTime::now() + SEC;
+    // Request 3000 fails (every 20th does) and its error line is the last line the
+    // load makes: once it is read, everything before it was written.
+    assert_eq!(requests % 20, 0);
+    wait_for(10 * SEC, "the last request's error line", || {
+        pod.refresh()?;
+        let errors = pod
+            .log
+            .count(start, SystemTime::now(), |l| l.is("shop::payment", "ERROR"));
+        Ok((errors as u32 >= failed).then_some(()))
+    })
+    .unwrap();
+    pod.refresh().unwrap();
+    let access = pod.log.count(start, end, served);
+    let errors = pod
+        .log
+        .count(start, end, |l| l.is("shop::payment", "ERROR"));
+    let warns = pod.log.count(start, end, |l| l.is("shop::db", "WARN"));
+    eprintln!(
+        "{requests} requests, {failed} failed: {access} access lines, {errors} error lines, {warns} warn lines"
+    );
+    assert_eq!(failed, requests / 20);
+    assert_eq!(errors as u32, failed, "every error is written");
+    assert_eq!(warns as u32, requests / 7, "every warning is written");
+    let expected = requests / 100;
+    assert!(
+        (expected - 1..=expected + 1).contains(&(access as u32)),
+        "{access} access lines for {requests} requests, expected ~{expected}"
+    );
+}
