@@ -118,6 +118,22 @@ spec:
         wide.contains("shop::payment") && wide.contains("shop::http") && wide.contains(" 5 "),
         "{wide}"
     );
+    // The example the demo applies is valid.
+    let example = repo_root().join("e2e/examples/incident-debug-payments.yaml");
+    let out = cluster
+        .kubectl(&[
+            "apply",
+            "--dry-run=server",
+            "-n",
+            &ns.name,
+            "-f",
+            &example.to_string_lossy(),
+        ])
+        .unwrap();
+    assert!(
+        out.contains("incident-debug-payments created (server dry run)"),
+        "{out}"
+    );
     for category in ["observability", "logging"] {
         let listed = cluster.kubectl(&["get", category, "-n", &ns.name]).unwrap();
         assert!(

@@ -1,0 +1,219 @@
+//! `demo` (run by `scripts/demo`): the product end to end on this machine.
+//!
+//! A local API server (`e2e/cluster`), the operator with the Helm chart's RBAC, three
+//! demo shop services as pods, and the example incident policy
+//! `e2e/examples/incident-debug-payments.yaml` applied with `kubectl`: the services'
+//! output is shown live, per second, before the policy, during it, and after it
+//! expired on its own. Everything it started is stopped when it ends.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use logpolicy_e2e::cluster::repo_root;
+use logpolicy_e2e::logs::Line;
+use logpolicy_e2e::operator::OperatorOptions;
+use logpolicy_e2e::process::wait_for;
+use logpolicy_e2e::scenario::condition;
+use logpolicy_e2e::shop::wait_known;
+use logpolicy_e2e::{DemoPod, Error, Operator, PodSpec, Result, Scenario};
+
+const POLICY: &str = "incident-debug-payments";
+/// What the live view counts, per pod: (target, level, column title).
+const COLUMNS: [(&str, &str, &str); 4] = [
+    ("shop::http", "INFO", "http:I"),
+    ("shop::payment", "DEBUG", "pay:D"),
+    ("shop::payment", "ERROR", "pay:E"),
+    ("shop::db", "WARN", "db:W"),
+];
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(demo()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn say(text: &str) {
+    println!("\n== {text}");
+}
+
+async fn demo() -> Result<()> {
+    say("Starting the local API server (etcd + kube-apiserver 1.20 on 127.0.0.1)");
+    logpolicy_e2e::Cluster::shared()?;
+    let s = Scenario::without_operator("shop").await?;
+    let ns = s.namespace().to_owned();
+
+    say(&format!(
+        "Installing the LogPolicy CRD and the operator (Helm chart RBAC, watching namespace {ns})"
+    ));
+    let operator = Operator::start(OperatorOptions {
+        set: vec![("watchNamespaces".to_owned(), format!("{{{ns}}}"))],
+        ..OperatorOptions::default()
+    })?;
+    println!(
+        "operator running as ServiceAccount {}/{}-logpolicy-operator, metrics on http://{}",
+        operator.namespace, operator.release, operator.metrics_addr
+    );
+
+    say("Starting three shop services as pods (each sends itself 10 requests/s; every 20th fails)");
+    let specs = (0..3)
+        .map(|i| PodSpec::shop(&format!("shop-{i}")).self_load(10))
+        .collect();
+    let mut pods = s.pods(specs).await?;
+    wait_known(&pods)?;
+    print!("{}", s.kubectl(&["get", "pods", "-o", "wide"])?);
+
+    let view_start = Instant::now();
+    say("What the services write, in lines per second (counted from their stdout):");
+    println!(
+        "http:I = shop::http INFO (one access line per request), pay:D = shop::payment DEBUG,"
+    );
+    println!("pay:E = shop::payment ERROR (failed payments), db:W = shop::db WARN (slow queries)");
+    let mut view = LiveView::new(&pods);
+    view.header();
+    view.run(&mut pods, "before", Duration::from_secs(4))?;
+
+    let example = repo_root().join("e2e/examples/incident-debug-payments.yaml");
+    say(&format!(
+        "kubectl -n {ns} apply -f e2e/examples/incident-debug-payments.yaml  (debug for shop::payment, 20 s)"
+    ));
+    print!(
+        "{}",
+        s.kubectl(&["apply", "-f", &example.to_string_lossy()])?
+    );
+    view.header();
+    view.run(&mut pods, "during", Duration::from_secs(2))?;
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Applied",
+        &format!("lp/{POLICY}"),
+        "--timeout=10s",
+    ])?;
+    println!("\n$ kubectl -n {ns} get lp");
+    print!("{}", s.kubectl(&["get", "lp"])?);
+    let lp = s.policy(POLICY)?;
+    let expiry = lp["status"]["expirationTime"]
+        .as_str()
+        .ok_or_else(|| Error("the policy has no status.expirationTime".into()))
+        .and_then(|t| logpolicy::clock::parse_rfc3339(t).map_err(Error))?;
+    view.header();
+    let until_expiry = expiry
+        .duration_since(SystemTime::now())
+        .unwrap_or(Duration::ZERO);
+    view.run(&mut pods, "during", until_expiry)?;
+    say("The policy expired: each pod dropped it by itself, on its own clock");
+    view.header();
+    view.run(&mut pods, "after", Duration::from_secs(5))?;
+    wait_for(Duration::from_secs(10), "Expired=True", || {
+        let lp = s.policy(POLICY)?;
+        Ok(condition(&lp, "Expired")
+            .filter(|c| c["status"] == "True")
+            .map(|_| ()))
+    })?;
+    println!("\n$ kubectl -n {ns} get lp");
+    print!("{}", s.kubectl(&["get", "lp"])?);
+    println!("\n$ kubectl -n {ns} get events --field-selector involvedObject.kind=LogPolicy");
+    print!(
+        "{}",
+        s.kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=LogPolicy"
+        ])?
+    );
+    say(&format!(
+        "Done in {:.0} s: stopping the services, the operator and the API server",
+        view_start.elapsed().as_secs_f64()
+    ));
+    drop(pods);
+    drop(operator);
+    drop(s);
+    Ok(())
+}
+
+/// Lines per second per pod and target/level, one row per second.
+struct LiveView {
+    names: Vec<String>,
+    started: Instant,
+}
+
+impl LiveView {
+    fn new(pods: &[DemoPod]) -> LiveView {
+        LiveView {
+            names: pods.iter().map(|p| p.name.clone()).collect(),
+            started: Instant::now(),
+        }
+    }
+
+    fn header(&self) {
+        let mut line = format!("{:>5}  {:<6}", "t", "phase");
+        for name in &self.names {
+            line.push_str(&format!("  | {name:<27}"));
+        }
+        let mut titles = format!("{:>5}  {:<6}", "", "");
+        for _ in &self.names {
+            titles.push_str("  |");
+            for (_, _, title) in COLUMNS {
+                titles.push_str(&format!(" {title:>6}"));
+            }
+        }
+        println!("\n{line}\n{titles}");
+        println!("{}", "-".repeat(line.len()));
+    }
+
+    /// Prints a row per second for `length`.
+    fn run(&mut self, pods: &mut [DemoPod], phase: &str, length: Duration) -> Result<()> {
+        let end = Instant::now() + length;
+        while Instant::now() < end {
+            let tick = SystemTime::now();
+            std::thread::sleep(Duration::from_secs(1).min(end - Instant::now()));
+            // A line is written within a few ms; count the second that just ended,
+            // stamped by the services themselves.
+            let to = SystemTime::now() - Duration::from_millis(100);
+            let from = tick - Duration::from_millis(100);
+            let span = to.duration_since(from).unwrap_or(Duration::from_secs(1));
+            let mut row = format!(
+                "{:>4}s  {:<6}",
+                format!("+{}", self.started.elapsed().as_secs()),
+                phase
+            );
+            for pod in pods.iter_mut() {
+                pod.refresh()?;
+                let counts = per_column(pod.log.lines(), from, to);
+                row.push_str("  |");
+                for i in 0..COLUMNS.len() {
+                    let rate = counts.get(&i).copied().unwrap_or(0) as f64 / span.as_secs_f64();
+                    row.push_str(&format!(" {rate:>6.0}"));
+                }
+            }
+            println!("{row}");
+        }
+        Ok(())
+    }
+}
+
+fn per_column(lines: &[Line], from: SystemTime, to: SystemTime) -> BTreeMap<usize, usize> {
+    let mut counts = BTreeMap::new();
+    for l in lines.iter().filter(|l| l.ts >= from && l.ts < to) {
+        if let Some(i) = COLUMNS.iter().position(|(t, lv, _)| l.is(t, lv)) {
+            *counts.entry(i).or_insert(0) += 1;
+        }
+    }
+    counts
+}
