@@ -274,6 +274,28 @@ impl Operator {
         get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
     }
 
+    /// Its view of one pod (`GET /pods/NS/NAME`): the version it decided, the policies
+    /// in it, whether the pod acknowledged it.
+    pub fn pod_view(&self, namespace: &str, name: &str) -> Result<Value> {
+        get_ok(self.metrics_addr, &format!("/pods/{namespace}/{name}"))?.json()
+    }
+
+    /// Lines of its output (stdout and stderr) that report a refusal by the API
+    /// server (403 Forbidden): a permission the chart lacks.
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        [&self.process.stdout, &self.process.stderr]
+            .iter()
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Kills it (SIGKILL: no goodbye).
     pub fn kill(&mut self) {
         self.process.kill();

@@ -111,6 +111,26 @@ async fn a_raise_reaches_every_selected_pod_within_a_second() {
         .find(|l| l.starts_with("debug-payments"))
         .unwrap();
     assert!(row.contains("3/3"), "{table}");
+
+    // The operator's per-pod view agrees with what the pods hold.
+    let operator = logpolicy_e2e::Operator::shared().unwrap();
+    for p in &pods {
+        let view = operator.pod_view(s.namespace(), &p.name).unwrap();
+        assert_eq!(
+            view["layers"],
+            serde_json::json!(["debug-payments"]),
+            "{view}"
+        );
+        assert_eq!(view["inSync"], true, "{view}");
+        assert_eq!(view["uid"], p.uid.as_str(), "{view}");
+        assert_eq!(view["version"], p.policy_version().unwrap(), "{view}");
+    }
+    // Everything it did, it was allowed to by the chart's RBAC.
+    let forbidden = operator.forbidden_lines();
+    assert!(
+        forbidden.is_empty(),
+        "the operator was refused: {forbidden:#?}"
+    );
 }
 
 /// Scenario 3.
