@@ -2,7 +2,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::{Error, Result};
 
@@ -146,9 +146,4 @@ pub fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
         Ok(d) => d.as_secs_f64(),
         Err(e) => -e.duration().as_secs_f64(),
     }
-}
-
-/// `t + d`.
-pub fn plus(t: SystemTime, d: Duration) -> SystemTime {
-    t + d
 }
