@@ -42,7 +42,29 @@ fn build() -> Result<Binaries> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let root = repo_root();
     let started = std::time::Instant::now();
-    let status = Command::new(&cargo)
+    let mut cmd = Command::new(&cargo);
+    // Not the variables cargo sets for a running test (CARGO_MANIFEST_DIR, CARGO_PKG_*,
+    // ...): build scripts that watch them (ring's does) would make this build differ
+    // from the same one run by hand, and each would compile it all again.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo_for_tests = name == "OUT_DIR"
+            || [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+        if set_by_cargo_for_tests {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    let status = cmd
         .current_dir(&root)
         .args([
             "build",

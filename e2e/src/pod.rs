@@ -318,9 +318,12 @@ fn spawn_service(
     Ok((process, shop, admin))
 }
 
+/// The complete start lines in `stderr` (a line being written may be read in part:
+/// stderr is unbuffered and the line is written in pieces).
 fn start_lines(stderr: &Path) -> Vec<String> {
-    std::fs::read_to_string(stderr)
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(stderr).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
         .filter(|l| l.starts_with("logpolicy-demo-service: shop on"))
         .map(str::to_owned)
