@@ -111,6 +111,8 @@ async fn a_raise_reaches_every_selected_pod_within_a_second() {
         .find(|l| l.starts_with("debug-payments"))
         .unwrap();
     assert!(row.contains("3/3"), "{table}");
+    // LEVELS: what the policy sets, as directives (it sets no default level).
+    assert!(row.contains(" shop::payment=debug "), "{table}");
 
     // The operator's per-pod view agrees with what the pods hold.
     let operator = logpolicy_e2e::Operator::shared().unwrap();
@@ -149,6 +151,13 @@ async fn a_temporary_raise_ends_on_time() {
         "False",
         "{lp}"
     );
+    // `kubectl get lp` says so in APPLIED, rather than a bare 0/3.
+    let lp = wait_for(10 * SEC, "status.summary = expired", || {
+        let lp = s.policy("incident")?;
+        Ok((lp["status"]["summary"] == "expired").then_some(lp))
+    })
+    .unwrap();
+    assert!(lp["status"]["expirationTime"].is_string(), "{lp}");
     let events = wait_for(10 * SEC, "an Expired Event", || {
         let events = s.events("incident")?;
         Ok(events

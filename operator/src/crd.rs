@@ -56,10 +56,10 @@ pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
     category = "logging",
     doc = "A LogPolicy changes what the selected pods log (levels per target, sampling, a byte budget), while it exists or until it expires.",
     printcolumn(
-        name = "Level",
+        name = "Levels",
         type_ = "string",
-        json_path = ".spec.defaultLevel",
-        description = "The default level the policy sets"
+        json_path = ".status.levels",
+        description = "The levels the policy sets, as directives (default level first)"
     ),
     printcolumn(
         name = "Applied",
@@ -391,7 +391,15 @@ pub struct LogPolicyStatus {
     #[schemars(length(max = 10))]
     pub failing_pods: Vec<FailingPod>,
 
-    /// `applied/matched`, e.g. `11/12`, for `kubectl get`.
+    /// The levels the policy in force sets, as directives, e.g.
+    /// `info,shop::payment=debug` (the default level first, then each target), for
+    /// `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub levels: Option<String>,
+
+    /// `applied/matched`, e.g. `11/12`, for `kubectl get`; `expired` once the policy
+    /// has expired (its pods are back to what they had without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub summary: Option<String>,
@@ -580,7 +588,7 @@ mod tests {
         assert_eq!(
             columns,
             [
-                ("Level", 0),
+                ("Levels", 0),
                 ("Applied", 0),
                 ("Expires", 0),
                 ("Age", 0),

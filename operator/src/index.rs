@@ -310,6 +310,9 @@ pub struct PolicyView {
     pub pending: u32,
     /// Up to ten failing pods (by name) and why.
     pub failing: Vec<(String, String)>,
+    /// The levels the generation in force sets, as directives
+    /// ([`ValidatedPolicy::levels`](crate::validate::ValidatedPolicy::levels)).
+    pub levels: Option<String>,
 }
 
 #[derive(Debug)]
@@ -873,6 +876,7 @@ impl Index {
             failed: 0,
             pending: 0,
             failing: Vec::new(),
+            levels: p.active.as_ref().and_then(|a| a.policy.levels()),
         };
         let Some(active) = p.live_layer() else {
             return Some(view);

@@ -157,7 +157,12 @@ impl PolicyView {
                     reason: truncate(reason.clone(), 1024),
                 })
                 .collect(),
-            summary: Some(format!("{}/{}", self.applied, self.matched)),
+            levels: self.levels.clone(),
+            summary: Some(if self.expired {
+                "expired".to_owned()
+            } else {
+                format!("{}/{}", self.applied, self.matched)
+            }),
             expiration_time: expiry,
         }
     }

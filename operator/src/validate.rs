@@ -67,6 +67,9 @@ pub enum Expiry {
     At(SystemTime),
 }
 
+/// The longest `status.levels` the operator writes (the schema's bound).
+pub const MAX_LEVELS_LEN: usize = 256;
+
 /// A LogPolicy spec that passed every check: a compiled selector, the layer it pushes
 /// (without source and expiry, which depend on the object and on when it was seen),
 /// its priority and its expiry.
@@ -82,6 +85,35 @@ pub struct ValidatedPolicy {
 }
 
 impl ValidatedPolicy {
+    /// The levels it sets as directives, e.g. `info,shop::payment=debug` (the default
+    /// level first, then each target), cut to at most [`MAX_LEVELS_LEN`] bytes; `None`
+    /// when it sets no level.
+    pub fn levels(&self) -> Option<String> {
+        let mut parts: Vec<String> = Vec::with_capacity(self.layer.targets.len() + 1);
+        if let Some(l) = self.layer.default_level {
+            parts.push(l.to_string());
+        }
+        parts.extend(
+            self.layer
+                .targets
+                .iter()
+                .map(|t| format!("{}={}", t.target, t.level)),
+        );
+        if parts.is_empty() {
+            return None;
+        }
+        let mut s = parts.join(",");
+        if s.len() > MAX_LEVELS_LEN {
+            let mut cut = MAX_LEVELS_LEN - 3;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+            s.push_str("...");
+        }
+        Some(s)
+    }
+
     /// The layer as pushed to a pod: the settings, with this source and expiry.
     pub fn layer(&self, source: &str, expires_at: Option<SystemTime>) -> WireLayer {
         WireLayer {
@@ -554,6 +586,28 @@ mod tests {
             policy_layer.directives.to_string(),
             "info,checkout::payment=debug,@always_keep=warn,@sample(http::access)=1/100:request(req),@burst=100/s:1/10,@max_bytes_per_second=1048576"
         );
+    }
+
+    #[test]
+    fn levels_read_as_directives_and_stay_within_the_status_bound() {
+        let levels = |v: serde_json::Value| validate(&spec(v)).unwrap().levels();
+        let sel = serde_json::json!({"matchLabels": {"app": "web"}});
+        assert_eq!(
+            levels(serde_json::json!({"selector": sel, "defaultLevel": "info",
+                "targets": [{"target": "shop::payment", "level": "debug"},
+                            {"target": "shop::db", "level": "off"}]})),
+            Some("info,shop::payment=debug,shop::db=off".to_owned())
+        );
+        assert_eq!(
+            levels(serde_json::json!({"selector": sel, "alwaysKeep": "error"})),
+            None
+        );
+        let many: Vec<_> = (0..64)
+            .map(|i| serde_json::json!({"target": format!("a_rather_long_crate_name::module_{i}"), "level": "trace"}))
+            .collect();
+        let long = levels(serde_json::json!({"selector": sel, "targets": many})).unwrap();
+        assert_eq!(long.len(), MAX_LEVELS_LEN);
+        assert!(long.ends_with("..."), "{long}");
     }
 
     #[test]

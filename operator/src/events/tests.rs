@@ -16,6 +16,7 @@ fn view(name: &str) -> PolicyView {
         failed: 0,
         pending: 0,
         failing: Vec::new(),
+        levels: Some("shop::payment=debug".to_owned()),
     }
 }
 

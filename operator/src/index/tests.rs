@@ -278,6 +278,10 @@ fn expiry_happens_at_the_exact_instant() {
     let view = index.policy_view(&pkey("raise")).unwrap();
     assert!(view.expired);
     assert_eq!((view.matched, view.applied), (1, 0));
+    // `kubectl get lp` reads "expired" in APPLIED, and still shows what it set.
+    let status = view.status(None, t0() + secs(10));
+    assert_eq!(status.summary.as_deref(), Some("expired"));
+    assert_eq!(status.levels.as_deref(), Some("shop::payment=debug"));
     assert_eq!(index.next_expiry(), None);
     // Time does not run backwards in the index.
     index.tick(t0());
@@ -410,6 +414,7 @@ fn failures_are_counted_and_a_sample_named() {
     );
     let status = view.status(None, t0());
     assert_eq!(status.summary.as_deref(), Some("3/15"));
+    assert_eq!(status.levels.as_deref(), Some("shop::payment=debug"));
     let applied = status
         .conditions
         .iter()
