@@ -213,15 +213,18 @@ pub fn wait_for<T>(
             Err(e) => last_error = Some(e),
         }
         if Instant::now() >= deadline {
-            return Err(Error(match last_error {
-                Some(e) => {
-                    format!("timed out after {timeout:?} waiting for {what}; last error: {e}")
-                }
-                None => format!("timed out after {timeout:?} waiting for {what}"),
-            }));
+            return Err(timed_out(timeout, what, last_error));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The error of a wait that ran out of time, with the last error the condition gave.
+fn timed_out(timeout: Duration, what: &str, last_error: Option<Error>) -> Error {
+    Error(match last_error {
+        Some(e) => format!("timed out after {timeout:?} waiting for {what}; last error: {e}"),
+        None => format!("timed out after {timeout:?} waiting for {what}"),
+    })
 }
 
 /// The async form of [`wait_for`], for conditions that need the kube client.
@@ -239,12 +242,7 @@ where
             Err(e) => last_error = Some(e),
         }
         if Instant::now() >= deadline {
-            return Err(Error(match last_error {
-                Some(e) => {
-                    format!("timed out after {timeout:?} waiting for {what}; last error: {e}")
-                }
-                None => format!("timed out after {timeout:?} waiting for {what}"),
-            }));
+            return Err(timed_out(timeout, what, last_error));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
