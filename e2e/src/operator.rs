@@ -45,6 +45,11 @@ pub struct Operator {
     pub trusted_keys: String,
     /// The ServiceAccount kubeconfig it runs with.
     pub kubeconfig: PathBuf,
+    /// Its `POD_NAME` (its identity in the leader Lease).
+    pub pod_name: String,
+    /// The args and environment it runs with: a [`Operator::replica`] runs with the same.
+    args: Vec<String>,
+    env: Vec<(String, String)>,
     process: Process,
     // Dropped last: the files and the namespace outlive the process.
     _namespace: Namespace,
@@ -204,25 +209,18 @@ impl Operator {
         std::fs::write(&kubeconfig, config.to_string())
             .map_err(|e| Error(format!("{}: {e}", kubeconfig.display())))?;
 
-        let port = free_port()?;
-        let metrics_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-        let mut cmd = Command::new(binaries.operator());
-        cmd.args(&args)
-            .args(["--metrics-addr", &metrics_addr.to_string()])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("POD_NAMESPACE", &ns.name)
-            .env("POD_NAME", format!("{release}-logpolicy-operator-0"))
-            .env_remove("LOGPOLICY")
-            .env_remove("LOGPOLICY_ADMIN_ADDR")
-            .env("RUST_LOG", "info")
-            .envs(deployment_env(&objects)?);
-        let mut process = Process::spawn("operator", dir.path(), cmd)?;
-        wait_for(Duration::from_secs(60), "the operator's /readyz", || {
-            process.check_running()?;
-            Ok(http(metrics_addr, "GET", "/readyz", &[], "")
-                .ok()
-                .filter(|r| r.status == 200))
-        })?;
+        let env = deployment_env(&objects)?;
+        let pod_name = format!("{release}-logpolicy-operator-0");
+        let (process, metrics_addr) = spawn_operator(
+            binaries,
+            &dir,
+            "operator",
+            &args,
+            &env,
+            &kubeconfig,
+            &ns.name,
+            &pod_name,
+        )?;
         let secret_key = wait_for(Duration::from_secs(10), "the signing key Secret", || {
             Ok(cluster
                 .kubectl(&[
@@ -249,6 +247,9 @@ impl Operator {
             metrics_addr,
             trusted_keys,
             kubeconfig,
+            pod_name,
+            args,
+            env,
             process,
             _namespace: ns,
             dir,
@@ -301,6 +302,47 @@ impl Operator {
         self.process.kill();
     }
 
+    /// Another replica of it (as a Deployment with two replicas runs): the same
+    /// ServiceAccount, args and environment, another `POD_NAME`
+    /// (`<release>-logpolicy-operator-<suffix>`) and metrics port; returns once it
+    /// answers `/readyz` (a standby is ready).
+    pub fn replica(&self, suffix: &str) -> Result<Replica> {
+        let binaries = Binaries::get()?;
+        let dir = TestDir::new(&format!("operator-{suffix}"))?;
+        let pod_name = format!("{}-logpolicy-operator-{suffix}", self.release);
+        let (process, metrics_addr) = spawn_operator(
+            binaries,
+            &dir,
+            "operator-replica",
+            &self.args,
+            &self.env,
+            &self.kubeconfig,
+            &self.namespace,
+            &pod_name,
+        )?;
+        Ok(Replica {
+            pod_name,
+            metrics_addr,
+            process,
+            dir,
+        })
+    }
+
+    /// The `holderIdentity` of its leader Lease (empty when there is none).
+    pub fn lease_holder(&self) -> Result<String> {
+        Cluster::shared()?
+            .kubectl(&[
+                "get",
+                "lease",
+                "logpolicy-operator",
+                "-n",
+                &self.namespace,
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ])
+            .map(|s| s.trim().to_owned())
+    }
+
     /// Fails if it exited.
     pub fn check_running(&mut self) -> Result<()> {
         self.process.check_running()
@@ -315,6 +357,74 @@ impl Operator {
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
+}
+
+/// Another replica of an [`Operator`], killed when dropped.
+#[derive(Debug)]
+pub struct Replica {
+    /// Its `POD_NAME`.
+    pub pod_name: String,
+    /// Where its `/metrics`, `/healthz`, `/readyz` are served.
+    pub metrics_addr: std::net::SocketAddr,
+    process: Process,
+    dir: TestDir,
+}
+
+impl Replica {
+    /// `GET /metrics`.
+    pub fn metrics(&self) -> Result<String> {
+        get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
+    }
+
+    /// Fails if it exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        self.process.check_running()
+    }
+
+    /// The last lines of its output.
+    pub fn tail(&self, n: usize) -> String {
+        self.process.tail(n)
+    }
+
+    /// The directory of its files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Runs the operator binary as a pod of the chart's Deployment would, with a free
+/// metrics port; returns once `/readyz` answers 200.
+#[allow(clippy::too_many_arguments)]
+fn spawn_operator(
+    binaries: &Binaries,
+    dir: &TestDir,
+    name: &str,
+    args: &[String],
+    env: &[(String, String)],
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    pod_name: &str,
+) -> Result<(Process, std::net::SocketAddr)> {
+    let port = free_port()?;
+    let metrics_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut cmd = Command::new(binaries.operator());
+    cmd.args(args)
+        .args(["--metrics-addr", &metrics_addr.to_string()])
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAMESPACE", namespace)
+        .env("POD_NAME", pod_name)
+        .env_remove("LOGPOLICY")
+        .env_remove("LOGPOLICY_ADMIN_ADDR")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let mut process = Process::spawn(name, dir.path(), cmd)?;
+    wait_for(Duration::from_secs(60), "the operator's /readyz", || {
+        process.check_running()?;
+        Ok(http(metrics_addr, "GET", "/readyz", &[], "")
+            .ok()
+            .filter(|r| r.status == 200))
+    })?;
+    Ok((process, metrics_addr))
 }
 
 /// The trusted-keys file for the signing key in the Secret (base64 of the base64 seed).
