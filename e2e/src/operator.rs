@@ -39,21 +39,31 @@ pub struct Operator {
     pub namespace: String,
     /// The chart release name.
     pub release: String,
-    /// Where `/metrics`, `/healthz`, `/readyz` are served.
-    pub metrics_addr: std::net::SocketAddr,
     /// The trusted-keys file content for workloads (its public key).
     pub trusted_keys: String,
     /// The ServiceAccount kubeconfig it runs with.
     pub kubeconfig: PathBuf,
-    /// Its `POD_NAME` (its identity in the leader Lease).
-    pub pod_name: String,
     /// The args and environment it runs with: a [`Operator::replica`] runs with the same.
     args: Vec<String>,
     env: Vec<(String, String)>,
-    process: Process,
-    // Dropped last: the files and the namespace outlive the process.
+    /// Its process (the first replica): `metrics_addr`, `pod_name`, `metrics()`,
+    /// `kill()`, ... through `Deref`.
+    first: Replica,
+    // Dropped last: the namespace outlives the process.
     _namespace: Namespace,
-    dir: TestDir,
+}
+
+impl std::ops::Deref for Operator {
+    type Target = Replica;
+    fn deref(&self) -> &Replica {
+        &self.first
+    }
+}
+
+impl std::ops::DerefMut for Operator {
+    fn deref_mut(&mut self) -> &mut Replica {
+        &mut self.first
+    }
 }
 
 /// Applies `crds/` (idempotent; once per process is enough).
@@ -211,15 +221,15 @@ impl Operator {
 
         let env = deployment_env(&objects)?;
         let pod_name = format!("{release}-logpolicy-operator-0");
-        let (process, metrics_addr) = spawn_operator(
+        let first = spawn_operator(
             binaries,
-            &dir,
+            dir,
             "operator",
             &args,
             &env,
             &kubeconfig,
             &ns.name,
-            &pod_name,
+            pod_name,
         )?;
         let secret_key = wait_for(Duration::from_secs(10), "the signing key Secret", || {
             Ok(cluster
@@ -244,15 +254,12 @@ impl Operator {
         Ok(Operator {
             namespace: ns.name.clone(),
             release,
-            metrics_addr,
             trusted_keys,
             kubeconfig,
-            pod_name,
             args,
             env,
-            process,
+            first,
             _namespace: ns,
-            dir,
         })
     }
 
@@ -270,36 +277,10 @@ impl Operator {
         signing_key_of(&data)
     }
 
-    /// `GET /metrics`.
-    pub fn metrics(&self) -> Result<String> {
-        get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
-    }
-
     /// Its view of one pod (`GET /pods/NS/NAME`): the version it decided, the policies
     /// in it, whether the pod acknowledged it.
     pub fn pod_view(&self, namespace: &str, name: &str) -> Result<Value> {
         get_ok(self.metrics_addr, &format!("/pods/{namespace}/{name}"))?.json()
-    }
-
-    /// Lines of its output (stdout and stderr) that report a refusal by the API
-    /// server (403 Forbidden): a permission the chart lacks.
-    pub fn forbidden_lines(&self) -> Vec<String> {
-        [&self.process.stdout, &self.process.stderr]
-            .iter()
-            .flat_map(|p| {
-                std::fs::read_to_string(p)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    }
-
-    /// Kills it (SIGKILL: no goodbye).
-    pub fn kill(&mut self) {
-        self.process.kill();
     }
 
     /// Another replica of it (as a Deployment with two replicas runs): the same
@@ -310,22 +291,16 @@ impl Operator {
         let binaries = Binaries::get()?;
         let dir = TestDir::new(&format!("operator-{suffix}"))?;
         let pod_name = format!("{}-logpolicy-operator-{suffix}", self.release);
-        let (process, metrics_addr) = spawn_operator(
+        spawn_operator(
             binaries,
-            &dir,
+            dir,
             "operator-replica",
             &self.args,
             &self.env,
             &self.kubeconfig,
             &self.namespace,
-            &pod_name,
-        )?;
-        Ok(Replica {
             pod_name,
-            metrics_addr,
-            process,
-            dir,
-        })
+        )
     }
 
     /// The `holderIdentity` of its leader Lease (empty when there is none).
@@ -342,24 +317,10 @@ impl Operator {
             ])
             .map(|s| s.trim().to_owned())
     }
-
-    /// Fails if it exited.
-    pub fn check_running(&mut self) -> Result<()> {
-        self.process.check_running()
-    }
-
-    /// The last lines of its output.
-    pub fn tail(&self, n: usize) -> String {
-        self.process.tail(n)
-    }
-
-    /// The directory of its files.
-    pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
 }
 
-/// Another replica of an [`Operator`], killed when dropped.
+/// One operator process (an [`Operator`]'s first, or another from
+/// [`Operator::replica`]), killed when dropped.
 #[derive(Debug)]
 pub struct Replica {
     /// Its `POD_NAME`.
@@ -390,6 +351,27 @@ impl Replica {
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
+
+    /// Lines of its output (stdout and stderr) that report a refusal by the API
+    /// server (403 Forbidden): a permission the chart lacks.
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        [&self.process.stdout, &self.process.stderr]
+            .iter()
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Kills it (SIGKILL: no goodbye).
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
 }
 
 /// Runs the operator binary as a pod of the chart's Deployment would, with a free
@@ -397,14 +379,14 @@ impl Replica {
 #[allow(clippy::too_many_arguments)]
 fn spawn_operator(
     binaries: &Binaries,
-    dir: &TestDir,
+    dir: TestDir,
     name: &str,
     args: &[String],
     env: &[(String, String)],
     kubeconfig: &std::path::Path,
     namespace: &str,
-    pod_name: &str,
-) -> Result<(Process, std::net::SocketAddr)> {
+    pod_name: String,
+) -> Result<Replica> {
     let port = free_port()?;
     let metrics_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let mut cmd = Command::new(binaries.operator());
@@ -412,7 +394,7 @@ fn spawn_operator(
         .args(["--metrics-addr", &metrics_addr.to_string()])
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", namespace)
-        .env("POD_NAME", pod_name)
+        .env("POD_NAME", &pod_name)
         .env_remove("LOGPOLICY")
         .env_remove("LOGPOLICY_ADMIN_ADDR")
         .env("RUST_LOG", "info")
@@ -424,7 +406,12 @@ fn spawn_operator(
             .ok()
             .filter(|r| r.status == 200))
     })?;
-    Ok((process, metrics_addr))
+    Ok(Replica {
+        pod_name,
+        metrics_addr,
+        process,
+        dir,
+    })
 }
 
 /// The trusted-keys file for the signing key in the Secret (base64 of the base64 seed).
