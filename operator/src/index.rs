@@ -486,13 +486,7 @@ impl Index {
             .iter()
             .map(|i| PolicyKey::new(&i.namespace, &i.name))
             .collect();
-        let gone: Vec<PolicyKey> = self
-            .policies
-            .keys()
-            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
-            .filter(|k| !keep.contains(*k))
-            .cloned()
-            .collect();
+        let gone = missing(self.policies.keys(), namespace, &keep, |k| &k.namespace);
         for k in &gone {
             self.delete_policy(k);
         }
@@ -597,13 +591,7 @@ impl Index {
             .iter()
             .map(|p| PodKey::new(&p.namespace, &p.name))
             .collect();
-        let gone: Vec<PodKey> = self
-            .pods
-            .keys()
-            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
-            .filter(|k| !keep.contains(*k))
-            .cloned()
-            .collect();
+        let gone = missing(self.pods.keys(), namespace, &keep, |k| &k.namespace);
         for k in &gone {
             self.delete_pod(k);
         }
@@ -975,6 +963,20 @@ fn document(pod: &PodState, now: SystemTime) -> PolicyDocument {
         issued_at: now,
         layers: pod.layers.iter().map(|l| (**l).clone()).collect(),
     }
+}
+
+/// The keys of a relist's scope (one namespace, or all with `None`) that the relist no
+/// longer holds.
+fn missing<'a, K: Ord + Clone + 'a>(
+    keys: impl Iterator<Item = &'a K>,
+    namespace: Option<&str>,
+    keep: &BTreeSet<K>,
+    namespace_of: impl Fn(&K) -> &str,
+) -> Vec<K> {
+    keys.filter(|k| namespace.is_none_or(|ns| namespace_of(k) == ns))
+        .filter(|k| !keep.contains(*k))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
