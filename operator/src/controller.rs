@@ -464,6 +464,14 @@ impl Health {
         self.readiness() != Readiness::NotReady
     }
 
+    /// A watch (`i`, of the kind whose set this is) listed: the first time, one fewer
+    /// watch to wait for.
+    fn listed(&self, listed: &mut HashSet<usize>, i: usize) {
+        if listed.insert(i) {
+            self.unsynced.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     fn synced(&self) -> bool {
         self.running.load(Ordering::Relaxed) && self.unsynced.load(Ordering::Relaxed) == 0
     }
@@ -590,9 +598,7 @@ pub async fn run(
                         Applied::Changed => changed = true,
                         Applied::InitDone => {
                             changed = true;
-                            if policy_synced.insert(i) {
-                                health.unsynced.fetch_sub(1, Ordering::Relaxed);
-                            }
+                            health.listed(&mut policy_synced, i);
                             tracing::info!(target: "logpolicy_operator", namespace = scope.as_deref().unwrap_or("*"), policies = index.policy_count(), "LogPolicies listed");
                         }
                         Applied::Buffered => {}
@@ -617,9 +623,7 @@ pub async fn run(
                         Applied::InitDone => {
                             changed = true;
                             pods_changed = true;
-                            if pod_synced.insert(i) {
-                                health.unsynced.fetch_sub(1, Ordering::Relaxed);
-                            }
+                            health.listed(&mut pod_synced, i);
                             tracing::info!(target: "logpolicy_operator", namespace = scope.as_deref().unwrap_or("*"), pods = index.pod_count(), "pods listed");
                         }
                         Applied::Buffered => {}
