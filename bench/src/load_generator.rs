@@ -2,16 +2,15 @@
 //! optionally pipelined, parsing just enough of each response (the status line and
 //! `Content-Length`) to find where the next one starts.
 //!
-//! It runs on a tokio current-thread runtime on the calling thread, so pinning that
-//! thread pins the whole generator. Every connection keeps `pipeline` requests in
-//! flight; responses that complete inside the measurement window (after the warm-up)
+//! It runs on the calling thread, polling non-blocking sockets without ever sleeping, so
+//! pinning that thread pins the whole generator. Every connection keeps `pipeline`
+//! requests in flight; responses that complete inside the measurement window (after the warm-up)
 //! are counted and their latency recorded.
 
-use std::net::SocketAddr;
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::Histogram;
 
@@ -68,14 +67,14 @@ impl LoadReport {
 
 /// Runs the load on the calling thread; returns once every connection has drained the
 /// responses it was waiting for (bounded by `io_timeout`).
+///
+/// The connections are non-blocking sockets polled in a loop that never sleeps: the
+/// generator has a core of its own, and a generator that sleeps in `epoll_wait` has to be
+/// woken by the service's core for every batch of responses (on loopback the service's
+/// core runs the receive path of both ends). On a VM that wake-up is an inter-processor
+/// interrupt, and its cost, charged to the service, grows as the service gets slower (the
+/// generator idles more), which would be counted as the logger's cost.
 pub fn run(config: &LoadConfig, expected_body_len: usize) -> std::io::Result<LoadReport> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    Ok(runtime.block_on(run_async(config, expected_body_len)))
-}
-
-async fn run_async(config: &LoadConfig, expected_body_len: usize) -> LoadReport {
     let start = Instant::now();
     let window = Window {
         from: start + config.warmup,
@@ -84,43 +83,46 @@ async fn run_async(config: &LoadConfig, expected_body_len: usize) -> LoadReport 
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: logpolicy-bench\r\n\r\n",
         config.path, config.addr
-    );
-    let tasks: Vec<_> = (0..config.connections)
-        .map(|_| {
-            let request = request.clone().into_bytes();
-            let (addr, pipeline, timeout) =
-                (config.addr, config.pipeline.max(1), config.io_timeout);
-            tokio::spawn(async move {
-                let mut stats = ConnectionStats::default();
-                if let Err(e) = connection(
-                    addr,
-                    &request,
-                    pipeline,
-                    window,
-                    timeout,
-                    expected_body_len,
-                    &mut stats,
-                )
-                .await
-                {
-                    stats.error = Some(e.to_string());
-                }
-                stats
-            })
-        })
-        .collect();
+    )
+    .into_bytes();
     let mut report = LoadReport {
         window_secs: config.measure.as_secs_f64(),
         ..LoadReport::default()
     };
-    for task in tasks {
-        let stats = match task.await {
-            Ok(stats) => stats,
-            Err(e) => ConnectionStats {
-                error: Some(e.to_string()),
-                ..ConnectionStats::default()
-            },
-        };
+    let mut connections = Vec::with_capacity(config.connections);
+    for _ in 0..config.connections {
+        match Connection::open(config.addr, config.io_timeout) {
+            Ok(c) => connections.push(c),
+            Err(e) => {
+                report.connection_errors += 1;
+                report.first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    let pipeline = config.pipeline.max(1);
+    let mut open = connections.len();
+    while open > 0 {
+        open = 0;
+        let now = Instant::now();
+        for c in connections.iter_mut().filter(|c| !c.done) {
+            if let Err(e) = c.step(
+                now,
+                &request,
+                pipeline,
+                window,
+                config.io_timeout,
+                expected_body_len,
+            ) {
+                c.done = true;
+                c.stats.error = Some(e.to_string());
+            }
+            if !c.done {
+                open += 1;
+            }
+        }
+    }
+    for c in connections {
+        let stats = c.stats;
         report.ok_in_window += stats.ok_in_window;
         report.responses_total += stats.responses;
         report.non_200 += stats.non_200;
@@ -131,7 +133,7 @@ async fn run_async(config: &LoadConfig, expected_body_len: usize) -> LoadReport 
             report.first_error.get_or_insert(e);
         }
     }
-    report
+    Ok(report)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -150,60 +152,102 @@ struct ConnectionStats {
     error: Option<String>,
 }
 
-async fn connection(
-    addr: SocketAddr,
-    request: &[u8],
-    pipeline: usize,
-    window: Window,
-    timeout: Duration,
-    expected_body_len: usize,
-    stats: &mut ConnectionStats,
-) -> std::io::Result<()> {
-    let mut stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
-    let mut in_flight: std::collections::VecDeque<Instant> =
-        std::collections::VecDeque::with_capacity(pipeline);
-    let mut out = Vec::with_capacity(request.len() * pipeline);
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut filled = 0;
-    loop {
-        // Top up the pipeline (one write for all), unless the window is over.
-        let now = Instant::now();
+/// One keep-alive connection: requests written but not yet answered, bytes not yet
+/// written, bytes read but not yet parsed.
+struct Connection {
+    stream: TcpStream,
+    in_flight: VecDeque<Instant>,
+    out: Vec<u8>,
+    written: usize,
+    buf: Vec<u8>,
+    filled: usize,
+    last_progress: Instant,
+    done: bool,
+    stats: ConnectionStats,
+}
+
+impl Connection {
+    fn open(addr: SocketAddr, timeout: Duration) -> std::io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        Ok(Connection {
+            stream,
+            in_flight: VecDeque::new(),
+            out: Vec::new(),
+            written: 0,
+            buf: vec![0u8; 64 * 1024],
+            filled: 0,
+            last_progress: Instant::now(),
+            done: false,
+            stats: ConnectionStats::default(),
+        })
+    }
+
+    /// Tops up the pipeline (unless the window is over), writes what it can and parses
+    /// what has arrived. Never blocks.
+    fn step(
+        &mut self,
+        now: Instant,
+        request: &[u8],
+        pipeline: usize,
+        window: Window,
+        timeout: Duration,
+        expected_body_len: usize,
+    ) -> std::io::Result<()> {
         if now < window.until {
-            while in_flight.len() < pipeline {
-                out.extend_from_slice(request);
-                in_flight.push_back(now);
-            }
-            if !out.is_empty() {
-                stream.write_all(&out).await?;
-                out.clear();
+            while self.in_flight.len() < pipeline {
+                self.out.extend_from_slice(request);
+                self.in_flight.push_back(now);
             }
         }
-        if in_flight.is_empty() {
+        while self.written < self.out.len() {
+            match self.stream.write(&self.out[self.written..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+        }
+        if self.in_flight.is_empty() {
+            self.done = now >= window.until;
+            self.last_progress = now;
             return Ok(());
         }
-        if filled == buf.len() {
-            buf.resize(buf.len() * 2, 0);
+        if self.filled == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
         }
-        let n = tokio::time::timeout(timeout, stream.read(&mut buf[filled..]))
-            .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "read timed out"))??;
-        if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "server closed the connection",
-            ));
-        }
-        filled += n;
+        let n = match self.stream.read(&mut self.buf[self.filled..]) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "server closed the connection",
+                ))
+            }
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if now.duration_since(self.last_progress) > timeout {
+                    return Err(std::io::Error::new(ErrorKind::TimedOut, "read timed out"));
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        self.last_progress = now;
+        self.filled += n;
         let mut pos = 0;
-        while let Some(parsed) = parse_response(&buf[pos..filled])? {
+        while let Some(parsed) = parse_response(&self.buf[pos..self.filled])? {
             pos += parsed.len;
-            let sent = in_flight.pop_front().ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::InvalidData, "unsolicited response")
+            let sent = self.in_flight.pop_front().ok_or_else(|| {
+                std::io::Error::new(ErrorKind::InvalidData, "unsolicited response")
             })?;
             let done = Instant::now();
+            let stats = &mut self.stats;
             stats.responses += 1;
             if parsed.status != 200 {
                 stats.non_200 += 1;
@@ -216,8 +260,9 @@ async fn connection(
                     .record(u64::try_from((done - sent).as_nanos()).unwrap_or(u64::MAX));
             }
         }
-        buf.copy_within(pos..filled, 0);
-        filled -= pos;
+        self.buf.copy_within(pos..self.filled, 0);
+        self.filled -= pos;
+        Ok(())
     }
 }
 

@@ -29,6 +29,13 @@ pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
             .map(|d| d.as_secs())
             .unwrap_or(0)
     }
+
+    /// The current wall-clock time as the time since the Unix epoch (zero before it), as
+    /// cheaply as the clock can say it (every line's timestamp reads it). Defaults to
+    /// [`Clock::now`].
+    fn since_epoch(&self) -> Duration {
+        self.now().duration_since(UNIX_EPOCH).unwrap_or_default()
+    }
 }
 
 /// The operating system's wall clock.
@@ -39,6 +46,17 @@ impl Clock for SystemClock {
     #[inline]
     fn now(&self) -> SystemTime {
         SystemTime::now()
+    }
+
+    /// The real-time clock read straight from the vDSO, with no conversion through
+    /// `SystemTime`.
+    #[inline]
+    fn since_epoch(&self) -> Duration {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        match (u64::try_from(t.tv_sec), u32::try_from(t.tv_nsec)) {
+            (Ok(secs), Ok(nanos)) if nanos < 1_000_000_000 => Duration::new(secs, nanos),
+            _ => Duration::ZERO,
+        }
     }
 
     /// The kernel's coarse real-time clock (updated every tick, read without a

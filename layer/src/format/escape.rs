@@ -21,10 +21,70 @@ static ESCAPE: [u8; 256] = {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the 8 bytes in `w` is a control character, `"` or `\\` (exact: the
+/// classic "has a byte less than" and "has a zero byte" word tricks, which never miss
+/// and, used only as a yes/no for the whole word, never report a byte that is not there).
+#[inline]
+fn word_needs_escape(w: u64) -> bool {
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    let q = w ^ (ONES * u64::from(b'"'));
+    let quote = q.wrapping_sub(ONES) & !q;
+    let b = w ^ (ONES * u64::from(b'\\'));
+    let backslash = b.wrapping_sub(ONES) & !b;
+    (control | quote | backslash) & HIGH != 0
+}
+
+#[inline]
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Whether `bytes` holds a byte that must be escaped: 8 bytes at a time (the last word
+/// overlapping), bytes one by one only for strings shorter than 8.
+#[inline]
+fn needs_escape(bytes: &[u8]) -> bool {
+    let len = bytes.len();
+    if len < 8 {
+        if len < 4 {
+            return bytes.iter().any(|&b| ESCAPE[b as usize] != 0);
+        }
+        // Two overlapping 4-byte words, widened: the upper half (`0x20` bytes) is clean.
+        let half = |at: usize| {
+            let mut w = [0x20u8; 8];
+            w[..4].copy_from_slice(&bytes[at..at + 4]);
+            u64::from_le_bytes(w)
+        };
+        return word_needs_escape(half(0)) || word_needs_escape(half(len - 4));
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        if word_needs_escape(word_at(bytes, at)) {
+            return true;
+        }
+        at += 8;
+    }
+    word_needs_escape(word_at(bytes, len - 8))
+}
+
 /// Appends `s` to `buf` escaped for the inside of a JSON string: quotes, backslashes and
 /// control characters are escaped; everything else (valid UTF-8) is copied in runs.
 #[inline]
 pub(crate) fn write_escaped(buf: &mut Vec<u8>, s: &str) {
+    if needs_escape(s.as_bytes()) {
+        write_escaped_slow(buf, s);
+    } else {
+        buf.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// [`write_escaped`] for a string known to hold something to escape.
+#[cold]
+fn write_escaped_slow(buf: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
@@ -87,6 +147,26 @@ mod tests {
             buf.push(b'"');
             let back: String = serde_json::from_slice(&buf).unwrap();
             prop_assert_eq!(back, s);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        /// The word-at-a-time check agrees with the table, byte by byte, at every length
+        /// and position (strings built from the bytes that matter and their neighbours).
+        #[test]
+        fn word_check_agrees_with_the_table(
+            bytes in proptest::collection::vec(
+                prop_oneof![
+                    Just(0u8), Just(0x1f), Just(0x20), Just(b'"'), Just(b'\\'),
+                    Just(b'!'), Just(b'#'), Just(b'['), Just(b']'), Just(0x7f), Just(0x80),
+                    Just(0xff), Just(0xa2), Just(0xdc), Just(b'a'),
+                ],
+                0..40,
+            )
+        ) {
+            let expected = bytes.iter().any(|&b| ESCAPE[b as usize] != 0);
+            prop_assert_eq!(needs_escape(&bytes), expected);
         }
     }
 

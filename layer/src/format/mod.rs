@@ -29,7 +29,7 @@ mod timestamp;
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Subscriber};
@@ -45,6 +45,7 @@ pub(crate) use escape::write_escaped;
 use fields::{JsonFields, TextFields};
 pub use request::RequestLimits;
 use request::{HoldOutcome, RequestState, Summary};
+use timestamp::write_since_epoch;
 pub(crate) use timestamp::write_timestamp;
 
 /// The line format.
@@ -171,13 +172,13 @@ impl<K: LineSink> FormatLayer<K> {
         &self.sink
     }
 
-    /// Formats `event` into `buf` (cleared first), with `span` as its span.
+    /// Formats `event` into `buf` (cleared first), stamped `now` (since the Unix epoch).
     fn format_into<S>(
         &self,
         buf: &mut Vec<u8>,
         event: &Event<'_>,
         ctx: &Context<'_, S>,
-        now: SystemTime,
+        now: Duration,
     ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
@@ -186,10 +187,14 @@ impl<K: LineSink> FormatLayer<K> {
         match self.format {
             Format::Json => {
                 buf.extend_from_slice(b"{\"ts\":\"");
-                write_timestamp(buf, now);
-                buf.extend_from_slice(b"\",\"level\":\"");
-                buf.extend_from_slice(meta.level().as_str().as_bytes());
-                buf.extend_from_slice(b"\",\"target\":\"");
+                write_since_epoch(buf, now);
+                buf.extend_from_slice(match *meta.level() {
+                    tracing_core::Level::ERROR => b"\",\"level\":\"ERROR\",\"target\":\"",
+                    tracing_core::Level::WARN => b"\",\"level\":\"WARN\",\"target\":\"",
+                    tracing_core::Level::INFO => b"\",\"level\":\"INFO\",\"target\":\"",
+                    tracing_core::Level::DEBUG => b"\",\"level\":\"DEBUG\",\"target\":\"",
+                    _ => b"\",\"level\":\"TRACE\",\"target\":\"",
+                });
                 write_escaped(buf, meta.target());
                 buf.push(b'"');
                 event.record(&mut JsonFields { buf: &mut *buf });
@@ -205,7 +210,7 @@ impl<K: LineSink> FormatLayer<K> {
                 buf.extend_from_slice(b"}\n");
             }
             Format::Text => {
-                write_timestamp(buf, now);
+                write_since_epoch(buf, now);
                 buf.extend_from_slice(match *meta.level() {
                     tracing_core::Level::ERROR => b" ERROR ",
                     tracing_core::Level::WARN => b"  WARN ",
@@ -295,7 +300,7 @@ where
         with_buffer(|buf| match &self.policy {
             None => {
                 let level = event.metadata().level();
-                self.format_into(buf, event, &ctx, self.clock.now());
+                self.format_into(buf, event, &ctx, self.clock.since_epoch());
                 self.sink
                     .write_line(level, Level::of(level) <= self.always_keep, buf);
             }
@@ -328,8 +333,8 @@ impl<K: LineSink> FormatLayer<K> {
     {
         let compiled = policy.compiled();
         let stats = policy.stats_cells();
-        let now = self.clock.now();
-        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since_epoch = self.clock.since_epoch();
+        let now = UNIX_EPOCH + since_epoch;
         if let Some(notices) = policy.notices().take() {
             for notice in notices {
                 request::write_notice(buf, self.format, now, &notice);
@@ -354,7 +359,7 @@ impl<K: LineSink> FormatLayer<K> {
         } else {
             if compiled.has_request_rules {
                 match request::hold(&compiled, event, ctx, &self.requests, buf, |b| {
-                    self.format_into(b, event, ctx, now)
+                    self.format_into(b, event, ctx, since_epoch)
                 }) {
                     HoldOutcome::Write => {}
                     HoldOutcome::Held { evicted } => {
@@ -379,7 +384,7 @@ impl<K: LineSink> FormatLayer<K> {
                 }
             }
         }
-        self.format_into(buf, event, ctx, now);
+        self.format_into(buf, event, ctx, since_epoch);
         self.sink.write_line(level, keep, buf);
         StatsCells::add(&stats.written, level, 1);
         if compiled.max_bytes_per_second.is_some() {

@@ -2,7 +2,7 @@
 //! microseconds.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::clock::rfc3339_seconds;
 
@@ -13,7 +13,12 @@ thread_local! {
 /// Appends `t` as `2026-11-29T20:06:15.123456Z`.
 #[inline]
 pub(crate) fn write_timestamp(buf: &mut Vec<u8>, t: SystemTime) {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    write_since_epoch(buf, t.duration_since(UNIX_EPOCH).unwrap_or_default());
+}
+
+/// Appends the time `d` after the Unix epoch as `2026-11-29T20:06:15.123456Z`.
+#[inline]
+pub(crate) fn write_since_epoch(buf: &mut Vec<u8>, d: Duration) {
     let secs = d.as_secs();
     let prefix = CACHE.with(|c| {
         let (cached, prefix) = c.get();
@@ -41,7 +46,6 @@ pub(crate) fn write_timestamp(buf: &mut Vec<u8>, t: SystemTime) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_cache_never_serves_another_second() {

@@ -21,7 +21,8 @@
 //! holding the lock does not take page faults.
 //!
 //! Callers wake the writer thread only when it sleeps: after a batch it looks for new
-//! lines every 1 ms for 20 ms before it does. A wake-up is a syscall on the caller's
+//! lines every few milliseconds (as long as the last batch's pace takes to fill 1/16 of
+//! the queue, between 1 and 4 ms) for 20 ms before it does. A wake-up is a syscall on the caller's
 //! thread, and the thread it wakes often preempts the caller in the middle of its log
 //! call (measured: 2–5 ms calls on a busy two-core machine), so under a steady flow of
 //! lines callers make no syscall at all.
@@ -157,10 +158,27 @@ pub const THREAD_NAME: &str = "logpolicy-writer";
 /// are reported even if nothing else is logged.
 const IDLE_TICK: Duration = Duration::from_secs(1);
 
-/// After a batch, the writer thread keeps looking for new lines every `NAP` for up to
-/// `LINGER` before it sleeps until woken. While it does, callers never wake it.
-const NAP: Duration = Duration::from_millis(1);
+/// After a batch, the writer thread keeps looking for new lines every nap for up to
+/// `LINGER` before it sleeps until woken. While it does, callers never wake it. A nap
+/// lasts as long as callers took, at the last batch's pace, to fill `1 / NAP_FILL_DIVISOR`
+/// of the queue, between `NAP_MIN` and `NAP_MAX`: each nap costs two context switches,
+/// so a steady flow is written in fewer, larger batches, and a fast one never waits
+/// long enough to fill the queue.
+const NAP_MIN: Duration = Duration::from_millis(1);
+const NAP_MAX: Duration = Duration::from_millis(4);
+const NAP_FILL_DIVISOR: u64 = 16;
 const LINGER: Duration = Duration::from_millis(20);
+
+/// How long to nap before looking for lines again, when `bytes` were queued in `elapsed`
+/// (the last batch) and the queue holds `capacity` bytes.
+fn nap_for(bytes: usize, elapsed: Duration, capacity: usize) -> Duration {
+    let target = capacity as u64 / NAP_FILL_DIVISOR;
+    if bytes == 0 {
+        return NAP_MAX;
+    }
+    let nanos = u128::from(target).saturating_mul(elapsed.as_nanos()) / bytes as u128;
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)).clamp(NAP_MIN, NAP_MAX)
+}
 
 /// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
 const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
@@ -752,14 +770,15 @@ impl Drop for WriterGuard {
     }
 }
 
-/// Naps until lines are queued, the thread must stop, or [`LINGER`] has passed.
-fn linger(shared: &Shared) {
+/// Naps, `nap` at a time, until lines are queued, the thread must stop, or [`LINGER`]
+/// has passed.
+fn linger(shared: &Shared, nap: Duration) {
     let until = Instant::now() + LINGER;
     while shared.queued_hint.load(Ordering::Acquire) == 0
         && !shared.stop_flag.load(Ordering::Acquire)
         && Instant::now() < until
     {
-        std::thread::sleep(NAP);
+        std::thread::sleep(nap);
     }
 }
 
@@ -784,6 +803,9 @@ fn run(shared: &Shared, mut out: File) {
     let mut st = top_up_spares(shared, shared.lock());
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(st.queue.max_chunks());
     let mut head: Vec<u8> = Vec::with_capacity(512);
+    let capacity = st.queue.capacity();
+    let mut nap = NAP_MIN;
+    let mut last_take = Instant::now();
     loop {
         let mut lingered = false;
         loop {
@@ -800,7 +822,7 @@ fn run(shared: &Shared, mut out: File) {
                 // the woken thread often preempts the caller right there, in the middle
                 // of its log call, for as long as the scheduler likes.
                 drop(st);
-                linger(shared);
+                linger(shared, nap);
                 lingered = true;
                 st = shared.lock();
                 continue;
@@ -819,7 +841,10 @@ fn run(shared: &Shared, mut out: File) {
             None
         };
         let report_seq = st.drops_seq;
-        st.queue.take(&mut batch);
+        let taken = st.queue.take(&mut batch);
+        let now = Instant::now();
+        nap = nap_for(taken, now - last_take, capacity);
+        last_take = now;
         st.writer_busy = true;
         drop(st);
 
@@ -907,4 +932,28 @@ pub fn install_panic_hook(writer: Writer) {
         previous(info);
         writer.flush(PANIC_FLUSH_TIMEOUT);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nap_fills_a_sixteenth_of_the_queue_between_one_and_four_ms() {
+        let mib = 1024 * 1024;
+        // 4 MiB queue: a sixteenth is 256 KiB. 64 KiB per ms fills it in 4 ms.
+        assert_eq!(
+            nap_for(64 * 1024, Duration::from_millis(1), 4 * mib),
+            Duration::from_millis(4)
+        );
+        assert_eq!(
+            nap_for(128 * 1024, Duration::from_millis(1), 4 * mib),
+            Duration::from_millis(2)
+        );
+        // Faster than 256 KiB per ms: never below 1 ms; slower: never above 4 ms.
+        assert_eq!(nap_for(mib, Duration::from_millis(1), 4 * mib), NAP_MIN);
+        assert_eq!(nap_for(100, Duration::from_secs(5), 4 * mib), NAP_MAX);
+        assert_eq!(nap_for(0, Duration::ZERO, 4 * mib), NAP_MAX);
+        assert_eq!(nap_for(1, Duration::MAX, usize::MAX), NAP_MAX);
+    }
 }

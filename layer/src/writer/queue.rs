@@ -92,6 +92,11 @@ impl Queue {
         self.chunk_size
     }
 
+    /// The bound on queued bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Bytes waiting plus bytes being written.
     pub(crate) fn queued_bytes(&self) -> usize {
         self.pending_bytes + self.inflight_bytes
