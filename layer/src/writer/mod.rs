@@ -9,13 +9,16 @@
 //!
 //! The queue is a list of fixed-size chunks (1/32 of the capacity, between 4 KiB and
 //! 64 KiB) behind one mutex. A call to [`Writer::write_line`] takes the lock, checks the
-//! byte budget, copies the line into the tail chunk (spilling into the next chunk if
-//! needed) and bumps a few counters: the lock is held for a `memcpy`, never for I/O,
-//! and the writer thread is woken after the lock is released. The writer thread takes
-//! *all* pending chunks at once (a swap of two `Vec`s), releases the lock and writes the
-//! batch with one `writev` (more only on partial writes, or past 1024 chunks), empties
-//! the chunks, and gives them back for reuse (a move of pointers under the lock). While
-//! it writes, callers fill new chunks, so batches grow exactly when the output is slow.
+//! byte budget, copies the line into the tail chunk (or a new one: a line never straddles
+//! two chunks unless it is longer than a chunk) and bumps a few counters: the lock is
+//! held for a `memcpy`, never for I/O, and the writer thread is woken after the lock is
+//! released. The writer thread takes the pending chunks from the front, up to a quarter
+//! of the capacity (moves of pointers), releases the lock and writes the batch with one
+//! `writev` (more only on partial writes, or past 1024 chunks), empties the chunks, and
+//! gives them back for reuse. While it writes, callers fill new chunks, so batches grow
+//! exactly when the output is slow; the quarter bound keeps most of the queue out of a
+//! batch that a stalled reader holds up, where errors can still take the place of infos
+//! (see [`DropReason::Evicted`]).
 //! New chunks are allocated, and their pages touched, by the writer thread outside the
 //! lock (it keeps two spare chunks ready while the memory bound allows), so a caller
 //! holding the lock does not take page faults.
@@ -38,10 +41,13 @@
 //! # Memory bound
 //!
 //! Queued bytes (waiting plus being written) never exceed
-//! [`WriterConfig::capacity_bytes`]. Chunks are allocated lazily, reused forever, and
-//! never grow; only the last waiting chunk and the last chunk of the batch in flight can
-//! be partly filled, so at most `capacity / chunk + 2` chunks ever exist: memory is the
-//! capacity plus two chunks (128 KiB at most), plus the thread's stack.
+//! [`WriterConfig::capacity_bytes`]; an `alwaysKeep` line counts 12 bytes more than its
+//! length, for the record of where it sits (what lets it stay when the lines around it
+//! are evicted). Chunks are allocated lazily, reused forever, and never grow, and at most
+//! `capacity / chunk + 4` of them ever exist (a line that would need another waits as if
+//! the queue were full; with lines much shorter than a chunk that never happens before
+//! the byte bound): memory is the capacity plus four chunks (256 KiB at most), plus the
+//! thread's stack.
 //!
 //! # Overflow semantics
 //!
@@ -51,7 +57,7 @@
 //!
 //! | mode | line below `alwaysKeep`, share full | `alwaysKeep` line, queue full |
 //! |---|---|---|
-//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] (or [`DropReason::Contended`] if the lock is not free within [`WriterConfig::lock_spin`]) | as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
+//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] (or [`DropReason::Contended`] if the lock is not free within [`WriterConfig::lock_spin`]) | the queued lines below `alwaysKeep` that are not being written are dropped to make room ([`DropReason::Evicted`]); if that is not enough, as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
 //! | [`Overflow::Block`] | waits for space | waits for space |
 //!
 //! The reserve applies in block mode too, so errors still overtake an info flood in the
@@ -72,6 +78,14 @@
 //! - [`DropReason::Contended`]: a line below `alwaysKeep` (drop mode) could not take the
 //!   queue's lock within [`WriterConfig::lock_spin`] because its holder was descheduled. It has its own
 //!   reason, not `QueueFull`, so that scheduling trouble is not mistaken for a slow reader.
+//! - [`DropReason::Evicted`]: a line below `alwaysKeep` was queued, then dropped to make
+//!   room for an `alwaysKeep` line that found the whole queue full (drop mode). Every
+//!   such line still waiting (not in the batch being written, and not part of a line
+//!   longer than a chunk) goes at once, and the `alwaysKeep` lines that remain are packed
+//!   together in order; until the writer next gets a batch out, new lines below
+//!   `alwaysKeep` are refused as `QueueFull`, since they could only be evicted in turn.
+//!   So behind a stalled reader the queue fills with errors and warnings, up to the
+//!   capacity less the batch in flight, instead of losing them after the reserve.
 //!
 //! # Accounting and in-band reports
 //!
@@ -82,7 +96,7 @@
 //! line in front of its next batch (or on its own once the output is writable), e.g.
 //!
 //! ```text
-//! {"ts":"2026-11-29T20:06:15.123456Z","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,"reserve_full":0,"output_closed":0,"shutdown":0,"contended":0},"trace":0,"debug":0,"info":31,"warn":0,"error":0,"total":31}
+//! {"ts":"2026-11-29T20:06:15.123456Z","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,"reserve_full":0,"output_closed":0,"shutdown":0,"contended":0,"evicted":0},"trace":0,"debug":0,"info":31,"warn":0,"error":0,"total":31}
 //! ```
 //!
 //! with the counts since the previous report, so the reports add up to the drops. Drops
@@ -259,6 +273,10 @@ struct Shared {
     stop_flag: AtomicBool,
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     queued_hint: AtomicUsize,
+    /// Set when `alwaysKeep` lines had to evict lines below it (drop mode), cleared when
+    /// the writer thread next gets a batch out: until then lines below `alwaysKeep` are
+    /// refused at once, since they could only be evicted in turn.
+    evicting: AtomicBool,
     /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
     /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
     /// folded into the counters under the lock by `State::fold`.
@@ -416,6 +434,28 @@ impl Shared {
         st
     }
 
+    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`]),
+    /// counts them, and refuses further ones until the writer gets a batch out. Returns
+    /// whether anything was evicted.
+    fn evict(&self, st: &mut State) -> bool {
+        let evicted = st.queue.evict_below_keep();
+        let total: u64 = evicted.iter().sum();
+        if total == 0 {
+            return false;
+        }
+        self.evicting.store(true, Ordering::Release);
+        let mut wake = false;
+        for (li, n) in evicted.into_iter().enumerate() {
+            wake |= st.count_drop(li, DropReason::Evicted, n, true);
+        }
+        st.resolved_seq += total;
+        self.publish_queued(st);
+        if wake {
+            self.wake_writer(st);
+        }
+        true
+    }
+
     fn publish_queued(&self, st: &State) {
         self.queued_hint
             .store(st.queue.queued_bytes(), Ordering::Release);
@@ -494,6 +534,7 @@ impl Writer {
             progress: Condvar::new(),
             stop_flag: AtomicBool::new(false),
             queued_hint: AtomicUsize::new(0),
+            evicting: AtomicBool::new(false),
             lockless_drops: Default::default(),
             normal_limit,
             overflow,
@@ -543,7 +584,8 @@ impl Writer {
         let never_wait = !always_keep && sh.overflow == Overflow::Drop;
         if never_wait
             && line.len() <= sh.normal_limit
-            && sh.queued_hint.load(Ordering::Acquire) + line.len() > sh.normal_limit
+            && (sh.queued_hint.load(Ordering::Acquire) + line.len() > sh.normal_limit
+                || sh.evicting.load(Ordering::Acquire))
         {
             // The queue is (or just was) full: refuse without touching the lock, so a
             // flood behind a paused reader never makes callers queue for it.
@@ -569,14 +611,27 @@ impl Writer {
             DropReason::QueueFull
         };
         let mut deadline = None;
+        let mut evicted = false;
         loop {
             if st.closed {
                 st.count_drop(li, DropReason::Shutdown, 1, false);
                 return false;
             }
-            let wait = match st.queue.fit(line.len(), always_keep) {
+            let fit = if never_wait && sh.evicting.load(Ordering::Acquire) {
+                Fit::Later
+            } else {
+                st.queue.fit(line.len(), always_keep)
+            };
+            if fit == Fit::Later && always_keep && sh.overflow == Overflow::Drop && !evicted {
+                // Errors take the place of queued infos rather than wait or be dropped.
+                evicted = true;
+                if sh.evict(&mut st) {
+                    continue;
+                }
+            }
+            let wait = match fit {
                 Fit::Now => {
-                    st.queue.push(li, line);
+                    st.queue.push(li, line, always_keep);
                     sh.publish_queued(&st);
                     st.levels[li].accepted += 1;
                     st.accepted_seq += 1;
@@ -790,7 +845,7 @@ fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuar
     }
     let chunk_len = st.queue.chunk_len();
     drop(st);
-    let mut spare: Vec<Vec<u8>> = (0..want).map(|_| fresh_chunk(chunk_len)).collect();
+    let mut spare: Vec<queue::Chunk> = (0..want).map(|_| fresh_chunk(chunk_len)).collect();
     let mut st = shared.lock();
     st.queue.add_spare(&mut spare);
     st
@@ -801,7 +856,7 @@ fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuar
 /// ones and waking waiters all happen outside it.
 fn run(shared: &Shared, mut out: File) {
     let mut st = top_up_spares(shared, shared.lock());
-    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(st.queue.max_chunks());
+    let mut batch: Vec<queue::Chunk> = Vec::with_capacity(st.queue.max_chunks());
     let mut head: Vec<u8> = Vec::with_capacity(512);
     let capacity = st.queue.capacity();
     let mut nap = NAP_MIN;
@@ -887,6 +942,9 @@ fn run(shared: &Shared, mut out: File) {
                     c.written += n;
                 }
                 st.healthy = true;
+                if outcome.bytes > 0 {
+                    shared.evicting.store(false, Ordering::Release);
+                }
             }
             Some(e) => {
                 st.io_errors += 1;

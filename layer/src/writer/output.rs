@@ -48,10 +48,10 @@ pub(crate) struct WriteOutcome {
 /// Writes `head` then every chunk of `chunks`, in as few `writev` calls as the output
 /// allows, retrying `EINTR`, waiting for writability on `EAGAIN`, and giving up on any
 /// other error (or when `stop` is set while waiting for writability).
-pub(crate) fn write_batch(
+pub(crate) fn write_batch<C: AsRef<[u8]>>(
     out: &mut File,
     head: &[u8],
-    chunks: &[Vec<u8>],
+    chunks: &[C],
     stop: &AtomicBool,
 ) -> WriteOutcome {
     let mut outcome = WriteOutcome::default();
@@ -62,7 +62,7 @@ pub(crate) fn write_batch(
         if i == 0 {
             head
         } else {
-            chunks.get(i - 1).map_or(&[][..], Vec::as_slice)
+            chunks.get(i - 1).map_or(&[][..], AsRef::as_ref)
         }
     };
     let segments = chunks.len() + 1;

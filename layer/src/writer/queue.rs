@@ -1,5 +1,7 @@
-//! The byte-bounded queue: fixed-size chunks, filled by callers, handed whole to the
-//! writer thread, returned empty. Pure data structure; the locking is in `mod.rs`.
+//! The byte-bounded queue: chunks filled by callers, handed to the writer thread in
+//! batches, returned empty. Pure data structure; the locking is in `mod.rs`.
+
+use std::collections::VecDeque;
 
 use super::stats::LEVELS;
 
@@ -17,19 +19,95 @@ pub(crate) enum Fit {
 /// Free chunks the writer thread keeps ready for callers (while the bound allows).
 const SPARE_CHUNKS: usize = 2;
 
+/// Where an `alwaysKeep` line sits in its chunk, so that it stays when the lines around
+/// it are evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
+    level: u8,
+}
+
+/// What an `alwaysKeep` line costs the byte budget on top of its bytes: its [`Span`].
+pub(crate) const KEEP_RECORD_BYTES: usize = std::mem::size_of::<Span>();
+
+/// A chunk keeps at most this many span slots once emptied (a chunk of tiny `alwaysKeep`
+/// lines does not pin its records' memory).
+const KEEP_RECORDS_RETAINED: usize = 64;
+
+/// A chunk of whole lines, or one piece of a line longer than a chunk.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    data: Vec<u8>,
+    /// Lines that end in this chunk, per level.
+    lines: [u32; LEVELS],
+    /// The `alwaysKeep` lines in this chunk, in order (not for pieces of long lines).
+    keep: Vec<Span>,
+    /// A piece of a line longer than a chunk: nothing else is put in it, and it is never
+    /// compacted.
+    piece: bool,
+    /// A piece whose line goes on in the next chunk: a batch never ends here.
+    continues: bool,
+}
+
+impl Chunk {
+    fn with_capacity(chunk_size: usize) -> Self {
+        Chunk {
+            data: Vec::with_capacity(chunk_size),
+            lines: [0; LEVELS],
+            keep: Vec::new(),
+            piece: false,
+            continues: false,
+        }
+    }
+
+    /// What this chunk counts against the budget.
+    fn cost(&self) -> usize {
+        self.data.len() + self.keep.len() * KEEP_RECORD_BYTES
+    }
+
+    fn line_count(&self) -> [u64; LEVELS] {
+        self.lines.map(u64::from)
+    }
+
+    /// Empties the chunk, keeping its memory.
+    fn reset(&mut self) {
+        self.data.clear();
+        self.lines = [0; LEVELS];
+        self.keep.clear();
+        self.keep.shrink_to(KEEP_RECORDS_RETAINED);
+        self.piece = false;
+        self.continues = false;
+    }
+
+    fn is_reset(&self) -> bool {
+        self.data.is_empty() && self.keep.is_empty() && self.lines == [0; LEVELS] && !self.piece
+    }
+}
+
+impl AsRef<[u8]> for Chunk {
+    /// The bytes to write.
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// Empties the chunks of a written batch (outside the lock), keeping their memory.
-pub(crate) fn clear_chunks(batch: &mut [Vec<u8>]) {
+pub(crate) fn clear_chunks(batch: &mut [Chunk]) {
     for chunk in batch {
-        chunk.clear();
+        chunk.reset();
     }
 }
 
 /// A chunk for [`Queue::add_spare`]: allocated and its pages touched, so the copy a caller
 /// makes into it under the lock takes no page fault.
-pub(crate) fn fresh_chunk(chunk_size: usize) -> Vec<u8> {
-    let mut chunk = vec![0u8; chunk_size];
-    chunk.clear();
-    chunk
+pub(crate) fn fresh_chunk(chunk_size: usize) -> Chunk {
+    let mut data = vec![0u8; chunk_size];
+    data.clear();
+    Chunk {
+        data,
+        ..Chunk::with_capacity(0)
+    }
 }
 
 /// The chunk size for a queue of `capacity` bytes: 1/32 of it, between 4 KiB and 64 KiB.
@@ -37,26 +115,42 @@ pub(crate) fn chunk_size_for(capacity: usize) -> usize {
     (capacity / 32).clamp(4 * 1024, 64 * 1024)
 }
 
+fn add(into: &mut [u64; LEVELS], lines: [u64; LEVELS]) {
+    for (a, b) in into.iter_mut().zip(lines) {
+        *a += b;
+    }
+}
+
 /// A queue of whole lines bounded in bytes.
 ///
-/// Bytes live in chunks of `chunk_size`; a line may span chunks. `pending` is filled by
-/// callers; the writer thread takes all pending chunks at once (a batch of whole lines),
-/// writes them and gives them back. `pending_bytes + inflight_bytes <= capacity` always,
-/// and since only the last pending chunk and the last batch chunk can be partly filled,
-/// at most `capacity / chunk_size + 2` chunks ever exist.
+/// Lines live in chunks of `chunk_size` bytes and never straddle two, except a line
+/// longer than a chunk, which gets chunks of its own (pieces). `pending` is filled by
+/// callers; the writer thread takes whole chunks from its front (a batch of whole lines,
+/// at most `max_batch` bytes unless one chunk is more), writes them and gives them back.
+///
+/// Bounds: `pending_bytes + inflight_bytes <= capacity` always, where a line costs its
+/// bytes plus [`KEEP_RECORD_BYTES`] if it is an `alwaysKeep` line; and at most
+/// `capacity / chunk_size + 4` chunks ever exist (a line that would need another one
+/// waits, as if the budget were spent).
+///
+/// [`Queue::evict_below_keep`] drops every pending line below `alwaysKeep` (not the
+/// batch in flight, not pieces of long lines) and packs the `alwaysKeep` lines that remain,
+/// in order, into as few chunks as they fit.
 #[derive(Debug)]
 pub(crate) struct Queue {
     capacity: usize,
     normal_limit: usize,
     chunk_size: usize,
-    pending: Vec<Vec<u8>>,
+    max_batch: usize,
+    pending: VecDeque<Chunk>,
     pending_bytes: usize,
     pending_lines: [u64; LEVELS],
     inflight_bytes: usize,
     inflight_lines: [u64; LEVELS],
-    free: Vec<Vec<u8>>,
+    free: Vec<Chunk>,
     allocated_chunks: usize,
     peak_bytes: usize,
+    scratch: Vec<Span>,
 }
 
 impl Queue {
@@ -67,7 +161,8 @@ impl Queue {
             capacity,
             normal_limit: normal_limit.min(capacity),
             chunk_size,
-            pending: Vec::with_capacity(max_chunks),
+            max_batch: (capacity / 4).max(chunk_size),
+            pending: VecDeque::with_capacity(max_chunks),
             pending_bytes: 0,
             pending_lines: [0; LEVELS],
             inflight_bytes: 0,
@@ -75,11 +170,12 @@ impl Queue {
             free: Vec::with_capacity(max_chunks),
             allocated_chunks: 0,
             peak_bytes: 0,
+            scratch: Vec::new(),
         }
     }
 
     fn max_chunks_for(capacity: usize, chunk_size: usize) -> usize {
-        capacity / chunk_size + 2
+        capacity / chunk_size + 4
     }
 
     /// The most chunks this queue will ever allocate.
@@ -113,15 +209,21 @@ impl Queue {
     /// Lines waiting plus lines being written, per level.
     pub(crate) fn queued_lines(&self) -> [u64; LEVELS] {
         let mut out = self.pending_lines;
-        for (o, i) in out.iter_mut().zip(self.inflight_lines) {
-            *o += i;
-        }
+        add(&mut out, self.inflight_lines);
         out
     }
 
     #[cfg(test)]
     pub(crate) fn allocated_chunks(&self) -> usize {
         self.allocated_chunks
+    }
+
+    fn cost(len: usize, always_keep: bool) -> usize {
+        if always_keep {
+            len + KEEP_RECORD_BYTES
+        } else {
+            len
+        }
     }
 
     /// Whether a line of `len` bytes fits: lines below `alwaysKeep` may fill the queue up
@@ -132,64 +234,174 @@ impl Queue {
         } else {
             self.normal_limit
         };
-        if len > limit {
+        let cost = Self::cost(len, always_keep);
+        if cost > limit {
             Fit::Never
-        } else if self.queued_bytes() + len <= limit {
+        } else if self.queued_bytes() + cost <= limit && self.has_chunks_for(len) {
             Fit::Now
         } else {
             Fit::Later
         }
     }
 
-    /// Appends a line that [`Queue::fit`] said fits now.
-    pub(crate) fn push(&mut self, level: usize, line: &[u8]) {
-        let mut rest = line;
-        while !rest.is_empty() {
-            let need_chunk = self
-                .pending
-                .last()
-                .is_none_or(|c| c.len() == self.chunk_size);
-            if need_chunk {
-                let chunk = match self.free.pop() {
-                    Some(c) => c,
-                    None => {
-                        self.allocated_chunks += 1;
-                        Vec::with_capacity(self.chunk_size)
-                    }
-                };
-                self.pending.push(chunk);
-            }
-            if let Some(tail) = self.pending.last_mut() {
-                let n = (self.chunk_size - tail.len()).min(rest.len());
-                tail.extend_from_slice(&rest[..n]);
-                rest = &rest[n..];
+    fn has_chunks_for(&self, len: usize) -> bool {
+        let available = self.free.len() + (self.max_chunks() - self.allocated_chunks);
+        if len > self.chunk_size {
+            return available >= len.div_ceil(self.chunk_size);
+        }
+        let tail_fits = self
+            .pending
+            .back()
+            .is_some_and(|t| !t.piece && t.data.len() + len <= self.chunk_size);
+        tail_fits || available > 0
+    }
+
+    fn new_chunk(&mut self) -> Chunk {
+        match self.free.pop() {
+            Some(c) => c,
+            None => {
+                self.allocated_chunks += 1;
+                Chunk::with_capacity(self.chunk_size)
             }
         }
-        self.pending_bytes += line.len();
+    }
+
+    /// Appends a line that [`Queue::fit`] said fits now.
+    pub(crate) fn push(&mut self, level: usize, line: &[u8], always_keep: bool) {
+        let len = line.len();
+        if len <= self.chunk_size {
+            let need_chunk = self
+                .pending
+                .back()
+                .is_none_or(|t| t.piece || t.data.len() + len > self.chunk_size);
+            if need_chunk {
+                let chunk = self.new_chunk();
+                self.pending.push_back(chunk);
+            }
+            if let Some(tail) = self.pending.back_mut() {
+                let start = tail.data.len();
+                tail.data.extend_from_slice(line);
+                tail.lines[level] += 1;
+                if always_keep {
+                    // Both fit in u32: a chunk is at most 64 KiB.
+                    tail.keep.push(Span {
+                        start: start as u32,
+                        len: len as u32,
+                        level: level as u8,
+                    });
+                }
+            }
+        } else {
+            let mut rest = line;
+            while !rest.is_empty() {
+                let mut chunk = self.new_chunk();
+                let n = rest.len().min(self.chunk_size);
+                chunk.data.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                chunk.piece = true;
+                chunk.continues = !rest.is_empty();
+                if rest.is_empty() {
+                    chunk.lines[level] += 1;
+                }
+                self.pending.push_back(chunk);
+            }
+        }
+        // A piece records no span: its cost is its bytes.
+        self.pending_bytes += if len <= self.chunk_size {
+            Self::cost(len, always_keep)
+        } else {
+            len
+        };
         self.pending_lines[level] += 1;
         self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
     }
 
-    /// Moves every pending chunk into `batch` (which must be empty) and marks them in
-    /// flight. Returns the batch's byte count.
-    pub(crate) fn take(&mut self, batch: &mut Vec<Vec<u8>>) -> usize {
+    /// Moves chunks from the front of the pending ones into `batch` (which must be
+    /// empty), at most `max_batch` bytes (at least one chunk, and never part of a long
+    /// line), and marks them in flight. Returns the batch's byte count.
+    pub(crate) fn take(&mut self, batch: &mut Vec<Chunk>) -> usize {
         debug_assert!(batch.is_empty() && self.inflight_bytes == 0);
-        std::mem::swap(&mut self.pending, batch);
-        self.inflight_bytes = self.pending_bytes;
-        self.inflight_lines = self.pending_lines;
-        self.pending_bytes = 0;
-        self.pending_lines = [0; LEVELS];
-        self.inflight_bytes
+        let mut bytes = 0;
+        let mut lines = [0u64; LEVELS];
+        while let Some(front) = self.pending.front() {
+            let cost = front.cost();
+            let mid_line = batch.last().is_some_and(|c: &Chunk| c.continues);
+            if !batch.is_empty() && !mid_line && bytes + cost > self.max_batch {
+                break;
+            }
+            let Some(chunk) = self.pending.pop_front() else {
+                break;
+            };
+            bytes += cost;
+            add(&mut lines, chunk.line_count());
+            batch.push(chunk);
+        }
+        self.pending_bytes -= bytes;
+        for (p, l) in self.pending_lines.iter_mut().zip(lines) {
+            *p -= l;
+        }
+        self.inflight_bytes = bytes;
+        self.inflight_lines = lines;
+        bytes
     }
 
     /// The batch in flight is done (written or not): returns its lines per level, takes its
     /// chunks back for reuse and leaves `batch` empty. The caller empties the chunks first,
     /// outside the lock (see [`clear_chunks`]); this only moves pointers.
-    pub(crate) fn finish(&mut self, batch: &mut Vec<Vec<u8>>) -> [u64; LEVELS] {
-        debug_assert!(batch.iter().all(Vec::is_empty));
+    pub(crate) fn finish(&mut self, batch: &mut Vec<Chunk>) -> [u64; LEVELS] {
+        debug_assert!(batch.iter().all(Chunk::is_reset));
         self.free.append(batch);
         self.inflight_bytes = 0;
         std::mem::take(&mut self.inflight_lines)
+    }
+
+    /// Drops every pending line below `alwaysKeep` (the batch in flight and pieces of
+    /// lines longer than a chunk stay) and packs the `alwaysKeep` lines that remain, in
+    /// order, into as few chunks as they fit; emptied chunks are freed. Returns the lines
+    /// dropped, per level. Copies only the `alwaysKeep` lines' bytes.
+    pub(crate) fn evict_below_keep(&mut self) -> [u64; LEVELS] {
+        let mut evicted = [0u64; LEVELS];
+        for chunk in self.pending.iter().filter(|c| !c.piece) {
+            let mut keep = [0u64; LEVELS];
+            for span in &chunk.keep {
+                keep[usize::from(span.level)] += 1;
+            }
+            for ((e, l), k) in evicted.iter_mut().zip(chunk.line_count()).zip(keep) {
+                *e += l - k;
+            }
+        }
+        if evicted.iter().all(|&n| n == 0) {
+            return evicted;
+        }
+        let chunks = self.pending.make_contiguous();
+        let mut from = 0;
+        while from < chunks.len() {
+            if chunks[from].piece {
+                from += 1;
+                continue;
+            }
+            let to = chunks[from..]
+                .iter()
+                .position(|c| c.piece)
+                .map_or(chunks.len(), |p| from + p);
+            pack(&mut chunks[from..to], &mut self.scratch, self.chunk_size);
+            from = to;
+        }
+        let mut kept = VecDeque::with_capacity(0);
+        std::mem::swap(&mut kept, &mut self.pending);
+        for mut chunk in kept {
+            if chunk.data.is_empty() {
+                chunk.reset();
+                self.free.push(chunk);
+            } else {
+                self.pending.push_back(chunk);
+            }
+        }
+        self.pending_bytes = self.pending.iter().map(Chunk::cost).sum();
+        for (p, e) in self.pending_lines.iter_mut().zip(evicted) {
+            *p -= e;
+        }
+        evicted
     }
 
     /// How many fresh chunks the writer thread should allocate (outside the lock) and
@@ -209,11 +421,11 @@ impl Queue {
 
     /// Takes chunks allocated outside the lock (empty, `chunk_size` capacity), up to the
     /// bound; returns the ones it did not take (only if the bound was reached meanwhile).
-    pub(crate) fn add_spare(&mut self, spare: &mut Vec<Vec<u8>>) {
+    pub(crate) fn add_spare(&mut self, spare: &mut Vec<Chunk>) {
         while self.allocated_chunks < self.max_chunks() {
             match spare.pop() {
                 Some(chunk) => {
-                    debug_assert!(chunk.is_empty() && chunk.capacity() >= self.chunk_size);
+                    debug_assert!(chunk.is_reset() && chunk.data.capacity() >= self.chunk_size);
                     self.allocated_chunks += 1;
                     self.free.push(chunk);
                 }
@@ -227,7 +439,7 @@ impl Queue {
     pub(crate) fn abandon(&mut self) -> [u64; LEVELS] {
         let lines = self.queued_lines();
         for mut chunk in self.pending.drain(..) {
-            chunk.clear();
+            chunk.reset();
             self.free.push(chunk);
         }
         self.pending_bytes = 0;
@@ -238,13 +450,64 @@ impl Queue {
     }
 }
 
+/// Packs the `alwaysKeep` lines of `chunks` (no pieces among them), in order, from the
+/// start of the first chunk on; what is left of each chunk afterwards is only those lines.
+/// Chunks emptied by the packing are left empty.
+///
+/// Works in place: a line moves to an earlier chunk, or earlier in its own chunk, never
+/// later (a line always fits where the previous lines' removal left room before it), so
+/// nothing is overwritten before it is read.
+fn pack(chunks: &mut [Chunk], scratch: &mut Vec<Span>, chunk_size: usize) {
+    if chunks.is_empty() {
+        return;
+    }
+    let mut w = 0;
+    let mut fill = 0usize;
+    for r in 0..chunks.len() {
+        scratch.clear();
+        std::mem::swap(scratch, &mut chunks[r].keep);
+        chunks[r].lines = [0; LEVELS];
+        for span in scratch.iter() {
+            let (start, len) = (span.start as usize, span.len as usize);
+            if fill + len > chunk_size {
+                chunks[w].data.truncate(fill);
+                w += 1;
+                fill = 0;
+            }
+            if w == r {
+                chunks[r].data.copy_within(start..start + len, fill);
+            } else {
+                let (left, right) = chunks.split_at_mut(r);
+                let dst = &mut left[w].data;
+                dst.truncate(fill);
+                dst.extend_from_slice(&right[0].data[start..start + len]);
+            }
+            chunks[w].keep.push(Span {
+                start: fill as u32,
+                ..*span
+            });
+            chunks[w].lines[usize::from(span.level)] += 1;
+            fill += len;
+        }
+        if r > w {
+            chunks[r].data.clear();
+        }
+    }
+    chunks[w].data.truncate(fill);
+    scratch.clear();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn bytes(batch: &[Vec<u8>]) -> Vec<u8> {
-        batch.concat()
+    fn bytes(batch: &[Chunk]) -> Vec<u8> {
+        batch.iter().flat_map(|c| c.as_ref().to_vec()).collect()
+    }
+
+    fn pending_bytes_of(q: &Queue) -> Vec<u8> {
+        q.pending.iter().flat_map(|c| c.as_ref().to_vec()).collect()
     }
 
     #[test]
@@ -254,52 +517,122 @@ mod tests {
         let line = [b'x'; 1024];
         for _ in 0..3 {
             assert_eq!(q.fit(1024, false), Fit::Now);
-            q.push(2, &line);
+            q.push(2, &line, false);
         }
         assert_eq!(q.fit(1, false), Fit::Later);
-        assert_eq!(q.fit(1024, true), Fit::Now);
-        q.push(4, &line);
+        let keep = 1024 - KEEP_RECORD_BYTES;
+        assert_eq!(q.fit(keep, true), Fit::Now);
+        q.push(4, &line[..keep], true);
         assert_eq!(q.fit(1, true), Fit::Later);
         assert_eq!(q.queued_bytes(), 4096);
         assert_eq!(q.queued_lines(), [0, 0, 3, 0, 1]);
         assert_eq!(q.fit(3073, false), Fit::Never);
-        assert_eq!(q.fit(4097, true), Fit::Never);
+        assert_eq!(q.fit(4097 - KEEP_RECORD_BYTES, true), Fit::Never);
     }
 
     #[test]
     fn in_flight_bytes_count_until_finished() {
         let mut q = Queue::new(4096, 4096);
-        q.push(2, &[b'a'; 4000]);
+        q.push(2, &[b'a'; 4000], false);
         let mut batch = Vec::new();
         assert_eq!(q.take(&mut batch), 4000);
         assert_eq!(q.fit(100, true), Fit::Later);
         clear_chunks(&mut batch);
         assert_eq!(q.finish(&mut batch), [0, 0, 1, 0, 0]);
         assert!(batch.is_empty());
-        assert_eq!(q.fit(4096, true), Fit::Now);
+        assert_eq!(q.fit(4096 - KEEP_RECORD_BYTES, true), Fit::Now);
         assert_eq!(q.peak_bytes(), 4000);
     }
 
+    #[test]
+    fn a_batch_is_at_most_a_quarter_of_the_queue_and_never_ends_inside_a_line() {
+        let capacity = 1 << 20; // chunks of 32 KiB, batches of 256 KiB
+        let mut q = Queue::new(capacity, capacity);
+        let chunk = q.chunk_size();
+        for _ in 0..(capacity / 2) / 1000 {
+            q.push(2, &[b'i'; 1000], false);
+        }
+        let mut batch = Vec::new();
+        let taken = q.take(&mut batch);
+        assert!(
+            taken <= capacity / 4 && taken > capacity / 4 - chunk,
+            "{taken}"
+        );
+        // A line longer than the rest of the batch's room is taken whole.
+        let mut rest = Vec::new();
+        clear_chunks(&mut batch);
+        q.finish(&mut batch);
+        while q.take(&mut rest) > 0 {
+            clear_chunks(&mut rest);
+            q.finish(&mut rest);
+        }
+        q.push(2, &vec![b'L'; capacity / 4 + 10], false);
+        assert_eq!(q.take(&mut batch), capacity / 4 + 10);
+        assert_eq!(bytes(&batch).len(), capacity / 4 + 10);
+    }
+
+    #[test]
+    fn eviction_keeps_the_always_keep_lines_in_order_and_frees_the_rest() {
+        let mut q = Queue::new(64 * 1024, 48 * 1024);
+        let mut expected = Vec::new();
+        for i in 0..400u32 {
+            let keep = i % 37 == 0;
+            let line = format!("{}-{i:05}\n", if keep { "ERROR" } else { "info" });
+            let level = if keep { 4 } else { 2 };
+            if q.fit(line.len(), keep) == Fit::Now {
+                q.push(level, line.as_bytes(), keep);
+                if keep {
+                    expected.extend_from_slice(line.as_bytes());
+                }
+            }
+        }
+        let before = q.queued_lines();
+        let evicted = q.evict_below_keep();
+        assert_eq!(evicted[4], 0);
+        assert_eq!(evicted[2], before[2]);
+        assert_eq!(q.queued_lines(), [0, 0, 0, 0, before[4]]);
+        assert_eq!(pending_bytes_of(&q), expected);
+        assert_eq!(q.pending_bytes(), expected.len() + 11 * KEEP_RECORD_BYTES);
+        assert_eq!(q.pending.len(), 1, "packed into one chunk");
+        // Nothing left to evict.
+        assert_eq!(q.evict_below_keep(), [0; LEVELS]);
+    }
+
     proptest! {
-        /// Whatever the interleaving, bytes come out in order, the bound holds and no more
-        /// than `capacity / chunk + 2` chunks are ever allocated.
+        /// Whatever the interleaving of pushes, batches and evictions: bytes come out in
+        /// order, minus exactly the evicted lines below `alwaysKeep`; the per-level
+        /// counts add up; the bound holds and no more than `capacity / chunk + 4` chunks
+        /// are ever allocated.
         #[test]
-        fn bounded_and_ordered(ops in proptest::collection::vec((0u8..5, 1usize..9000), 1..400)) {
+        fn bounded_ordered_and_counted(
+            ops in proptest::collection::vec((0u8..6, 1usize..9000), 1..400)
+        ) {
             let capacity = 16 * 1024;
             let mut q = Queue::new(capacity, capacity * 3 / 4);
             let mut batch = Vec::new();
-            let mut expected = Vec::new();
-            let mut got = Vec::new();
-            let mut counter = 0u8;
+            // Every line queued (id, keep), and the ids that were evicted.
+            let mut queued: Vec<(u32, bool)> = Vec::new();
+            let mut next = 0u32;
+            let mut written: Vec<u8> = Vec::new();
+            let mut written_lines = [0u64; LEVELS];
+            let mut evicted_lines = [0u64; LEVELS];
+            let line_of = |id: u32, keep: bool, len: usize| {
+                let mut l = format!("{id}:{}", if keep { 'E' } else { 'i' }).into_bytes();
+                l.resize(len.max(l.len() + 1), b'.');
+                *l.last_mut().unwrap_or(&mut 0) = b'\n';
+                l
+            };
+            let mut lens = std::collections::HashMap::new();
             for (op, len) in ops {
                 match op {
                     0 | 1 => {
-                        let always_keep = op == 1;
-                        if q.fit(len, always_keep) == Fit::Now {
-                            counter = counter.wrapping_add(1);
-                            let line = vec![counter; len];
-                            q.push(if always_keep { 4 } else { 2 }, &line);
-                            expected.extend_from_slice(&line);
+                        let keep = op == 1;
+                        let line = line_of(next, keep, len);
+                        if q.fit(line.len(), keep) == Fit::Now {
+                            q.push(if keep { 4 } else { 2 }, &line, keep);
+                            queued.push((next, keep));
+                            lens.insert(next, line.len());
+                            next += 1;
                         }
                     }
                     2 => {
@@ -308,12 +641,13 @@ mod tests {
                         }
                     }
                     3 => {
-                        got.extend_from_slice(&bytes(&batch));
+                        written.extend_from_slice(&bytes(&batch));
                         clear_chunks(&mut batch);
-                        q.finish(&mut batch);
+                        add(&mut written_lines, q.finish(&mut batch));
                     }
+                    4 => add(&mut evicted_lines, q.evict_below_keep()),
                     _ => {
-                        let mut spare: Vec<Vec<u8>> =
+                        let mut spare: Vec<Chunk> =
                             (0..q.spare_wanted()).map(|_| fresh_chunk(q.chunk_len())).collect();
                         q.add_spare(&mut spare);
                         prop_assert!(spare.is_empty());
@@ -321,14 +655,43 @@ mod tests {
                 }
                 prop_assert!(q.queued_bytes() <= capacity);
                 prop_assert!(q.allocated_chunks() <= q.max_chunks());
-                prop_assert!(batch.iter().all(|c| c.capacity() == q.chunk_size()));
+                let mut total = written_lines;
+                add(&mut total, evicted_lines);
+                add(&mut total, q.queued_lines());
+                let keeps = queued.iter().filter(|(_, k)| *k).count() as u64;
+                prop_assert_eq!(total, [0, 0, queued.len() as u64 - keeps, 0, keeps]);
+                prop_assert_eq!(evicted_lines[4], 0);
             }
-            got.extend_from_slice(&bytes(&batch));
+            written.extend_from_slice(&bytes(&batch));
             clear_chunks(&mut batch);
-            q.finish(&mut batch);
-            q.take(&mut batch);
-            got.extend_from_slice(&bytes(&batch));
-            prop_assert_eq!(got, expected);
+            add(&mut written_lines, q.finish(&mut batch));
+            while q.take(&mut batch) > 0 {
+                written.extend_from_slice(&bytes(&batch));
+                clear_chunks(&mut batch);
+                add(&mut written_lines, q.finish(&mut batch));
+            }
+            // What came out is the queued lines in order, each whole, every `alwaysKeep`
+            // line among them, and as many lines below it as were not evicted.
+            let text = String::from_utf8(written).unwrap_or_default();
+            let ids: Vec<(u32, bool)> = text
+                .split_terminator('\n')
+                .map(|l| {
+                    let (id, rest) = l.split_once(':').unwrap_or(("x", ""));
+                    (id.parse().unwrap_or(u32::MAX), rest.starts_with('E'))
+                })
+                .collect();
+            let mut it = queued.iter();
+            for got in &ids {
+                prop_assert!(it.any(|q| q == got), "{:?} out of order", got);
+            }
+            let keeps: Vec<_> = queued.iter().filter(|(_, k)| *k).collect();
+            let got_keeps: Vec<_> = ids.iter().filter(|(_, k)| *k).collect();
+            prop_assert_eq!(keeps, got_keeps);
+            prop_assert_eq!(ids.len() as u64, written_lines.iter().sum::<u64>());
+            prop_assert_eq!(
+                written_lines[2] + evicted_lines[2],
+                queued.iter().filter(|(_, k)| !*k).count() as u64
+            );
         }
     }
 }

@@ -9,7 +9,7 @@ pub const LEVELS: usize = 5;
 
 /// The number of [`DropReason`]s; per-reason counters are indexed in
 /// [`DropReason::ALL`] order.
-pub const REASONS: usize = 5;
+pub const REASONS: usize = 6;
 
 /// The levels in counter order: trace, debug, info, warn, error.
 pub const LEVEL_ORDER: [Level; LEVELS] = [
@@ -49,7 +49,8 @@ pub fn level_index(level: Level) -> usize {
 /// use logpolicy::writer::DropReason;
 /// assert_eq!(DropReason::QueueFull.as_str(), "queue_full");
 /// assert_eq!(DropReason::Contended.as_str(), "contended");
-/// assert_eq!(DropReason::ALL.len(), 5);
+/// assert_eq!(DropReason::Evicted.as_str(), "evicted");
+/// assert_eq!(DropReason::ALL.len(), 6);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
@@ -71,6 +72,11 @@ pub enum DropReason {
     /// [`DropReason::QueueFull`]) keeps a lock-contention problem from passing for a
     /// slow reader.
     Contended,
+    /// A line below `alwaysKeep` was queued, then dropped to make room for an
+    /// `alwaysKeep` line that found the queue, reserve included, full (drop mode): while
+    /// the output is stalled, errors and warnings take the place of older infos rather
+    /// than being dropped themselves.
+    Evicted,
 }
 
 impl DropReason {
@@ -81,6 +87,7 @@ impl DropReason {
         DropReason::OutputClosed,
         DropReason::Shutdown,
         DropReason::Contended,
+        DropReason::Evicted,
     ];
 
     /// The reason's name in summary lines and metric labels.
@@ -91,6 +98,7 @@ impl DropReason {
             DropReason::OutputClosed => "output_closed",
             DropReason::Shutdown => "shutdown",
             DropReason::Contended => "contended",
+            DropReason::Evicted => "evicted",
         }
     }
 
