@@ -32,12 +32,7 @@ fn a_fast_reader_gets_every_line() {
         run.num("p999_latency_us_upper"),
         run.num("max_latency_us"),
     );
-    assert!(run.exit_ok, "child failed:\n{}", run.stderr);
-    assert!(
-        d.malformed.is_empty(),
-        "malformed lines: {:?}",
-        &d.malformed[..d.malformed.len().min(3)]
-    );
+    run.assert_clean();
     for level in [Level::INFO, Level::ERROR] {
         assert_eq!(
             d.events[common::level_index(level)],

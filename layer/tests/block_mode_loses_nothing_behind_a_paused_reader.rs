@@ -29,12 +29,7 @@ fn block_mode_loses_nothing_behind_a_paused_reader() {
         run.num("max_latency_us"),
         run.stat("peak_queue_bytes"),
     );
-    assert!(run.exit_ok, "child failed:\n{}", run.stderr);
-    assert!(
-        d.malformed.is_empty(),
-        "malformed: {:?}",
-        &d.malformed[..d.malformed.len().min(3)]
-    );
+    run.assert_clean();
     for level in [Level::INFO, Level::ERROR] {
         assert_eq!(
             d.events[level_index(level)],

@@ -36,12 +36,7 @@ fn errors_take_the_place_of_infos_behind_a_paused_reader() {
         run.dropped(Level::INFO, DropReason::Contended),
         run.stat("peak_queue_bytes"),
     );
-    assert!(run.exit_ok, "child failed:\n{}", run.stderr);
-    assert!(
-        d.malformed.is_empty(),
-        "malformed: {:?}",
-        &d.malformed[..d.malformed.len().min(3)]
-    );
+    run.assert_clean();
     assert!(
         run.dropped(Level::INFO, DropReason::Evicted) > 0,
         "the errors needed more than the reserve"

@@ -411,6 +411,17 @@ pub struct Run {
 }
 
 impl Run {
+    /// The child exited cleanly and every line it wrote was whole.
+    pub fn assert_clean(&self) {
+        assert!(self.exit_ok, "child failed:\n{}", self.stderr);
+        let malformed = &self.delivered.malformed;
+        assert!(
+            malformed.is_empty(),
+            "malformed lines: {:?}",
+            &malformed[..malformed.len().min(3)]
+        );
+    }
+
     pub fn emitted(&self, level: Level) -> u64 {
         self.report["emitted"][level_index(level)]
             .as_u64()
