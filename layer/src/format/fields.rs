@@ -19,15 +19,19 @@ impl JsonFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
         let name = field.name();
-        self.buf.extend_from_slice(b",\"");
-        if name == "message" {
-            self.buf.extend_from_slice(b"msg");
-        } else {
-            if name.len() <= 6 && RESERVED.contains(&name) {
-                self.buf.extend_from_slice(b"field.");
+        // A match on the bytes compiles to a switch on the length and word compares.
+        match name.as_bytes() {
+            b"message" => {
+                self.buf.extend_from_slice(b",\"msg\":");
+                return;
             }
-            write_escaped(self.buf, name);
+            b"ts" | b"level" | b"target" | b"msg" | b"span" => {
+                debug_assert!(RESERVED.contains(&name));
+                self.buf.extend_from_slice(b",\"field.");
+            }
+            _ => self.buf.extend_from_slice(b",\""),
         }
+        write_escaped(self.buf, name);
         self.buf.extend_from_slice(b"\":");
     }
 }
