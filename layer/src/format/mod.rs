@@ -109,6 +109,7 @@ pub struct FormatLayer<K> {
 impl<K: LineSink> FormatLayer<K> {
     /// A layer writing `format` lines to `sink`, timestamps from the system clock.
     pub fn new(format: Format, sink: K) -> Self {
+        SystemClock::warm_up();
         FormatLayer {
             format,
             sink,
