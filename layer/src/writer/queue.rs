@@ -387,14 +387,16 @@ impl Queue {
             pack(&mut chunks[from..to], &mut self.scratch, self.chunk_size);
             from = to;
         }
-        let mut kept = VecDeque::with_capacity(0);
-        std::mem::swap(&mut kept, &mut self.pending);
-        for mut chunk in kept {
-            if chunk.data.is_empty() {
-                chunk.reset();
-                self.free.push(chunk);
-            } else {
-                self.pending.push_back(chunk);
+        // Free the chunks the packing emptied (a chunk can hold only empty lines: keep it).
+        let mut i = 0;
+        while i < self.pending.len() {
+            let emptied = self.pending[i].data.is_empty() && self.pending[i].lines == [0; LEVELS];
+            match emptied.then(|| self.pending.remove(i)).flatten() {
+                Some(mut chunk) => {
+                    chunk.reset();
+                    self.free.push(chunk);
+                }
+                None => i += 1,
             }
         }
         self.pending_bytes = self.pending.iter().map(Chunk::cost).sum();
@@ -596,6 +598,20 @@ mod tests {
         assert_eq!(q.pending.len(), 1, "packed into one chunk");
         // Nothing left to evict.
         assert_eq!(q.evict_below_keep(), [0; LEVELS]);
+    }
+
+    #[test]
+    fn empty_lines_are_counted_through_an_eviction() {
+        let mut q = Queue::new(64 * 1024, 48 * 1024);
+        q.push(4, b"", true);
+        q.push(2, b"info\n", false);
+        q.push(3, b"", true);
+        assert_eq!(q.evict_below_keep(), [0, 0, 1, 0, 0]);
+        assert_eq!(q.queued_lines(), [0, 0, 0, 1, 1]);
+        let mut batch = Vec::new();
+        q.take(&mut batch);
+        clear_chunks(&mut batch);
+        assert_eq!(q.finish(&mut batch), [0, 0, 0, 1, 1]);
     }
 
     proptest! {
