@@ -10,6 +10,7 @@
 //! controller never waits for the API server, a full queue drops the Event (counted),
 //! and a failed write is logged, never fatal.
 
+use crate::status::truncate;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -145,7 +146,7 @@ impl PolicyEvents {
                 severity: Severity::Warning,
                 reason: REASON_INVALID,
                 action: "Validate",
-                note: truncate(note),
+                note: truncate(note, MAX_NOTE),
             });
         }
         seen.errors = errors;
@@ -187,10 +188,13 @@ impl PolicyEvents {
                 severity: Severity::Warning,
                 reason: REASON_PUSH_FAILED,
                 action: "Push",
-                note: truncate(format!(
-                    "{} of {} pods failed: {pods}{more}",
-                    view.failed, view.matched
-                )),
+                note: truncate(
+                    format!(
+                        "{} of {} pods failed: {pods}{more}",
+                        view.failed, view.matched
+                    ),
+                    MAX_NOTE,
+                ),
             });
         }
         out
@@ -210,20 +214,6 @@ pub fn rfc3339(t: SystemTime) -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     logpolicy::clock::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Cuts `s` to at most [`MAX_NOTE`] bytes, at a character boundary, marking the cut.
-fn truncate(mut s: String) -> String {
-    if s.len() <= MAX_NOTE {
-        return s;
-    }
-    let mut end = MAX_NOTE - 3;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    s.push_str("...");
-    s
 }
 
 /// The reference an Event is about: a LogPolicy (with its uid when known, which

@@ -168,7 +168,8 @@ impl PolicyView {
     }
 }
 
-fn truncate(mut s: String, max: usize) -> String {
+/// Cuts `s` to at most `max` bytes, at a character boundary, marking the cut with `...`.
+pub(crate) fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut cut = max.saturating_sub(3);
         while !s.is_char_boundary(cut) {

@@ -102,16 +102,7 @@ impl ValidatedPolicy {
         if parts.is_empty() {
             return None;
         }
-        let mut s = parts.join(",");
-        if s.len() > MAX_LEVELS_LEN {
-            let mut cut = MAX_LEVELS_LEN - 3;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            s.truncate(cut);
-            s.push_str("...");
-        }
-        Some(s)
+        Some(crate::status::truncate(parts.join(","), MAX_LEVELS_LEN))
     }
 
     /// The layer as pushed to a pod: the settings, with this source and expiry.

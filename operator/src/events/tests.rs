@@ -139,10 +139,10 @@ fn expiry_is_reported_once_with_the_time_and_the_pods_reverted() {
 
 #[test]
 fn notes_are_cut_at_the_api_limit() {
-    let s = truncate("é".repeat(2000));
+    let s = truncate("é".repeat(2000), MAX_NOTE);
     assert!(s.len() <= MAX_NOTE);
     assert!(s.ends_with("..."));
-    assert_eq!(truncate("short".into()), "short");
+    assert_eq!(truncate("short".into(), MAX_NOTE), "short");
 }
 
 #[test]
