@@ -6,10 +6,6 @@ use tracing_core::field::{Field, Visit};
 
 use super::escape::{write_escaped, Escaping, Raw};
 
-/// Keys the line itself uses; an event field with one of these names is written as
-/// `field.<name>` so the line never has duplicate keys.
-const RESERVED: [&str; 5] = ["ts", "level", "target", "msg", "span"];
-
 /// Writes `,"key":value` for each field.
 pub(crate) struct JsonFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
@@ -20,13 +16,14 @@ impl JsonFields<'_> {
     fn key(&mut self, field: &Field) {
         let name = field.name();
         // A match on the bytes compiles to a switch on the length and word compares.
+        // Keys the line itself uses are written as `field.<name>`, so the line never has
+        // duplicate keys.
         match name.as_bytes() {
             b"message" => {
                 self.buf.extend_from_slice(b",\"msg\":");
                 return;
             }
             b"ts" | b"level" | b"target" | b"msg" | b"span" => {
-                debug_assert!(RESERVED.contains(&name));
                 self.buf.extend_from_slice(b",\"field.");
             }
             _ => self.buf.extend_from_slice(b",\""),

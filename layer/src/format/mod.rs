@@ -335,10 +335,9 @@ impl<K: LineSink> FormatLayer<K> {
         let compiled = policy.compiled();
         let stats = policy.stats_cells();
         let since_epoch = self.clock.since_epoch();
-        let now = UNIX_EPOCH + since_epoch;
         if let Some(notices) = policy.notices().take() {
             for notice in notices {
-                request::write_notice(buf, self.format, now, &notice);
+                request::write_notice(buf, self.format, UNIX_EPOCH + since_epoch, &notice);
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
@@ -392,6 +391,7 @@ impl<K: LineSink> FormatLayer<K> {
             policy.budget().charge(buf.len());
         }
         if self.summary.due(since_epoch.as_secs()) {
+            let now = UNIX_EPOCH + since_epoch;
             if let Some(line_level) = self.summary.write(buf, self.format, now, &stats.snapshot()) {
                 self.sink.write_line(&line_level, true, buf);
             }

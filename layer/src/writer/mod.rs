@@ -273,9 +273,8 @@ struct Shared {
     stop_flag: AtomicBool,
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     queued_hint: AtomicUsize,
-    /// Set when `alwaysKeep` lines had to evict lines below it (drop mode), cleared when
-    /// the writer thread next gets a batch out: until then lines below `alwaysKeep` are
-    /// refused at once, since they could only be evicted in turn.
+    /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
+    /// [`Queue::evict_below_keep`]), mirrored under the lock, read without it.
     evicting: AtomicBool,
     /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
     /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
@@ -434,16 +433,15 @@ impl Shared {
         st
     }
 
-    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`]),
-    /// counts them, and refuses further ones until the writer gets a batch out. Returns
-    /// whether anything was evicted.
+    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`],
+    /// which also refuses further ones until the writer gets a batch out) and counts
+    /// them. Returns whether anything was evicted.
     fn evict(&self, st: &mut State) -> bool {
         let evicted = st.queue.evict_below_keep();
         let total: u64 = evicted.iter().sum();
         if total == 0 {
             return false;
         }
-        self.evicting.store(true, Ordering::Release);
         let mut wake = false;
         for (li, n) in evicted.into_iter().enumerate() {
             wake |= st.count_drop(li, DropReason::Evicted, n, true);
@@ -459,6 +457,8 @@ impl Shared {
     fn publish_queued(&self, st: &State) {
         self.queued_hint
             .store(st.queue.queued_bytes(), Ordering::Release);
+        self.evicting
+            .store(st.queue.refusing_below_keep(), Ordering::Release);
     }
 
     fn wake_writer(&self, st: &mut State) {
@@ -617,11 +617,7 @@ impl Writer {
                 st.count_drop(li, DropReason::Shutdown, 1, false);
                 return false;
             }
-            let fit = if never_wait && sh.evicting.load(Ordering::Acquire) {
-                Fit::Later
-            } else {
-                st.queue.fit(line.len(), always_keep)
-            };
+            let fit = st.queue.fit(line.len(), always_keep);
             if fit == Fit::Later && always_keep && sh.overflow == Overflow::Drop && !evicted {
                 // Errors take the place of queued infos rather than wait or be dropped.
                 evicted = true;
@@ -933,7 +929,9 @@ fn run(shared: &Shared, mut out: File) {
             }
         }
         st.reported_seq = report_seq;
-        let lines = st.queue.finish(&mut batch);
+        let lines = st
+            .queue
+            .finish(&mut batch, outcome.error.is_none() && outcome.bytes > 0);
         shared.publish_queued(&st);
         st.resolved_seq += lines.iter().sum::<u64>();
         match outcome.error {
@@ -942,9 +940,6 @@ fn run(shared: &Shared, mut out: File) {
                     c.written += n;
                 }
                 st.healthy = true;
-                if outcome.bytes > 0 {
-                    shared.evicting.store(false, Ordering::Release);
-                }
             }
             Some(e) => {
                 st.io_errors += 1;

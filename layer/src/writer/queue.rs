@@ -151,6 +151,9 @@ pub(crate) struct Queue {
     allocated_chunks: usize,
     peak_bytes: usize,
     scratch: Vec<Span>,
+    /// Set by an eviction, cleared when a batch is written: until then lines below
+    /// `alwaysKeep` do not fit, since they could only be evicted in turn.
+    refusing_below_keep: bool,
 }
 
 impl Queue {
@@ -171,6 +174,7 @@ impl Queue {
             allocated_chunks: 0,
             peak_bytes: 0,
             scratch: Vec::new(),
+            refusing_below_keep: false,
         }
     }
 
@@ -181,11 +185,6 @@ impl Queue {
     /// The most chunks this queue will ever allocate.
     pub(crate) fn max_chunks(&self) -> usize {
         Self::max_chunks_for(self.capacity, self.chunk_size)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn chunk_size(&self) -> usize {
-        self.chunk_size
     }
 
     /// The bound on queued bytes.
@@ -218,26 +217,38 @@ impl Queue {
         self.allocated_chunks
     }
 
-    fn cost(len: usize, always_keep: bool) -> usize {
-        if always_keep {
+    /// What a line counts against the budget: its bytes, plus its [`Span`] if it is an
+    /// `alwaysKeep` line that fits in a chunk (a longer one is never moved, so has none).
+    fn line_cost(&self, len: usize, always_keep: bool) -> usize {
+        if always_keep && len <= self.chunk_size {
             len + KEEP_RECORD_BYTES
         } else {
             len
         }
     }
 
+    /// Whether lines below `alwaysKeep` are refused because of an eviction (see the
+    /// field), for the lock-free mirror callers read first.
+    pub(crate) fn refusing_below_keep(&self) -> bool {
+        self.refusing_below_keep
+    }
+
     /// Whether a line of `len` bytes fits: lines below `alwaysKeep` may fill the queue up
-    /// to the normal limit, `alwaysKeep` lines up to the whole capacity.
+    /// to the normal limit (none while an eviction is in force), `alwaysKeep` lines up
+    /// to the whole capacity.
     pub(crate) fn fit(&self, len: usize, always_keep: bool) -> Fit {
         let limit = if always_keep {
             self.capacity
         } else {
             self.normal_limit
         };
-        let cost = Self::cost(len, always_keep);
+        let cost = self.line_cost(len, always_keep);
         if cost > limit {
             Fit::Never
-        } else if self.queued_bytes() + cost <= limit && self.has_chunks_for(len) {
+        } else if self.queued_bytes() + cost <= limit
+            && self.has_chunks_for(len)
+            && (always_keep || !self.refusing_below_keep)
+        {
             Fit::Now
         } else {
             Fit::Later
@@ -306,12 +317,7 @@ impl Queue {
                 self.pending.push_back(chunk);
             }
         }
-        // A piece records no span: its cost is its bytes.
-        self.pending_bytes += if len <= self.chunk_size {
-            Self::cost(len, always_keep)
-        } else {
-            len
-        };
+        self.pending_bytes += self.line_cost(len, always_keep);
         self.pending_lines[level] += 1;
         self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
     }
@@ -345,11 +351,15 @@ impl Queue {
         bytes
     }
 
-    /// The batch in flight is done (written or not): returns its lines per level, takes its
-    /// chunks back for reuse and leaves `batch` empty. The caller empties the chunks first,
-    /// outside the lock (see [`clear_chunks`]); this only moves pointers.
-    pub(crate) fn finish(&mut self, batch: &mut Vec<Chunk>) -> [u64; LEVELS] {
+    /// The batch in flight is done (`written`, or not): returns its lines per level, takes
+    /// its chunks back for reuse and leaves `batch` empty; a written batch ends an
+    /// eviction's refusal. The caller empties the chunks first, outside the lock (see
+    /// [`clear_chunks`]); this only moves pointers.
+    pub(crate) fn finish(&mut self, batch: &mut Vec<Chunk>, written: bool) -> [u64; LEVELS] {
         debug_assert!(batch.iter().all(Chunk::is_reset));
+        if written {
+            self.refusing_below_keep = false;
+        }
         self.free.append(batch);
         self.inflight_bytes = 0;
         std::mem::take(&mut self.inflight_lines)
@@ -357,8 +367,9 @@ impl Queue {
 
     /// Drops every pending line below `alwaysKeep` (the batch in flight and pieces of
     /// lines longer than a chunk stay) and packs the `alwaysKeep` lines that remain, in
-    /// order, into as few chunks as they fit; emptied chunks are freed. Returns the lines
-    /// dropped, per level. Copies only the `alwaysKeep` lines' bytes.
+    /// order, into as few chunks as they fit; emptied chunks are freed. Until a batch is
+    /// written, lines below `alwaysKeep` then do not fit. Returns the lines dropped, per
+    /// level. Copies only the `alwaysKeep` lines' bytes.
     pub(crate) fn evict_below_keep(&mut self) -> [u64; LEVELS] {
         let mut evicted = [0u64; LEVELS];
         for chunk in self.pending.iter().filter(|c| !c.piece) {
@@ -373,6 +384,7 @@ impl Queue {
         if evicted.iter().all(|&n| n == 0) {
             return evicted;
         }
+        self.refusing_below_keep = true;
         let chunks = self.pending.make_contiguous();
         let mut from = 0;
         while from < chunks.len() {
@@ -540,7 +552,7 @@ mod tests {
         assert_eq!(q.take(&mut batch), 4000);
         assert_eq!(q.fit(100, true), Fit::Later);
         clear_chunks(&mut batch);
-        assert_eq!(q.finish(&mut batch), [0, 0, 1, 0, 0]);
+        assert_eq!(q.finish(&mut batch, true), [0, 0, 1, 0, 0]);
         assert!(batch.is_empty());
         assert_eq!(q.fit(4096 - KEEP_RECORD_BYTES, true), Fit::Now);
         assert_eq!(q.peak_bytes(), 4000);
@@ -550,7 +562,7 @@ mod tests {
     fn a_batch_is_at_most_a_quarter_of_the_queue_and_never_ends_inside_a_line() {
         let capacity = 1 << 20; // chunks of 32 KiB, batches of 256 KiB
         let mut q = Queue::new(capacity, capacity);
-        let chunk = q.chunk_size();
+        let chunk = q.chunk_len();
         for _ in 0..(capacity / 2) / 1000 {
             q.push(2, &[b'i'; 1000], false);
         }
@@ -563,10 +575,10 @@ mod tests {
         // A line longer than the rest of the batch's room is taken whole.
         let mut rest = Vec::new();
         clear_chunks(&mut batch);
-        q.finish(&mut batch);
+        q.finish(&mut batch, true);
         while q.take(&mut rest) > 0 {
             clear_chunks(&mut rest);
-            q.finish(&mut rest);
+            q.finish(&mut rest, true);
         }
         q.push(2, &vec![b'L'; capacity / 4 + 10], false);
         assert_eq!(q.take(&mut batch), capacity / 4 + 10);
@@ -598,6 +610,20 @@ mod tests {
         assert_eq!(q.pending.len(), 1, "packed into one chunk");
         // Nothing left to evict.
         assert_eq!(q.evict_below_keep(), [0; LEVELS]);
+        // Lines below alwaysKeep are refused until a batch is written; errors still fit.
+        assert!(q.refusing_below_keep());
+        assert_eq!(q.fit(10, false), Fit::Later);
+        assert_eq!(q.fit(10, true), Fit::Now);
+        let mut batch = Vec::new();
+        q.take(&mut batch);
+        clear_chunks(&mut batch);
+        q.finish(&mut batch, false);
+        assert_eq!(q.fit(10, false), Fit::Later, "a failed write ends nothing");
+        q.push(4, b"ERROR-again\n", true);
+        q.take(&mut batch);
+        clear_chunks(&mut batch);
+        q.finish(&mut batch, true);
+        assert_eq!(q.fit(10, false), Fit::Now);
     }
 
     #[test]
@@ -611,7 +637,7 @@ mod tests {
         let mut batch = Vec::new();
         q.take(&mut batch);
         clear_chunks(&mut batch);
-        assert_eq!(q.finish(&mut batch), [0, 0, 0, 1, 1]);
+        assert_eq!(q.finish(&mut batch, true), [0, 0, 0, 1, 1]);
     }
 
     proptest! {
@@ -659,7 +685,7 @@ mod tests {
                     3 => {
                         written.extend_from_slice(&bytes(&batch));
                         clear_chunks(&mut batch);
-                        add(&mut written_lines, q.finish(&mut batch));
+                        add(&mut written_lines, q.finish(&mut batch, true));
                     }
                     4 => add(&mut evicted_lines, q.evict_below_keep()),
                     _ => {
@@ -680,11 +706,11 @@ mod tests {
             }
             written.extend_from_slice(&bytes(&batch));
             clear_chunks(&mut batch);
-            add(&mut written_lines, q.finish(&mut batch));
+            add(&mut written_lines, q.finish(&mut batch, true));
             while q.take(&mut batch) > 0 {
                 written.extend_from_slice(&bytes(&batch));
                 clear_chunks(&mut batch);
-                add(&mut written_lines, q.finish(&mut batch));
+                add(&mut written_lines, q.finish(&mut batch, true));
             }
             // What came out is the queued lines in order, each whole, every `alwaysKeep`
             // line among them, and as many lines below it as were not evicted.
