@@ -99,39 +99,200 @@ pub fn run(config: &LoadConfig, expected_body_len: usize) -> std::io::Result<Loa
             }
         }
     }
-    let pipeline = config.pipeline.max(1);
+    let how = Requests {
+        request: &request,
+        pipeline: config.pipeline.max(1),
+        timeout: config.io_timeout,
+        expected_body_len,
+    };
     let mut open = connections.len();
     while open > 0 {
         open = 0;
         let now = Instant::now();
+        let send = now < window.until;
         for c in connections.iter_mut().filter(|c| !c.done) {
-            if let Err(e) = c.step(
-                now,
-                &request,
-                pipeline,
-                window,
-                config.io_timeout,
-                expected_body_len,
-            ) {
-                c.done = true;
-                c.stats.error = Some(e.to_string());
-            }
+            c.step_or_fail(&how, now, send, window);
+            c.done |= !send && c.in_flight.is_empty();
             if !c.done {
                 open += 1;
             }
         }
     }
     for c in connections {
-        let stats = c.stats;
-        report.ok_in_window += stats.ok_in_window;
-        report.responses_total += stats.responses;
-        report.non_200 += stats.non_200;
-        report.bad_body += stats.bad_body;
-        report.latency.merge(&stats.latency);
+        report.add(c.stats);
+    }
+    Ok(report)
+}
+
+impl LoadReport {
+    fn add(&mut self, stats: ConnectionStats) {
+        self.ok_in_window += stats.ok_in_window;
+        self.responses_total += stats.responses;
+        self.non_200 += stats.non_200;
+        self.bad_body += stats.bad_body;
+        self.latency.merge(&stats.latency);
         if let Some(e) = stats.error {
-            report.connection_errors += 1;
-            report.first_error.get_or_insert(e);
+            self.connection_errors += 1;
+            self.first_error.get_or_insert(e);
         }
+    }
+}
+
+/// Two services loaded in turn, for a paired comparison.
+#[derive(Debug, Clone)]
+pub struct AlternatingConfig {
+    /// The two services (loopback addresses).
+    pub addrs: [SocketAddr; 2],
+    /// The path requested.
+    pub path: String,
+    /// Keep-alive connections to each service.
+    pub connections: usize,
+    /// Requests in flight per connection while its service is loaded.
+    pub pipeline: usize,
+    /// Both services are loaded in turn for this long before slices are counted.
+    pub warmup: Duration,
+    /// How long each service is loaded at a time.
+    pub slice: Duration,
+    /// Responses in the first `settle` of a slice are not counted: the other service is
+    /// still answering its last requests and its logger writing its last lines.
+    pub settle: Duration,
+    /// Pairs of slices measured.
+    pub pairs: usize,
+    /// A connection waiting for a response this long gives up.
+    pub io_timeout: Duration,
+}
+
+/// One counted slice: which service was loaded and what it answered.
+#[derive(Debug, Clone, Copy)]
+pub struct Slice {
+    /// 0 or 1: the index in [`AlternatingConfig::addrs`].
+    pub service: usize,
+    /// `200` responses in the counted part of the slice.
+    pub ok: u64,
+    /// The counted part's length, in seconds.
+    pub secs: f64,
+}
+
+impl Slice {
+    /// `200` responses per second in the counted part.
+    pub fn requests_per_sec(&self) -> f64 {
+        self.ok as f64 / self.secs
+    }
+}
+
+/// What an alternating run measured: the slices in order (pairs in the order A B, B A,
+/// A B, ..., so each pair is adjacent in time and a steady drift favours neither), and
+/// per service the totals over every counted slice.
+pub struct AlternatingReport {
+    /// Every counted slice, two per pair.
+    pub slices: Vec<Slice>,
+    /// Per service, over its counted slices (`window_secs` is their total length).
+    pub services: [LoadReport; 2],
+}
+
+/// Loads two services in turn, one slice at a time, on the calling thread: while one
+/// is loaded the other only answers what it was already asked. Comparing adjacent
+/// slices cancels the drift in the machine's speed (on a VM, 10% and more within a
+/// minute) that separate runs seconds apart cannot.
+pub fn run_alternating(
+    config: &AlternatingConfig,
+    expected_body_len: usize,
+) -> std::io::Result<AlternatingReport> {
+    let mut sets: [Vec<Connection>; 2] = [Vec::new(), Vec::new()];
+    let mut requests: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    for (i, addr) in config.addrs.iter().enumerate() {
+        requests[i] = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: logpolicy-bench\r\n\r\n",
+            config.path, addr
+        )
+        .into_bytes();
+        for _ in 0..config.connections {
+            sets[i].push(Connection::open(*addr, config.io_timeout)?);
+        }
+    }
+    let how = requests.each_ref().map(|request| Requests {
+        request,
+        pipeline: config.pipeline.max(1),
+        timeout: config.io_timeout,
+        expected_body_len,
+    });
+    let warmup_slices = (config.warmup.as_nanos() / config.slice.as_nanos().max(1)) as usize;
+    // Warm-up slices alternate A B; counted pairs go A B, B A, A B, ...
+    let mut schedule: Vec<(usize, bool)> = (0..warmup_slices).map(|i| (i % 2, false)).collect();
+    for p in 0..config.pairs {
+        let first = p % 2;
+        schedule.push((first, true));
+        schedule.push((1 - first, true));
+    }
+    let mut report = AlternatingReport {
+        slices: Vec::new(),
+        services: [LoadReport::default(), LoadReport::default()],
+    };
+    let never = Window {
+        from: Instant::now(),
+        until: Instant::now(),
+    };
+    for (service, counted) in schedule {
+        let start = Instant::now();
+        let end = start + config.slice;
+        let window = Window {
+            from: start + config.settle,
+            until: end,
+        };
+        let before: u64 = sets[service].iter().map(|c| c.stats.ok_in_window).sum();
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            for (i, set) in sets.iter_mut().enumerate() {
+                let active = i == service;
+                let w = if active && counted { window } else { never };
+                for c in set.iter_mut().filter(|c| !c.done) {
+                    c.step_or_fail(&how[i], now, active, w);
+                    if c.done {
+                        return Err(std::io::Error::other(format!(
+                            "service {i}: {}",
+                            c.stats.error.clone().unwrap_or_default()
+                        )));
+                    }
+                }
+            }
+        }
+        if counted {
+            let after: u64 = sets[service].iter().map(|c| c.stats.ok_in_window).sum();
+            report.slices.push(Slice {
+                service,
+                ok: after - before,
+                secs: (config.slice - config.settle).as_secs_f64(),
+            });
+        }
+    }
+    // Drain what is still in flight, counting nothing.
+    let drain_until = Instant::now() + config.io_timeout;
+    while sets
+        .iter()
+        .flatten()
+        .any(|c| !c.done && !c.in_flight.is_empty())
+        && Instant::now() < drain_until
+    {
+        let now = Instant::now();
+        for (i, set) in sets.iter_mut().enumerate() {
+            for c in set.iter_mut().filter(|c| !c.done) {
+                c.step_or_fail(&how[i], now, false, never);
+            }
+        }
+    }
+    for (i, set) in sets.into_iter().enumerate() {
+        for c in set {
+            report.services[i].add(c.stats);
+        }
+        report.services[i].window_secs = report
+            .slices
+            .iter()
+            .filter(|s| s.service == i)
+            .map(|s| s.secs)
+            .sum();
     }
     Ok(report)
 }
@@ -150,6 +311,15 @@ struct ConnectionStats {
     bad_body: u64,
     latency: Histogram,
     error: Option<String>,
+}
+
+/// What every connection to one service sends and expects.
+#[derive(Clone, Copy)]
+struct Requests<'a> {
+    request: &'a [u8],
+    pipeline: usize,
+    timeout: Duration,
+    expected_body_len: usize,
 }
 
 /// One keep-alive connection: requests written but not yet answered, bytes not yet
@@ -184,18 +354,30 @@ impl Connection {
         })
     }
 
-    /// Tops up the pipeline (unless the window is over), writes what it can and parses
-    /// what has arrived. Never blocks.
+    /// [`step`](Self::step); an error marks the connection done and is kept in its stats.
+    fn step_or_fail(&mut self, how: &Requests<'_>, now: Instant, send: bool, window: Window) {
+        if let Err(e) = self.step(how, now, send, window) {
+            self.done = true;
+            self.stats.error = Some(e.to_string());
+        }
+    }
+
+    /// Tops up the pipeline (if `send`), writes what it can and parses what has arrived,
+    /// counting the responses that complete inside `window`. Never blocks.
     fn step(
         &mut self,
+        how: &Requests<'_>,
         now: Instant,
-        request: &[u8],
-        pipeline: usize,
+        send: bool,
         window: Window,
-        timeout: Duration,
-        expected_body_len: usize,
     ) -> std::io::Result<()> {
-        if now < window.until {
+        let Requests {
+            request,
+            pipeline,
+            timeout,
+            expected_body_len,
+        } = *how;
+        if send {
             while self.in_flight.len() < pipeline {
                 self.out.extend_from_slice(request);
                 self.in_flight.push_back(now);
@@ -215,7 +397,6 @@ impl Connection {
             self.written = 0;
         }
         if self.in_flight.is_empty() {
-            self.done = now >= window.until;
             self.last_progress = now;
             return Ok(());
         }

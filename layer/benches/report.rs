@@ -6,6 +6,59 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::process::Command;
+
+use criterion::Criterion;
+use tracing::Dispatch;
+
+/// Names the one case a child process of the bench binary runs.
+const CASE_ENV: &str = "LOGPOLICY_BENCH_CASE";
+
+/// Benchmarks `f` with `make()`'s subscriber installed as the process's *global*
+/// default, the way a service installs it (`init()`, `SubscriberExt::init`), rather than
+/// a scoped one: a scoped default costs every event a thread-local lookup and a
+/// `RefCell` borrow that services do not pay.
+///
+/// A process has one global default, so each case runs in a child process of this
+/// bench binary (same arguments, so criterion's filters and options apply), which
+/// writes its estimates where [`median_ns`] reads them. The parent runs every case in
+/// turn, one at a time.
+pub fn global_case(
+    c: &mut Criterion,
+    group: &str,
+    id: &str,
+    make: impl FnOnce() -> Dispatch,
+    mut f: impl FnMut(),
+) {
+    let name = format!("{group}/{id}");
+    match std::env::var(CASE_ENV) {
+        Ok(case) if case == name => {
+            tracing::dispatcher::set_global_default(make())
+                .expect("the child sets the only global default");
+            c.benchmark_group(group)
+                .bench_function(id, |b| b.iter(&mut f));
+        }
+        // A child running another case.
+        Ok(_) => {}
+        Err(_) => {
+            let exe = std::env::current_exe().expect("the bench binary's path");
+            let status = Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .env(CASE_ENV, &name)
+                .status();
+            match status {
+                Ok(s) if s.success() => {}
+                Ok(s) => eprintln!("case {name}: child exited with {s}"),
+                Err(e) => eprintln!("case {name}: could not start the child: {e}"),
+            }
+        }
+    }
+}
+
+/// Whether this process is a child running one case (it must not print the report).
+pub fn is_case_child() -> bool {
+    std::env::var_os(CASE_ENV).is_some()
+}
 
 /// A layer that only looks at each event: the cost of "enabled" without output.
 pub struct Touch;

@@ -25,7 +25,7 @@ use tracing_subscriber::filter::dynamic_filter_fn;
 use tracing_subscriber::prelude::*;
 
 mod report;
-use report::{Row, Touch};
+use report::{global_case as under, Row, Touch};
 
 /// Events per criterion iteration.
 const N: usize = 100;
@@ -54,18 +54,6 @@ fn storm() {
     for i in 0..N {
         tracing::info!(target: "bench::storm", i, "storm");
     }
-}
-
-fn under(c: &mut Criterion, group: &str, id: &str, dispatch: Dispatch, f: impl FnMut()) {
-    let mut f = f;
-    tracing::callsite::rebuild_interest_cache();
-    tracing::dispatcher::with_default(&dispatch, || {
-        tracing::callsite::rebuild_interest_cache();
-        c.benchmark_group(group)
-            .bench_function(id, |b| b.iter(&mut f));
-    });
-    drop(dispatch);
-    tracing::callsite::rebuild_interest_cache();
 }
 
 fn ours_touch(directives: &str) -> Dispatch {
@@ -123,14 +111,16 @@ fn main() {
         &mut c,
         g,
         "logpolicy-json",
-        ours_json(sample),
+        || ours_json(sample),
         sampled_events,
     );
-    let peer = tracing_subscriber::fmt::layer()
-        .json()
-        .with_writer(std::io::sink)
-        .with_filter(counter_sampler());
-    let peer = Dispatch::new(tracing_subscriber::registry().with(peer));
+    let peer = || {
+        let layer = tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::sink)
+            .with_filter(counter_sampler());
+        Dispatch::new(tracing_subscriber::registry().with(layer))
+    };
     under(
         &mut c,
         g,
@@ -142,11 +132,11 @@ fn main() {
         &mut c,
         g,
         "logpolicy-filter-only",
-        ours_touch(sample),
+        || ours_touch(sample),
         sampled_events,
     );
     let peer =
-        Dispatch::new(tracing_subscriber::registry().with(Touch.with_filter(counter_sampler())));
+        || Dispatch::new(tracing_subscriber::registry().with(Touch.with_filter(counter_sampler())));
     under(
         &mut c,
         g,
@@ -158,23 +148,35 @@ fn main() {
     let g = "request-20-lines";
     let keep_all = "info,@sample(bench::http)=1/1:request";
     let keep_none = "info,@sample(bench::http)=1/1000000:request";
-    under(&mut c, g, "kept", ours_json(keep_all), || {
-        request_of_20(false)
-    });
-    under(&mut c, g, "sampled-out", ours_json(keep_none), || {
-        request_of_20(false)
-    });
+    under(
+        &mut c,
+        g,
+        "kept",
+        || ours_json(keep_all),
+        || request_of_20(false),
+    );
+    under(
+        &mut c,
+        g,
+        "sampled-out",
+        || ours_json(keep_none),
+        || request_of_20(false),
+    );
     under(
         &mut c,
         g,
         "sampled-out-then-flushed",
-        ours_json(keep_none),
+        || ours_json(keep_none),
         || request_of_20(true),
     );
-    under(&mut c, g, "kept-with-error", ours_json(keep_all), || {
-        request_of_20(true)
-    });
-    under(&mut c, g, "fmt-json-unsampled", fmt_json(), || {
+    under(
+        &mut c,
+        g,
+        "kept-with-error",
+        || ours_json(keep_all),
+        || request_of_20(true),
+    );
+    under(&mut c, g, "fmt-json-unsampled", fmt_json, || {
         request_of_20(false)
     });
 
@@ -183,12 +185,15 @@ fn main() {
         &mut c,
         g,
         "logpolicy-burst",
-        ours_json("info,@burst=1000/s:1/100"),
+        || ours_json("info,@burst=1000/s:1/100"),
         storm,
     );
-    under(&mut c, g, "logpolicy-no-limit", ours_json("info"), storm);
-    under(&mut c, g, "fmt-json-no-limit", fmt_json(), storm);
+    under(&mut c, g, "logpolicy-no-limit", || ours_json("info"), storm);
+    under(&mut c, g, "fmt-json-no-limit", fmt_json, storm);
     c.final_summary();
+    if report::is_case_child() {
+        return;
+    }
 
     let n = N as f64;
     let info = f64::INFINITY;

@@ -45,6 +45,8 @@ const RUN_BUDGET: Duration = Duration::from_secs(270);
 const QUIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The target: ours at 5 lines per request loses at most this share of its 0-line rate.
 const TARGET_LOSS: f64 = 0.15;
+/// The lines per request of the paired measurement (against 0).
+const PAIRED_LINES: u32 = 5;
 
 /// The loggers of this benchmark; `None` is the no-logging baseline.
 const LOGGERS: [Option<Logger>; 4] = [
@@ -177,6 +179,10 @@ struct Options {
     pipeline: usize,
     lines: Vec<u32>,
     loggers: Vec<Option<Logger>>,
+    /// The paired measurement: pairs of slices, each slice's length and unmeasured start.
+    pairs: usize,
+    slice: Duration,
+    settle: Duration,
 }
 
 impl Options {
@@ -189,6 +195,9 @@ impl Options {
             pipeline: 1,
             lines: vec![0, 1, 5],
             loggers: LOGGERS.to_vec(),
+            pairs: 16,
+            slice: Duration::from_millis(500),
+            settle: Duration::from_millis(100),
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -201,6 +210,9 @@ impl Options {
                     o.connections = value().parse().unwrap_or_else(|_| usage(flag));
                 }
                 "--pipeline" => o.pipeline = value().parse().unwrap_or_else(|_| usage(flag)),
+                "--pairs" => o.pairs = value().parse().unwrap_or_else(|_| usage(flag)),
+                "--slice" => o.slice = secs(&value()).unwrap_or_else(|| usage(flag)),
+                "--settle" => o.settle = secs(&value()).unwrap_or_else(|| usage(flag)),
                 "--lines" => {
                     o.lines = value()
                         .split(',')
@@ -219,6 +231,13 @@ impl Options {
                 _ => usage(flag),
             }
         }
+        if o.settle >= o.slice {
+            eprintln!(
+                "--settle ({:?}) must be shorter than --slice ({:?}): nothing would be measured",
+                o.settle, o.slice
+            );
+            std::process::exit(2);
+        }
         o
     }
 }
@@ -234,7 +253,8 @@ fn usage(flag: &str) -> ! {
     eprintln!(
         "bad argument {flag:?}\nusage: http-bench [--rounds 3] [--warmup 1] [--measure 4] \
          [--connections 64] [--pipeline 1] [--lines 0,1,5] \
-         [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy]"
+         [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
+         [--pairs 16] [--slice 0.5] [--settle 0.1]"
     );
     std::process::exit(2)
 }
@@ -272,6 +292,17 @@ fn parent(o: Options) {
         o.connections,
         o.pipeline
     );
+    // The paired measurement first: the target is judged on it.
+    let mut paired: Vec<Value> = Vec::new();
+    for logger in o.loggers.iter().flatten() {
+        let secs = o.warmup + o.slice * (2 * o.pairs as u32) + Duration::from_secs(5);
+        if run_start.elapsed() + secs > RUN_BUDGET {
+            continue;
+        }
+        let run = run_paired(&o, &dir, *logger);
+        eprintln!("paired: {run}");
+        paired.push(run);
+    }
     let mut runs: Vec<Value> = Vec::new();
     let mut skipped = 0;
     for round in 0..o.rounds {
@@ -304,7 +335,14 @@ fn parent(o: Options) {
         o.connections, o.pipeline, o.warmup, o.measure, o.rounds
     ));
     out.push_str(&table(&summary));
-    let target = target(&summary, &runs);
+    out.push_str(&format!(
+        "\n## Paired: {PAIRED_LINES} lines vs 0 lines per request, load alternating between the two services\n\n\
+         Both services of a logger run side by side on cpu {SERVICE_CPU}; the load moves from one to the other every {:?} \
+         (the first {:?} of a slice not counted), {} pairs of adjacent slices after {:?} of warm-up.\n\n",
+        o.slice, o.settle, o.pairs, o.warmup
+    ));
+    out.push_str(&paired_table(&paired));
+    let target = target(&paired, &runs);
     out.push_str(&format!(
         "\n| target | measured | met |\n|---|---|---|\n| ours at 5 lines/request loses ≤ {:.0}% of its 0-line req/s | {} | {} |\n",
         TARGET_LOSS * 100.0,
@@ -336,6 +374,7 @@ fn parent(o: Options) {
         "loadavg_after": load_after,
         "total_secs": run_start.elapsed().as_secs_f64(),
         "cells": summary,
+        "paired": paired,
         "target": {"name": "ours at 5 lines/request loses <= 15% of its 0-line req/s",
                    "measured": target.1, "met": target.0},
         "runs": runs,
@@ -358,50 +397,159 @@ fn loadavg() -> String {
         .join(" ")
 }
 
+/// A started service: its process, its log file, what it printed on stderr so far.
+struct Service {
+    logger: Option<Logger>,
+    lines: u32,
+    child: Child,
+    file_path: PathBuf,
+    addr: SocketAddr,
+    stderr_lines: Vec<String>,
+    rx: mpsc::Receiver<String>,
+    stderr_reader: thread::JoinHandle<()>,
+}
+
+impl Service {
+    /// Starts `serve <logger> <lines>` with its stdout redirected to a file in `dir`
+    /// named after `tag`; waits until it listens. On failure, the JSON to report.
+    fn start(dir: &Path, logger: Option<Logger>, lines: u32, tag: &str) -> Result<Self, Value> {
+        let name = logger_name(logger);
+        let file_path = dir.join(format!("{name}-{lines}{tag}.log"));
+        let file = File::create(&file_path).expect("log file");
+        let exe = std::env::current_exe().expect("current exe");
+        let mut child = Command::new(exe)
+            .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn service");
+        let (tx, rx) = mpsc::channel::<String>();
+        let stderr = child.stderr.take().expect("stderr");
+        let stderr_reader = thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr_lines = Vec::new();
+        let port = loop {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(line) => {
+                    if let Some(port) = line.strip_prefix(LISTENING) {
+                        break port.trim().parse::<u16>().ok();
+                    }
+                    stderr_lines.push(line);
+                }
+                Err(_) => break None,
+            }
+        };
+        let Some(port) = port else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&file_path);
+            return Err(
+                json!({"logger": name, "lines_per_request": lines, "error": "the service did not start", "stderr": stderr_lines}),
+            );
+        };
+        Ok(Service {
+            logger,
+            lines,
+            child,
+            file_path,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            stderr_lines,
+            rx,
+            stderr_reader,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Tells the service to quit, waits for it (bounded), counts its file against what it
+    /// says it served: the fields every run reports.
+    fn finish(mut self) -> Value {
+        let name = logger_name(self.logger);
+        let quit_error = quit(self.addr).err().map(|e| e.to_string());
+        let exit = wait_bounded(&mut self.child, QUIT_TIMEOUT);
+        let _ = self.stderr_reader.join();
+        self.stderr_lines.extend(self.rx.try_iter());
+        let service: Value = self
+            .stderr_lines
+            .iter()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or(Value::Null);
+        let file = count_file(&self.file_path);
+        let _ = std::fs::remove_file(&self.file_path);
+
+        let served = service["served"].as_u64();
+        let expected = served.map(|s| s * u64::from(self.lines));
+        let own_dropped = service["own"]["dropped_counted"].as_u64().unwrap_or(0);
+        // Ours reports in-band; `non_blocking` only through its counter (printed by the child).
+        let counted = if self.logger == Some(Logger::Ours) {
+            file.reported_dropped
+        } else {
+            own_dropped
+        };
+        let uncounted = expected.map(|e| e as i64 - file.request_lines as i64 - counted as i64);
+        json!({
+            "logger": name,
+            "lines_per_request": self.lines,
+            "service": service,
+            "service_exit": exit,
+            "quit_error": quit_error,
+            "file": {
+                "bytes": file.bytes,
+                "lines": file.lines,
+                "request_lines": file.request_lines,
+                "summary_lines": file.summary_lines,
+                "reported_dropped": file.reported_dropped,
+                "other_lines": file.other_lines,
+            },
+            "lines_expected": expected,
+            "lines_delivered": file.request_lines,
+            "dropped_counted": counted,
+            "own_dropped_counted": own_dropped,
+            "lost_uncounted": uncounted,
+            "stderr_other": self.stderr_lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn load_json(l: &load_generator::LoadReport, service_cores: Option<f64>) -> Value {
+    json!({
+        "requests_per_sec": l.requests_per_sec(),
+        // Requests per second of the service's own CPU time (its logger's threads
+        // included): what it would serve on a core of its own, whatever else ran.
+        "requests_per_cpu_sec": service_cores
+            .filter(|c| *c > 0.0)
+            .map(|c| l.requests_per_sec() / c),
+        "ok_in_window": l.ok_in_window,
+        "responses_total": l.responses_total,
+        "non_200": l.non_200,
+        "bad_body": l.bad_body,
+        "connection_errors": l.connection_errors,
+        "first_error": l.first_error,
+        "p50_us": l.latency.quantile_ns(0.5) as f64 / 1e3,
+        "p99_us": l.latency.quantile_ns(0.99) as f64 / 1e3,
+        "max_us": l.latency.max_ns() as f64 / 1e3,
+    })
+}
+
 /// Runs one (logger, lines) cell: starts the service, loads it, stops it, counts its file.
 fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Value {
-    let name = logger_name(logger);
-    let file_path = dir.join(format!("{name}-{lines}.log"));
-    let file = File::create(&file_path).expect("log file");
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn service");
-    let child_pid = child.id();
-    let (tx, rx) = mpsc::channel::<String>();
-    let stderr = child.stderr.take().expect("stderr");
-    let stderr_reader = thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stderr_lines = Vec::new();
-    let port = loop {
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) => {
-                if let Some(port) = line.strip_prefix(LISTENING) {
-                    break port.trim().parse::<u16>().ok();
-                }
-                stderr_lines.push(line);
-            }
-            Err(_) => break None,
-        }
+    let service = match Service::start(dir, logger, lines, "") {
+        Ok(s) => s,
+        Err(report) => return report,
     };
-    let Some(port) = port else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return json!({"logger": name, "lines_per_request": lines, "error": "the service did not start", "stderr": stderr_lines});
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let child_pid = service.pid();
     let config = LoadConfig {
-        addr,
+        addr: service.addr,
         path: "/api/orders".to_owned(),
         connections: o.connections,
         pipeline: o.pipeline,
@@ -421,75 +569,96 @@ fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Valu
     });
     let load = load_generator::run(&config, BODY.len());
     let cpu = sampler.join().expect("sampler");
-    let quit_error = quit(addr).err().map(|e| e.to_string());
-    let exit = wait_bounded(&mut child, QUIT_TIMEOUT);
-    let _ = stderr_reader.join();
-    stderr_lines.extend(rx.try_iter());
-    let service: Value = stderr_lines
-        .iter()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or(Value::Null);
-    let file = count_file(&file_path);
-    let _ = std::fs::remove_file(&file_path);
-
-    let served = service["served"].as_u64();
-    let expected = served.map(|s| s * u64::from(lines));
-    let own_dropped = service["own"]["dropped_counted"].as_u64().unwrap_or(0);
-    // Ours reports in-band; `non_blocking` only through its counter (printed by the child).
-    let counted = if logger == Some(Logger::Ours) {
-        file.reported_dropped
-    } else {
-        own_dropped
-    };
-    let uncounted = expected.map(|e| e as i64 - file.request_lines as i64 - counted as i64);
+    let mut run = service.finish();
     let service_cores = cpu["service_running_cores"]
         .as_f64()
         .filter(|v| *v > 0.0)
-        .or_else(|| cpu["service_cores"].as_f64())
-        .unwrap_or(0.0);
-    let load_json = match &load {
-        Ok(l) => json!({
-            "requests_per_sec": l.requests_per_sec(),
-            // Requests per second of the service's own CPU time (its logger's threads
-            // included): what it would serve on a core of its own, whatever else ran.
-            "requests_per_cpu_sec": (service_cores > 0.0)
-                .then(|| l.requests_per_sec() / service_cores),
-            "ok_in_window": l.ok_in_window,
-            "responses_total": l.responses_total,
-            "non_200": l.non_200,
-            "bad_body": l.bad_body,
-            "connection_errors": l.connection_errors,
-            "first_error": l.first_error,
-            "p50_us": l.latency.quantile_ns(0.5) as f64 / 1e3,
-            "p99_us": l.latency.quantile_ns(0.99) as f64 / 1e3,
-            "max_us": l.latency.max_ns() as f64 / 1e3,
-        }),
+        .or_else(|| cpu["service_cores"].as_f64());
+    run["load"] = match &load {
+        Ok(l) => load_json(l, service_cores),
         Err(e) => json!({"error": e.to_string()}),
     };
+    run["cpu"] = cpu;
+    run
+}
+
+/// The paired measurement of one logger: its 0-line and its 5-line service run side by
+/// side (both pinned to the service core, only one loaded at a time), and the load
+/// alternates between them slice by slice. Each pair of adjacent slices gives one loss;
+/// the loss is their median.
+fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
+    let name = logger.name();
+    let a = match Service::start(dir, Some(logger), 0, "-paired") {
+        Ok(s) => s,
+        Err(report) => return json!({"logger": name, "error": report}),
+    };
+    let b = match Service::start(dir, Some(logger), PAIRED_LINES, "-paired") {
+        Ok(s) => s,
+        Err(report) => {
+            let _ = a.finish();
+            return json!({"logger": name, "error": report});
+        }
+    };
+    let config = load_generator::AlternatingConfig {
+        addrs: [a.addr, b.addr],
+        path: "/api/orders".to_owned(),
+        connections: o.connections,
+        pipeline: o.pipeline,
+        warmup: o.warmup,
+        slice: o.slice,
+        settle: o.settle,
+        pairs: o.pairs,
+        io_timeout: Duration::from_secs(5),
+    };
+    let load = load_generator::run_alternating(&config, BODY.len());
+    let runs = [a.finish(), b.finish()];
+    let load = match load {
+        Ok(l) => l,
+        Err(e) => return json!({"logger": name, "error": e.to_string(), "services": runs}),
+    };
+    let mut losses: Vec<f64> = load
+        .slices
+        .chunks_exact(2)
+        .filter_map(|pair| {
+            let (zero, five) = if pair[0].service == 0 {
+                (pair[0], pair[1])
+            } else {
+                (pair[1], pair[0])
+            };
+            (zero.ok > 0).then(|| 1.0 - five.requests_per_sec() / zero.requests_per_sec())
+        })
+        .collect();
+    let in_order = losses.clone();
+    losses.sort_by(f64::total_cmp);
+    let q = |p: f64| quantile(&losses, p);
+    let services: Vec<Value> = runs
+        .into_iter()
+        .zip(&load.services)
+        .map(|(mut run, l)| {
+            run["load"] = load_json(l, None);
+            run
+        })
+        .collect();
     json!({
         "logger": name,
-        "lines_per_request": lines,
-        "load": load_json,
-        "cpu": cpu,
-        "service": service,
-        "service_exit": exit,
-        "quit_error": quit_error,
-        "file": {
-            "bytes": file.bytes,
-            "lines": file.lines,
-            "request_lines": file.request_lines,
-            "summary_lines": file.summary_lines,
-            "reported_dropped": file.reported_dropped,
-            "other_lines": file.other_lines,
-        },
-        "lines_expected": expected,
-        "lines_delivered": file.request_lines,
-        "dropped_counted": counted,
-        "own_dropped_counted": own_dropped,
-        "lost_uncounted": uncounted,
-        "stderr_other": stderr_lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).collect::<Vec<_>>(),
+        "pairs": losses.len(),
+        "loss_median": q(0.5),
+        "loss_p25": q(0.25),
+        "loss_p75": q(0.75),
+        "losses": in_order,
+        "requests_per_sec": [load.services[0].requests_per_sec(), load.services[1].requests_per_sec()],
+        "services": services,
     })
+}
+
+/// The `p` quantile of sorted values (linear between neighbours); `None` if empty.
+fn quantile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let at = p * (sorted.len() - 1) as f64;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64))
 }
 
 fn sleep_until(t: Instant) {
@@ -821,12 +990,40 @@ fn table(cells: &[Value]) -> String {
     out
 }
 
+fn paired_table(paired: &[Value]) -> String {
+    let mut out = String::from(
+        "| logger | loss: median of pairs | p25 – p75 | pairs | req/s at 0 / 5 lines | lines expected | lines delivered | dropped (counted) | lost uncounted |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for p in paired {
+        let name = p["logger"].as_str().unwrap_or("");
+        if !p["error"].is_null() {
+            out.push_str(&format!("| {name} | failed: {} ||||||||\n", p["error"]));
+            continue;
+        }
+        let five = &p["services"][1];
+        out.push_str(&format!(
+            "| {name} | {} | {} – {} | {} | {:.0} / {:.0} | {} | {} | {} | {} |\n",
+            pct(&p["loss_median"]),
+            pct(&p["loss_p25"]),
+            pct(&p["loss_p75"]),
+            p["pairs"],
+            p["requests_per_sec"][0].as_f64().unwrap_or(0.0),
+            p["requests_per_sec"][1].as_f64().unwrap_or(0.0),
+            int(&five["lines_expected"]),
+            int(&five["lines_delivered"]),
+            int(&five["dropped_counted"]),
+            int(&five["lost_uncounted"]),
+        ));
+    }
+    out
+}
+
 /// Whether ours at 5 lines per request kept ≥ 85% of its 0-line rate, judged on the
-/// median over rounds of the loss within each round (the 0-line and 5-line cells of one
-/// round run within a minute of each other, so a drift of the machine's speed between
-/// rounds does not pair a fast 0-line run with a slow 5-line one, or the reverse). The
-/// best-of-rounds figure of the table is given beside it.
-fn target(cells: &[Value], runs: &[Value]) -> (Option<bool>, String) {
+/// paired measurement: the median over pairs of adjacent slices of the loss (the machine's
+/// speed drifts by 10% and more between runs seconds apart, which separate runs would
+/// count as the logger's cost or gain). The rounds' per-round median is given beside it.
+fn target(paired: &[Value], runs: &[Value]) -> (Option<bool>, String) {
     let rps_of = |round: u64, lines: u64| {
         runs.iter()
             .find(|r| {
@@ -843,32 +1040,34 @@ fn target(cells: &[Value], runs: &[Value]) -> (Option<bool>, String) {
             _ => None,
         })
         .collect();
-    if losses.is_empty() {
-        return (None, "not measured".to_owned());
-    }
-    let per_round = losses
-        .iter()
-        .map(|l| format!("{:+.1}%", -l * 100.0))
-        .collect::<Vec<_>>()
-        .join(", ");
     losses.sort_by(f64::total_cmp);
-    let median = if losses.len() % 2 == 1 {
-        losses[losses.len() / 2]
-    } else {
-        (losses[losses.len() / 2 - 1] + losses[losses.len() / 2]) / 2.0
-    };
-    let best = cells
-        .iter()
-        .find(|c| c["logger"] == Logger::Ours.name() && c["lines_per_request"] == 5)
-        .and_then(|c| c["loss_vs_own_0_lines"].as_f64())
-        .map_or_else(String::new, |l| {
-            format!("; best round of each cell: {:+.1}%", -l * 100.0)
-        });
-    (
-        Some(median <= TARGET_LOSS),
+    let rounds = quantile(&losses, 0.5).map_or_else(String::new, |m| {
         format!(
-            "median {:+.1}% req/s vs its 0-line req/s in the same round (rounds: {per_round}){best}",
-            -median * 100.0
+            "; separate runs: median of per-round losses {:+.1}% over {} round(s)",
+            -m * 100.0,
+            losses.len()
+        )
+    });
+    let ours = paired.iter().find(|p| p["logger"] == Logger::Ours.name());
+    let Some(median) = ours.and_then(|p| p["loss_median"].as_f64()) else {
+        return (None, format!("not measured{rounds}"));
+    };
+    let ours = ours.expect("found above");
+    let complete =
+        ours["services"][1]["lost_uncounted"] == 0 && ours["services"][1]["dropped_counted"] == 0;
+    (
+        Some(median <= TARGET_LOSS && complete),
+        format!(
+            "paired: median {:+.1}% (p25 – p75: {} – {}) over {} pairs{}{rounds}",
+            -median * 100.0,
+            pct(&ours["loss_p25"]),
+            pct(&ours["loss_p75"]),
+            ours["pairs"],
+            if complete {
+                ", every line delivered"
+            } else {
+                ", NOT every line delivered"
+            },
         ),
     )
 }
