@@ -4,32 +4,23 @@ use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
 
+use super::callsite::{write_key, JsonCallsite};
 use super::escape::{write_escaped, Escaping, Raw};
 
 /// Writes `,"key":value` for each field.
 pub(crate) struct JsonFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
+    /// The keys rendered once for the callsite, if it has them.
+    pub(crate) callsite: Option<&'static JsonCallsite>,
 }
 
 impl JsonFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
-        let name = field.name();
-        // A match on the bytes compiles to a switch on the length and word compares.
-        // Keys the line itself uses are written as `field.<name>`, so the line never has
-        // duplicate keys.
-        match name.as_bytes() {
-            b"message" => {
-                self.buf.extend_from_slice(b",\"msg\":");
-                return;
-            }
-            b"ts" | b"level" | b"target" | b"msg" | b"span" => {
-                self.buf.extend_from_slice(b",\"field.");
-            }
-            _ => self.buf.extend_from_slice(b",\""),
+        match self.callsite.and_then(|c| c.key(field)) {
+            Some(key) => self.buf.extend_from_slice(key),
+            None => write_key(self.buf, field.name()),
         }
-        write_escaped(self.buf, name);
-        self.buf.extend_from_slice(b"\":");
     }
 }
 

@@ -22,6 +22,7 @@
 //! Lines are built in a per-thread buffer that is reused: formatting allocates nothing
 //! in the steady state.
 
+mod callsite;
 mod escape;
 mod fields;
 mod request;
@@ -41,6 +42,7 @@ use crate::filter::{Compiled, PolicyFilter};
 use crate::level::Level;
 use crate::sink::LineSink;
 use crate::stats::StatsCells;
+use callsite::{json_callsite, level_head};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, TextFields};
 pub use request::RequestLimits;
@@ -189,16 +191,19 @@ impl<K: LineSink> FormatLayer<K> {
             Format::Json => {
                 buf.extend_from_slice(b"{\"ts\":\"");
                 write_since_epoch(buf, now);
-                buf.extend_from_slice(match *meta.level() {
-                    tracing_core::Level::ERROR => b"\",\"level\":\"ERROR\",\"target\":\"",
-                    tracing_core::Level::WARN => b"\",\"level\":\"WARN\",\"target\":\"",
-                    tracing_core::Level::INFO => b"\",\"level\":\"INFO\",\"target\":\"",
-                    tracing_core::Level::DEBUG => b"\",\"level\":\"DEBUG\",\"target\":\"",
-                    _ => b"\",\"level\":\"TRACE\",\"target\":\"",
+                let callsite = json_callsite(meta);
+                match callsite {
+                    Some(c) => buf.extend_from_slice(&c.head),
+                    None => {
+                        buf.extend_from_slice(level_head(meta.level()));
+                        write_escaped(buf, meta.target());
+                        buf.push(b'"');
+                    }
+                }
+                event.record(&mut JsonFields {
+                    buf: &mut *buf,
+                    callsite,
                 });
-                write_escaped(buf, meta.target());
-                buf.push(b'"');
-                event.record(&mut JsonFields { buf: &mut *buf });
                 if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(b",\"span\":{\"name\":\"");
                     write_escaped(buf, span.name());
@@ -270,7 +275,10 @@ where
         let mut buf = Vec::new();
         match self.format {
             Format::Json => {
-                attrs.record(&mut JsonFields { buf: &mut buf });
+                attrs.record(&mut JsonFields {
+                    buf: &mut buf,
+                    callsite: json_callsite(attrs.metadata()),
+                });
                 span.extensions_mut().insert(JsonSpanFields(buf));
             }
             Format::Text => {
@@ -286,7 +294,10 @@ where
         match self.format {
             Format::Json => {
                 if let Some(f) = ext.get_mut::<JsonSpanFields>() {
-                    values.record(&mut JsonFields { buf: &mut f.0 });
+                    values.record(&mut JsonFields {
+                        buf: &mut f.0,
+                        callsite: None,
+                    });
                 }
             }
             Format::Text => {

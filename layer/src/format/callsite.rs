@@ -1,0 +1,223 @@
+//! The parts of a JSON line that depend only on its callsite, rendered once per callsite:
+//! the level and the escaped target, and every field's escaped key. A line then copies
+//! them instead of matching and escaping names on every event.
+//!
+//! Callsites are `'static` and a program has a bounded number of them, so each callsite's
+//! parts are built the first time one of its events is formatted and kept for the life of
+//! the process, in a fixed table shared by every layer (the parts depend on nothing
+//! else). When the table has no room near a callsite's slot, its events are formatted
+//! the slow way: the output is the same.
+
+use std::sync::OnceLock;
+
+use tracing_core::callsite::Identifier;
+use tracing_core::field::Field;
+use tracing_core::Metadata;
+
+use super::escape::write_escaped;
+
+/// One callsite's rendered parts.
+pub(crate) struct JsonCallsite {
+    meta: &'static Metadata<'static>,
+    callsite: Identifier,
+    /// What follows the timestamp's closing quote: `,"level":"INFO","target":"<target>"`.
+    pub(crate) head: Box<[u8]>,
+    /// Per field index: `,"<key>":`.
+    keys: Box<[Box<[u8]>]>,
+}
+
+impl JsonCallsite {
+    fn new(meta: &'static Metadata<'static>) -> Self {
+        let mut head = Vec::with_capacity(32 + meta.target().len());
+        head.extend_from_slice(level_head(meta.level()));
+        write_escaped(&mut head, meta.target());
+        head.push(b'"');
+        let keys = meta
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut k = Vec::with_capacity(f.name().len() + 12);
+                write_key(&mut k, f.name());
+                k.into_boxed_slice()
+            })
+            .collect();
+        JsonCallsite {
+            meta,
+            callsite: meta.callsite(),
+            head: head.into_boxed_slice(),
+            keys,
+        }
+    }
+
+    /// The rendered key of `field`, if it is one of this callsite's fields.
+    #[inline]
+    pub(crate) fn key(&self, field: &Field) -> Option<&[u8]> {
+        let key = self.keys.get(field.index())?;
+        (field.callsite() == self.callsite).then_some(&**key)
+    }
+}
+
+/// `","level":"<LEVEL>","target":"`, the part of the head before the target.
+#[inline]
+pub(crate) fn level_head(level: &tracing_core::Level) -> &'static [u8] {
+    match *level {
+        tracing_core::Level::ERROR => b"\",\"level\":\"ERROR\",\"target\":\"",
+        tracing_core::Level::WARN => b"\",\"level\":\"WARN\",\"target\":\"",
+        tracing_core::Level::INFO => b"\",\"level\":\"INFO\",\"target\":\"",
+        tracing_core::Level::DEBUG => b"\",\"level\":\"DEBUG\",\"target\":\"",
+        _ => b"\",\"level\":\"TRACE\",\"target\":\"",
+    }
+}
+
+/// Appends `,"<name>":`. The `message` field is the line's `msg`; a field named like a
+/// key the line itself uses is written as `field.<name>`, so a line never has duplicate
+/// keys.
+pub(crate) fn write_key(buf: &mut Vec<u8>, name: &str) {
+    match name.as_bytes() {
+        b"message" => {
+            buf.extend_from_slice(b",\"msg\":");
+            return;
+        }
+        b"ts" | b"level" | b"target" | b"msg" | b"span" => {
+            buf.extend_from_slice(b",\"field.");
+        }
+        _ => buf.extend_from_slice(b",\""),
+    }
+    write_escaped(buf, name);
+    buf.extend_from_slice(b"\":");
+}
+
+const SLOTS: usize = 2048;
+/// Slots tried from a callsite's own before giving up on caching it.
+const PROBES: usize = 8;
+
+static TABLE: [OnceLock<&'static JsonCallsite>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+
+#[inline]
+fn slot_of(meta: &'static Metadata<'static>) -> usize {
+    let addr = meta as *const Metadata<'static> as usize as u64;
+    // Fibonacci hashing of the address (metadata are at least 8-byte aligned).
+    ((addr >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+/// The rendered parts of `meta`'s callsite: built on its first event, `None` only when
+/// the table has no room for it.
+#[inline]
+pub(crate) fn json_callsite(meta: &'static Metadata<'static>) -> Option<&'static JsonCallsite> {
+    let start = slot_of(meta);
+    for i in 0..PROBES {
+        let slot = &TABLE[(start + i) % SLOTS];
+        match slot.get() {
+            Some(c) if std::ptr::eq(c.meta, meta) => return Some(c),
+            Some(_) => continue,
+            None => return insert(slot, meta),
+        }
+    }
+    None
+}
+
+/// Builds `meta`'s parts and claims `slot` for them, unless another thread claimed it
+/// first (then its parts are used if they are `meta`'s, else the slow way this once).
+#[cold]
+fn insert(
+    slot: &'static OnceLock<&'static JsonCallsite>,
+    meta: &'static Metadata<'static>,
+) -> Option<&'static JsonCallsite> {
+    let c = slot.get_or_init(|| Box::leak(Box::new(JsonCallsite::new(meta))));
+    std::ptr::eq(c.meta, meta).then_some(*c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_rendered_as_the_slow_path_writes_them() {
+        for name in [
+            "message", "msg", "ts", "level", "target", "span", "path", "a\"b", "é",
+        ] {
+            let mut k = Vec::new();
+            write_key(&mut k, name);
+            let expected = match name {
+                "message" => ",\"msg\":".to_owned(),
+                "msg" | "ts" | "level" | "target" | "span" => format!(",\"field.{name}\":"),
+                "a\"b" => ",\"a\\\"b\":".to_owned(),
+                n => format!(",\"{n}\":"),
+            };
+            assert_eq!(String::from_utf8(k).unwrap(), expected);
+        }
+    }
+
+    /// Records each event's fields with its callsite's rendered keys and without, and
+    /// keeps both lines.
+    struct Both(std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+
+    impl<S: tracing_core::Subscriber> tracing_subscriber::Layer<S> for &'static Both {
+        fn on_event(
+            &self,
+            event: &tracing_core::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            let c = json_callsite(event.metadata());
+            assert!(c.is_some());
+            fast.extend_from_slice(&c.unwrap().head);
+            event.record(&mut super::super::JsonFields {
+                buf: &mut fast,
+                callsite: c,
+            });
+            slow.extend_from_slice(level_head(event.metadata().level()));
+            write_escaped(&mut slow, event.metadata().target());
+            slow.push(b'"');
+            event.record(&mut super::super::JsonFields {
+                buf: &mut slow,
+                callsite: None,
+            });
+            self.0.lock().unwrap().push((fast, slow));
+        }
+    }
+
+    #[test]
+    fn a_line_is_the_same_with_the_rendered_parts_and_without() {
+        use tracing_subscriber::prelude::*;
+        let both: &'static Both = Box::leak(Box::new(Both(Default::default())));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(both), || {
+            tracing::info!(target: "a::b", method = "GET", path = "/x", step = 1u32, "handling");
+            tracing::warn!(target: "q\"t", ts = 1, level = "l", target = 2, msg = "m", span = 3, "r\"s");
+            tracing::error!("a.b" = true, x = ?Some(2), "{} and {}", 1, "two");
+            tracing::debug!(empty = "");
+        });
+        let lines = both.0.lock().unwrap();
+        assert_eq!(lines.len(), 4);
+        for (fast, slow) in lines.iter() {
+            assert_eq!(String::from_utf8_lossy(fast), String::from_utf8_lossy(slow));
+        }
+        assert!(
+            String::from_utf8_lossy(&lines[1].0).contains(",\"field.ts\":1,\"field.level\":\"l\"")
+        );
+    }
+
+    #[test]
+    fn slots_stay_in_the_table() {
+        static META: Metadata<'static> = tracing_core::metadata! {
+            name: "x",
+            target: "t",
+            level: tracing_core::Level::INFO,
+            fields: &[],
+            callsite: &CS,
+            kind: tracing_core::metadata::Kind::EVENT,
+        };
+        struct Cs;
+        impl tracing_core::Callsite for Cs {
+            fn set_interest(&self, _: tracing_core::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                &META
+            }
+        }
+        static CS: Cs = Cs;
+        assert!(slot_of(&META) < SLOTS);
+        let c = json_callsite(&META).expect("room in an empty table");
+        assert_eq!(&*c.head, b"\",\"level\":\"INFO\",\"target\":\"t\"");
+        assert!(std::ptr::eq(json_callsite(&META).unwrap(), c));
+    }
+}
