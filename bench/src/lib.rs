@@ -25,8 +25,8 @@ pub const OUR_CAPACITY_BYTES: usize = 4 << 20;
 /// A logger under test; each writes JSON lines to the process's stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Logger {
-    /// `logpolicy`: `PolicyFilter` + `FormatLayer` (JSON) + the non-blocking `Writer`,
-    /// drop mode, 4 MiB queue.
+    /// `logpolicy` as `logpolicy::init` builds it: `PolicyFilter` + `FormatLayer` (JSON,
+    /// linked to the policy) + the non-blocking `Writer`, drop mode, 4 MiB queue.
     Ours,
     /// `tracing_subscriber::fmt().json()` writing straight to stdout.
     Fmt,
@@ -93,9 +93,12 @@ pub fn install(logger: Logger) -> Installed {
                 .capacity_bytes(OUR_CAPACITY_BYTES)
                 .flush_timeout(Duration::from_secs(10));
             let (writer, guard) = Writer::new(config).expect("writer");
+            // As `logpolicy::init` builds it: the output linked to the policy (sampling,
+            // budget, accounting, summaries).
+            let filter = PolicyFilter::from_directives("info").expect("directives");
             let subscriber = tracing_subscriber::registry()
-                .with(PolicyFilter::from_directives("info").expect("directives"))
-                .with(FormatLayer::new(Format::Json, writer.clone()));
+                .with(filter.clone())
+                .with(FormatLayer::new(Format::Json, writer.clone()).with_policy(&filter));
             tracing::subscriber::set_global_default(subscriber).expect("global default");
             installed.ours = Some((writer, guard));
         }

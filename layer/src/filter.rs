@@ -44,7 +44,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, SystemTime};
@@ -236,6 +236,40 @@ impl Compiled {
     }
 }
 
+/// What a linked [`FormatLayer`](crate::FormatLayer) needs of the policy on every event,
+/// mirrored from the compiled policy into one word: `alwaysKeep`, and whether request
+/// rules or a byte budget are in force (only then does the event path load the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventPath(u32);
+
+impl EventPath {
+    const REQUEST_RULES: u32 = 1 << 8;
+    const BUDGET: u32 = 1 << 9;
+
+    fn of(c: &Compiled) -> Self {
+        let mut bits = c.always_keep as u32;
+        if c.has_request_rules {
+            bits |= Self::REQUEST_RULES;
+        }
+        if c.max_bytes_per_second.is_some() {
+            bits |= Self::BUDGET;
+        }
+        EventPath(bits)
+    }
+
+    /// Whether events of this level are at or above `alwaysKeep`.
+    #[inline]
+    pub(crate) fn keeps_always(self, level: &tracing_core::Level) -> bool {
+        Level::of(level) as u32 <= self.0 & 0xff
+    }
+
+    /// Whether the event path must read the compiled policy.
+    #[inline]
+    pub(crate) fn needs_compiled(self) -> bool {
+        self.0 & (Self::REQUEST_RULES | Self::BUDGET) != 0
+    }
+}
+
 /// Per-callsite state that outlives policy changes: the burst window.
 #[derive(Debug)]
 pub(crate) struct CallsiteState {
@@ -300,6 +334,8 @@ struct Shared {
     compiled: ArcSwap<Compiled>,
     /// The generation of `compiled`, published after it is stored.
     generation: AtomicU64,
+    /// [`EventPath`] of `compiled`, published after it is stored.
+    event_path: AtomicU32,
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
     stats: Arc<StatsCells>,
@@ -436,6 +472,7 @@ impl PolicyFilter {
         let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
         let shared = Arc::new(Shared {
             id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
+            event_path: AtomicU32::new(EventPath::of(&compiled).0),
             compiled: ArcSwap::from_pointee(compiled),
             generation: AtomicU64::new(0),
             state: Mutex::new(State { policy }),
@@ -591,6 +628,11 @@ impl PolicyFilter {
         self.shared.compiled.load()
     }
 
+    #[inline]
+    pub(crate) fn event_path(&self) -> EventPath {
+        EventPath(self.shared.event_path.load(Ordering::Acquire))
+    }
+
     pub(crate) fn stats_cells(&self) -> &Arc<StatsCells> {
         &self.shared.stats
     }
@@ -631,7 +673,9 @@ impl Shared {
             &self.stats,
         );
         drop(prev);
+        let path = EventPath::of(&next);
         self.compiled.store(Arc::new(next));
+        self.event_path.store(path.0, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
     }
 

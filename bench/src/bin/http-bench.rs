@@ -13,7 +13,7 @@
 
 use std::convert::Infallible;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -183,6 +183,10 @@ struct Options {
     pairs: usize,
     slice: Duration,
     settle: Duration,
+    /// The log file's preallocation, MiB (0: a new file per service).
+    prealloc_mib: u64,
+    /// The preallocated log file, once written.
+    arena: Option<PathBuf>,
 }
 
 impl Options {
@@ -198,6 +202,8 @@ impl Options {
             pairs: 16,
             slice: Duration::from_millis(500),
             settle: Duration::from_millis(100),
+            prealloc_mib: 1024,
+            arena: None,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -213,6 +219,9 @@ impl Options {
                 "--pairs" => o.pairs = value().parse().unwrap_or_else(|_| usage(flag)),
                 "--slice" => o.slice = secs(&value()).unwrap_or_else(|| usage(flag)),
                 "--settle" => o.settle = secs(&value()).unwrap_or_else(|| usage(flag)),
+                "--prealloc-mib" => {
+                    o.prealloc_mib = value().parse().unwrap_or_else(|_| usage(flag));
+                }
                 "--lines" => {
                     o.lines = value()
                         .split(',')
@@ -254,7 +263,7 @@ fn usage(flag: &str) -> ! {
         "bad argument {flag:?}\nusage: http-bench [--rounds 3] [--warmup 1] [--measure 4] \
          [--connections 64] [--pipeline 1] [--lines 0,1,5] \
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
-         [--pairs 16] [--slice 0.5] [--settle 0.1]"
+         [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 1024 (0: a new file per service)]"
     );
     std::process::exit(2)
 }
@@ -273,7 +282,7 @@ fn cells(o: &Options) -> Vec<(Option<Logger>, u32)> {
     cells
 }
 
-fn parent(o: Options) {
+fn parent(mut o: Options) {
     let run_start = Instant::now();
     let pinned = pin_to(LOAD_CPU);
     if let Err(e) = &pinned {
@@ -281,6 +290,15 @@ fn parent(o: Options) {
     }
     let dir = std::env::temp_dir().join(format!("logpolicy-http-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
+    if o.prealloc_mib > 0 {
+        let path = dir.join("arena.log");
+        match preallocate(&path, o.prealloc_mib << 20) {
+            Ok(()) => o.arena = Some(path),
+            Err(e) => eprintln!(
+                "warning: could not preallocate the log file ({e}); a new file per service"
+            ),
+        }
+    }
     let load_before = loadavg();
     let cells = cells(&o);
     eprintln!(
@@ -331,8 +349,8 @@ fn parent(o: Options) {
         "\n## HTTP service: req/s by logger x lines per request\n\n\
          hyper 1, tokio current-thread, service pinned to cpu {SERVICE_CPU}, load generator to cpu {LOAD_CPU}; \
          {} keep-alive connections, pipeline {}; {:?} warm-up + {:?} measured, best of {} round(s); \
-         load average before {load_before}, after {load_after}\n\n",
-        o.connections, o.pipeline, o.warmup, o.measure, o.rounds
+         log file: {}; load average before {load_before}, after {load_after}\n\n",
+        o.connections, o.pipeline, o.warmup, o.measure, o.rounds, log_file(&o)
     ));
     out.push_str(&table(&summary));
     out.push_str(&format!(
@@ -366,6 +384,7 @@ fn parent(o: Options) {
         "load_generator_pinned": pinned.is_ok(),
         "connections": o.connections,
         "pipeline": o.pipeline,
+        "log_file": log_file(&o),
         "warmup_secs": o.warmup.as_secs_f64(),
         "measure_secs": o.measure.as_secs_f64(),
         "rounds": o.rounds,
@@ -388,6 +407,34 @@ fn parent(o: Options) {
     eprintln!("wrote {}", path.display());
 }
 
+fn log_file(o: &Options) -> String {
+    match &o.arena {
+        Some(_) => format!(
+            "preallocated ({} MiB, in the page cache) and written over from its start",
+            o.prealloc_mib
+        ),
+        None => "a new file per service".to_owned(),
+    }
+}
+
+/// Writes `bytes` of zeros to `path` and waits until they are on disk: the services
+/// that log then write over pages already in the page cache. On a VM whose balloon
+/// reports free pages to the host (as this kind of machine does), a page the kernel
+/// allocates for a growing file can cost a fault in the host, on the service's core:
+/// `dd` writing 400 MiB measured 0.5 GB/s the first time and 4.5 GB/s right after, and
+/// the same logger's loss varied by 10 points between runs.
+fn preallocate(path: &Path, bytes: u64) -> std::io::Result<()> {
+    let mut file = File::create(path)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    file.sync_data()
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
@@ -403,6 +450,9 @@ struct Service {
     lines: u32,
     child: Child,
     file_path: PathBuf,
+    /// Writing over the preallocated log file: a descriptor sharing the service's file
+    /// offset, which says where its output ends.
+    arena: Option<File>,
     addr: SocketAddr,
     stderr_lines: Vec<String>,
     rx: mpsc::Receiver<String>,
@@ -410,12 +460,32 @@ struct Service {
 }
 
 impl Service {
-    /// Starts `serve <logger> <lines>` with its stdout redirected to a file in `dir`
-    /// named after `tag`; waits until it listens. On failure, the JSON to report.
-    fn start(dir: &Path, logger: Option<Logger>, lines: u32, tag: &str) -> Result<Self, Value> {
+    /// Starts `serve <logger> <lines>` with its stdout redirected to a new file in `dir`
+    /// named after `tag`, or, for a service that logs, over the preallocated `arena` from
+    /// its start; waits until it listens. On failure, the JSON to report.
+    fn start(
+        dir: &Path,
+        logger: Option<Logger>,
+        lines: u32,
+        tag: &str,
+        arena: Option<&Path>,
+    ) -> Result<Self, Value> {
         let name = logger_name(logger);
-        let file_path = dir.join(format!("{name}-{lines}{tag}.log"));
-        let file = File::create(&file_path).expect("log file");
+        let (file_path, file, arena) = match arena.filter(|_| lines > 0) {
+            Some(path) => {
+                let file = File::options().write(true).open(path).expect("log arena");
+                // What an earlier service wrote goes to disk first: a page still being
+                // written back would make this one wait to write over it.
+                file.sync_data().expect("sync the log arena");
+                let end = file.try_clone().expect("dup the log arena");
+                (path.to_owned(), file, Some(end))
+            }
+            None => {
+                let path = dir.join(format!("{name}-{lines}{tag}.log"));
+                let file = File::create(&path).expect("log file");
+                (path, file, None)
+            }
+        };
         let exe = std::env::current_exe().expect("current exe");
         let mut child = Command::new(exe)
             .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
@@ -449,7 +519,9 @@ impl Service {
         let Some(port) = port else {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = std::fs::remove_file(&file_path);
+            if arena.is_none() {
+                let _ = std::fs::remove_file(&file_path);
+            }
             return Err(
                 json!({"logger": name, "lines_per_request": lines, "error": "the service did not start", "stderr": stderr_lines}),
             );
@@ -459,6 +531,7 @@ impl Service {
             lines,
             child,
             file_path,
+            arena,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             stderr_lines,
             rx,
@@ -484,8 +557,16 @@ impl Service {
             .rev()
             .find_map(|l| serde_json::from_str(l).ok())
             .unwrap_or(Value::Null);
-        let file = count_file(&self.file_path);
-        let _ = std::fs::remove_file(&self.file_path);
+        let file = match &mut self.arena {
+            // The service's output ends at its file offset (the arena's bytes beyond
+            // are an earlier service's or the preallocation's).
+            Some(end) => count_file(&self.file_path, end.stream_position().ok()),
+            None => {
+                let count = count_file(&self.file_path, None);
+                let _ = std::fs::remove_file(&self.file_path);
+                count
+            }
+        };
 
         let served = service["served"].as_u64();
         let expected = served.map(|s| s * u64::from(self.lines));
@@ -543,7 +624,7 @@ fn load_json(l: &load_generator::LoadReport, service_cores: Option<f64>) -> Valu
 
 /// Runs one (logger, lines) cell: starts the service, loads it, stops it, counts its file.
 fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Value {
-    let service = match Service::start(dir, logger, lines, "") {
+    let service = match Service::start(dir, logger, lines, "", o.arena.as_deref()) {
         Ok(s) => s,
         Err(report) => return report,
     };
@@ -588,11 +669,17 @@ fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Valu
 /// the loss is their median.
 fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
     let name = logger.name();
-    let a = match Service::start(dir, Some(logger), 0, "-paired") {
+    let a = match Service::start(dir, Some(logger), 0, "-paired", None) {
         Ok(s) => s,
         Err(report) => return json!({"logger": name, "error": report}),
     };
-    let b = match Service::start(dir, Some(logger), PAIRED_LINES, "-paired") {
+    let b = match Service::start(
+        dir,
+        Some(logger),
+        PAIRED_LINES,
+        "-paired",
+        o.arena.as_deref(),
+    ) {
         Ok(s) => s,
         Err(report) => {
             let _ = a.finish();
@@ -826,11 +913,12 @@ struct FileCount {
 
 /// Counts the service's output: request lines (target `http`), our in-band "dropped
 /// events" lines (and the drops they report), anything else.
-fn count_file(path: &PathBuf) -> FileCount {
+fn count_file(path: &Path, len: Option<u64>) -> FileCount {
     let mut count = FileCount::default();
     let Ok(file) = File::open(path) else {
         return count;
     };
+    let file = file.take(len.unwrap_or(u64::MAX));
     let request = memchr::memmem::Finder::new(b"\"target\":\"http\"");
     let summary = memchr::memmem::Finder::new(b"\"msg\":\"dropped events\"");
     let mut reader = BufReader::with_capacity(1 << 20, file);

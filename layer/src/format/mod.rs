@@ -343,7 +343,10 @@ impl<K: LineSink> FormatLayer<K> {
     ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let compiled = policy.compiled();
+        let path = policy.event_path();
+        // Request rules and a byte budget need the compiled policy; most events need
+        // neither, and do not load it.
+        let compiled = path.needs_compiled().then(|| policy.compiled());
         let stats = policy.stats_cells();
         let since_epoch = self.clock.since_epoch();
         if let Some(notices) = policy.notices().take() {
@@ -354,22 +357,21 @@ impl<K: LineSink> FormatLayer<K> {
         }
         let meta = event.metadata();
         let level = meta.level();
-        let keep = compiled.keeps_always(level);
-        if keep {
-            if compiled.has_request_rules {
+        let keep = path.keeps_always(level);
+        let budget = compiled.as_ref().and_then(|c| c.max_bytes_per_second);
+        if let Some(compiled) = compiled.as_ref().filter(|c| c.has_request_rules) {
+            if keep {
                 // The context of an error: what its request held, in order, first.
                 request::promote(event, ctx, |lvl, line| {
                     self.sink.write_line(&lvl, true, line);
                     StatsCells::sub(&stats.held, &lvl, 1);
                     StatsCells::add(&stats.written, &lvl, 1);
-                    if compiled.max_bytes_per_second.is_some() {
+                    if budget.is_some() {
                         policy.budget().charge(line.len());
                     }
                 });
-            }
-        } else {
-            if compiled.has_request_rules {
-                match request::hold(&compiled, event, ctx, &self.requests, buf, |b| {
+            } else {
+                match request::hold(compiled, event, ctx, &self.requests, buf, |b| {
                     self.format_into(b, event, ctx, since_epoch)
                 }) {
                     HoldOutcome::Write => {}
@@ -387,18 +389,18 @@ impl<K: LineSink> FormatLayer<K> {
                     }
                 }
             }
-            if let Some(rate) = compiled.max_bytes_per_second {
-                let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
-                if !policy.budget().admit(now_ns, rate) {
-                    StatsCells::add(&stats.budget, level, 1);
-                    return;
-                }
+        }
+        if let (Some(rate), false) = (budget, keep) {
+            let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
+            if !policy.budget().admit(now_ns, rate) {
+                StatsCells::add(&stats.budget, level, 1);
+                return;
             }
         }
         self.format_into(buf, event, ctx, since_epoch);
         self.sink.write_line(level, keep, buf);
         StatsCells::add(&stats.written, level, 1);
-        if compiled.max_bytes_per_second.is_some() {
+        if budget.is_some() {
             policy.budget().charge(buf.len());
         }
         if self.summary.due(since_epoch.as_secs()) {
