@@ -7,7 +7,10 @@
 //! (c) an enabled event and a per-target-filtered event behind
 //!     `reload::Layer<EnvFilter>` and behind our filter;
 //! (d) an enabled 6-field `info!` formatted to JSON into a sink: ours vs
-//!     `tracing_subscriber::fmt` JSON.
+//!     `tracing_subscriber::fmt` JSON;
+//! (e) the 5 lines of one request of the HTTP benchmark's service (`bench/`): ours as
+//!     `logpolicy::init` builds it, into the non-blocking writer (to `/dev/null`), vs
+//!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays.
 //!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
@@ -17,6 +20,7 @@
 use std::time::Duration;
 
 use criterion::Criterion;
+use logpolicy::writer::{Output, Writer, WriterConfig};
 use logpolicy::{Format, FormatLayer, NullSink, PolicyFilter};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
@@ -55,6 +59,24 @@ fn filtered_by_target() {
     for i in 0..N {
         tracing::info!(target: "noisy::db", i, "disabled by target");
     }
+}
+
+/// What the HTTP benchmark's service logs per request at 5 lines.
+#[inline(never)]
+fn http_request() {
+    let (method, path) = ("GET", "/api/orders");
+    for step in 1..5u32 {
+        tracing::info!(target: "http", method, path, step, "handling request");
+    }
+    tracing::info!(
+        target: "http",
+        method,
+        path,
+        status = 200u16,
+        latency_us = 12u64,
+        bytes = 9usize,
+        "request completed"
+    );
 }
 
 #[inline(never)]
@@ -193,6 +215,24 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     under(c, "d-json", "logpolicy", ours(), six_fields);
     under(c, "d-json", "fmt-json", fmt(), six_fields);
 
+    let filter = PolicyFilter::from_directives("info").expect("directives");
+    let (writer, guard) = Writer::new(WriterConfig::new(Output::File("/dev/null".into())))
+        .expect("writer to /dev/null");
+    let linked = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(filter.clone())
+            .with(FormatLayer::new(Format::Json, writer).with_policy(&filter)),
+    );
+    under(
+        c,
+        "e-http-request",
+        "logpolicy-writer",
+        linked,
+        http_request,
+    );
+    drop(guard);
+    under(c, "e-http-request", "fmt-json", fmt(), http_request);
+
     // Bytes per line, measured on one line each.
     let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let ours_line = Dispatch::new(
@@ -307,6 +347,13 @@ fn main() {
             ours: ("d-json", "logpolicy"),
             peer: ("d-json", "fmt-json"),
             target: 0.3,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(e) an HTTP request's 5 lines (per request)",
+            ours: ("e-http-request", "logpolicy-writer"),
+            peer: ("e-http-request", "fmt-json"),
+            target: f64::INFINITY,
             per_iter: 1.0,
         },
     ];

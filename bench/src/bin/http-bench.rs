@@ -202,7 +202,7 @@ impl Options {
             pairs: 16,
             slice: Duration::from_millis(500),
             settle: Duration::from_millis(100),
-            prealloc_mib: 1024,
+            prealloc_mib: 0,
             arena: None,
         };
         let mut it = args.iter();
@@ -263,7 +263,7 @@ fn usage(flag: &str) -> ! {
         "bad argument {flag:?}\nusage: http-bench [--rounds 3] [--warmup 1] [--measure 4] \
          [--connections 64] [--pipeline 1] [--lines 0,1,5] \
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
-         [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 1024 (0: a new file per service)]"
+         [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)]"
     );
     std::process::exit(2)
 }
@@ -417,12 +417,14 @@ fn log_file(o: &Options) -> String {
     }
 }
 
-/// Writes `bytes` of zeros to `path` and waits until they are on disk: the services
-/// that log then write over pages already in the page cache. On a VM whose balloon
-/// reports free pages to the host (as this kind of machine does), a page the kernel
-/// allocates for a growing file can cost a fault in the host, on the service's core:
-/// `dd` writing 400 MiB measured 0.5 GB/s the first time and 4.5 GB/s right after, and
-/// the same logger's loss varied by 10 points between runs.
+/// Writes `bytes` of zeros to `path` and waits until they are on disk, so that the
+/// services that log write over pages already in the page cache (`--prealloc-mib`, a
+/// diagnostic). On a VM whose balloon reports free pages to the host (as this kind of
+/// machine does), a page the kernel allocates for a growing file can cost a fault in the
+/// host, on the service's core: `dd` writing 400 MiB measured 0.5 GB/s the first time and
+/// 4.5 GB/s right after. Writing over cached pages takes that out, but it is not what a
+/// log file does, and it makes small writes dearer (fmt at 5 lines: -74% instead of -64%),
+/// so the default is a new file per service.
 fn preallocate(path: &Path, bytes: u64) -> std::io::Result<()> {
     let mut file = File::create(path)?;
     let zeros = vec![0u8; 1 << 20];
