@@ -17,9 +17,8 @@ pub(crate) struct JsonFields<'a> {
 impl JsonFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
-        match self.callsite.and_then(|c| c.key(field)) {
-            Some(key) => self.buf.extend_from_slice(key),
-            None => write_key(self.buf, field.name()),
+        if !self.callsite.is_some_and(|c| c.put_key(self.buf, field)) {
+            write_key(self.buf, field.name());
         }
     }
 }
