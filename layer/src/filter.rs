@@ -44,7 +44,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, SystemTime};
@@ -62,7 +62,8 @@ use crate::policy::{
     prefix_matches, Burst, DirectiveError, Directives, EffectivePolicy, Policy, PolicyError,
     PolicyLayer, Scope,
 };
-use crate::stats::{RuleCounters, Stats, StatsCells};
+use crate::sites::{self, Site};
+use crate::stats::{Multiple, RuleCounters, Stats, StatsCells};
 
 /// The most request-scope rules the effective policy applies (a request's decisions are
 /// a 64-bit mask); further request rules keep everything.
@@ -225,7 +226,7 @@ impl Compiled {
             })
             .map(|r| r.counters.clone());
         let burst = match (self.burst, callsite) {
-            (Some(b), Some(c)) => Some((b, c)),
+            (Some(b), Some(c)) => Some((b, Multiple::of(u64::from(b.then_one_in.get())), c)),
             _ => None,
         };
         Verdict {
@@ -282,7 +283,8 @@ pub(crate) struct CallsiteState {
 struct Verdict {
     enabled: bool,
     rule: Option<Arc<RuleCounters>>,
-    burst: Option<(Burst, Arc<CallsiteState>)>,
+    /// The limit, "one in M" as a divisibility test, and the callsite's window.
+    burst: Option<(Burst, Multiple, Arc<CallsiteState>)>,
 }
 
 impl Verdict {
@@ -296,6 +298,63 @@ impl Verdict {
         rule: None,
         burst: None,
     };
+}
+
+/// The lock-free event path: per registered callsite, the verdict of the last filter
+/// and policy generation that decided it, in one word, in a process-wide table
+/// ([`sites`]). An event whose callsite's word is for this filter and its current
+/// generation is decided by the word alone: disabled, enabled, or sampled by the rule in
+/// slot `slot` of the filter's rule table (one atomic add). Anything else (no word yet,
+/// another filter's or an older policy's word, a burst limit) takes the cached path.
+struct SiteVerdict {
+    key: usize,
+    word: AtomicU64,
+}
+
+impl Site for SiteVerdict {
+    fn key(&self) -> usize {
+        self.key
+    }
+}
+
+static SITE_VERDICTS: [OnceLock<&'static SiteVerdict>; 4096] = [const { OnceLock::new() }; 4096];
+
+/// Rules of a filter that the lock-free path can reach (more take the cached path).
+const RULE_SLOTS: usize = 256;
+
+/// `generation (24 bits) | filter (24) | rule slot (14) | kind (2)`: truncated ids, so a
+/// stale word could pass only after 2^24 filters or policy changes between two events of
+/// a callsite, and would then only misjudge that callsite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FastWord(u64);
+
+impl FastWord {
+    const DISABLED: u64 = 1;
+    const ENABLED: u64 = 2;
+    const SAMPLED: u64 = 3;
+
+    #[inline]
+    fn tag(filter: usize, generation: u64) -> u64 {
+        ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
+    }
+
+    fn new(filter: usize, generation: u64, kind: u64, slot: usize) -> Self {
+        FastWord(Self::tag(filter, generation) | ((slot as u64 & 0x3fff) << 2) | kind)
+    }
+
+    #[inline]
+    fn kind_for(self, tag: u64) -> u64 {
+        if self.0 & !0xffff == tag {
+            self.0 & 3
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn slot(self) -> usize {
+        ((self.0 >> 2) & 0x3fff) as usize
+    }
 }
 
 /// A per-thread, direct-mapped cache of verdicts, keyed by (filter, callsite,
@@ -341,6 +400,10 @@ struct Shared {
     stats: Arc<StatsCells>,
     /// Callsites registered with the filter (static metadata only): their burst state.
     callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
+    /// Sampling rules the lock-free path reaches by slot (kept for the filter's life, so
+    /// their counts stay in the stats as those of live rules).
+    rules: Box<[OnceLock<Arc<RuleCounters>>]>,
+    next_rule: AtomicUsize,
     notices: Notices,
     budget: Budget,
     /// Whether this filter runs its own expiry timer (system clock only).
@@ -479,6 +542,8 @@ impl PolicyFilter {
             clock,
             stats,
             callsites: RwLock::new(HashMap::new()),
+            rules: (0..RULE_SLOTS).map(|_| OnceLock::new()).collect(),
+            next_rule: AtomicUsize::new(0),
             notices: Notices::default(),
             budget: Budget::new(),
             own_timer,
@@ -509,8 +574,28 @@ impl PolicyFilter {
     pub fn enabled(&self, meta: &Metadata<'_>) -> bool {
         let sh = &*self.shared;
         let generation = sh.generation.load(Ordering::Acquire);
-        let filter = sh.id;
         let key = meta as *const Metadata<'_> as usize;
+        // Only registered (static) callsites have a word: a key is an identity.
+        if let Some(site) = sites::find(&SITE_VERDICTS, key) {
+            let word = FastWord(site.word.load(Ordering::Acquire));
+            match word.kind_for(FastWord::tag(sh.id, generation)) {
+                FastWord::DISABLED => return false,
+                FastWord::ENABLED => return true,
+                FastWord::SAMPLED => {
+                    if let Some(rule) = sh.rules.get(word.slot()).and_then(OnceLock::get) {
+                        return rule.keep(meta.level());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.enabled_cached(meta, generation, key)
+    }
+
+    /// [`enabled`](Self::enabled) through the per-thread verdict cache; publishes the
+    /// verdict for the lock-free path when it can take it.
+    fn enabled_cached(&self, meta: &Metadata<'_>, generation: u64, key: usize) -> bool {
+        let filter = self.shared.id;
         VERDICTS.with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
                 return self.decide(&self.verdict_uncached(meta).0, meta, &mut 0);
@@ -525,6 +610,7 @@ impl PolicyFilter {
             let mut next_keep = 0;
             let out = self.decide(&verdict, meta, &mut next_keep);
             if cacheable {
+                self.publish(key, &verdict, generation);
                 *slot = Some(CachedVerdict {
                     filter,
                     meta: key,
@@ -535,6 +621,47 @@ impl PolicyFilter {
             }
             out
         })
+    }
+
+    /// Gives the lock-free path `verdict` for the callsite at `key` (registered, static),
+    /// decided under `generation`, unless it needs more than one word (a burst limit, or
+    /// a rule beyond the filter's rule slots).
+    #[cold]
+    fn publish(&self, key: usize, verdict: &Verdict, generation: u64) {
+        let (kind, slot) = if !verdict.enabled {
+            (FastWord::DISABLED, 0)
+        } else if verdict.burst.is_some() {
+            return;
+        } else if let Some(rule) = &verdict.rule {
+            match self.rule_slot(rule) {
+                Some(slot) => (FastWord::SAMPLED, slot),
+                None => return,
+            }
+        } else {
+            (FastWord::ENABLED, 0)
+        };
+        let make = || SiteVerdict {
+            key,
+            word: AtomicU64::new(0),
+        };
+        if let Some(site) = sites::find_or_insert(&SITE_VERDICTS, key, make) {
+            let word = FastWord::new(self.shared.id, generation, kind, slot);
+            site.word.store(word.0, Ordering::Release);
+        }
+    }
+
+    /// `rule`'s slot in this filter's rule table, given on first use.
+    fn rule_slot(&self, rule: &Arc<RuleCounters>) -> Option<usize> {
+        if let Some(&slot) = rule.fast_slot.get() {
+            return Some(slot);
+        }
+        let sh = &*self.shared;
+        let slot = sh.next_rule.fetch_add(1, Ordering::AcqRel);
+        let cell = sh.rules.get(slot)?;
+        let _ = cell.set(rule.clone());
+        // Another thread may have given the rule a slot meanwhile: one of the two is
+        // used, the other holds the same counters.
+        Some(*rule.fast_slot.get_or_init(|| slot))
     }
 
     /// Computes the verdict from the compiled policy; cacheable only for callsites
@@ -567,9 +694,9 @@ impl PolicyFilter {
                 return false;
             }
         }
-        if let Some((burst, callsite)) = &v.burst {
+        if let Some((burst, then, callsite)) = &v.burst {
             let second = self.shared.clock.unix_seconds();
-            let (decision, summary) = callsite.burst.admit(second, *burst);
+            let (decision, summary) = callsite.burst.admit(second, *burst, *then);
             if let Some(summary) = summary {
                 self.shared.notices.push(Notice::BurstEnded {
                     meta: callsite.meta,

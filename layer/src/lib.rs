@@ -62,6 +62,7 @@ mod level;
 mod limits;
 pub mod policy;
 mod sink;
+mod sites;
 pub mod stats;
 pub mod wire;
 pub mod writer;

@@ -201,6 +201,10 @@ impl StatsCells {
 #[derive(Debug)]
 pub(crate) struct RuleCounters {
     pub(crate) n: u64,
+    multiple: Multiple,
+    /// This rule's index in its filter's table of rules for the lock-free event path,
+    /// once it has one.
+    pub(crate) fast_slot: std::sync::OnceLock<usize>,
     seen: Row,
     /// Event scope: the sampled count is derived from `seen` (and folded into the
     /// stats when the rule goes away); request scope counts requests, not events.
@@ -212,6 +216,8 @@ impl RuleCounters {
     pub(crate) fn new(n: u64, derive_sampled: bool, stats: &Arc<StatsCells>) -> Arc<Self> {
         let rule = Arc::new(RuleCounters {
             n: n.max(1),
+            multiple: Multiple::of(n.max(1)),
+            fast_slot: std::sync::OnceLock::new(),
             seen: Default::default(),
             derive_sampled,
             stats: Arc::downgrade(stats),
@@ -225,7 +231,8 @@ impl RuleCounters {
     /// Counts one event (or request) and says whether it is the one in N kept.
     #[inline]
     pub(crate) fn keep(&self, level: &tracing_core::Level) -> bool {
-        self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed) % self.n == 0
+        let c = self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed);
+        self.multiple.divides(c)
     }
 
     /// [`keep`](Self::keep) without a division on most events: `next` is the caller's
@@ -251,11 +258,75 @@ impl RuleCounters {
     }
 }
 
+/// Whether a count is a multiple of N, without a division: for N = 2^k · d with d odd,
+/// c is a multiple of N exactly when its low k bits are 0 and (c >> k) · d⁻¹ (mod 2^64)
+/// is at most (2^64 − 1) / d (the inverse of an odd number modulo 2^64 maps the
+/// multiples of d, and only them, onto 0 ..= (2^64 − 1) / d).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Multiple {
+    shift: u32,
+    inverse: u64,
+    limit: u64,
+}
+
+impl Multiple {
+    pub(crate) fn of(n: u64) -> Self {
+        let n = n.max(1);
+        let shift = n.trailing_zeros();
+        let odd = n >> shift;
+        // Newton's iteration doubles the correct low bits: 3 → 6 → ... → 96 ≥ 64.
+        let mut inverse = odd;
+        for _ in 0..5 {
+            inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
+        }
+        Multiple {
+            shift,
+            inverse,
+            limit: u64::MAX / odd,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn divides(self, c: u64) -> bool {
+        c.trailing_zeros() >= self.shift
+            && (c >> self.shift).wrapping_mul(self.inverse) <= self.limit
+    }
+}
+
 impl Drop for RuleCounters {
     fn drop(&mut self) {
         if let Some(stats) = self.stats.upgrade() {
             for i in 0..5 {
                 stats.retired[i].fetch_add(self.sampled(i), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod multiple_tests {
+    use super::Multiple;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn divides_is_the_remainder_test(n in 1u64.., c in any::<u64>()) {
+            prop_assert_eq!(Multiple::of(n).divides(c), c % n == 0);
+        }
+
+        #[test]
+        fn multiples_are_found(n in 1u64..1_000_000, k in 0u64..1_000_000) {
+            prop_assert!(Multiple::of(n).divides(n * k));
+            prop_assert_eq!(Multiple::of(n).divides(n * k + 1), n == 1);
+        }
+    }
+
+    #[test]
+    fn edges() {
+        for n in [1u64, 2, 3, 4, 100, 1 << 63, u64::MAX, u64::MAX - 1] {
+            let m = Multiple::of(n);
+            for c in [0u64, 1, n, n.wrapping_mul(2), n - 1, u64::MAX, u64::MAX - 1] {
+                assert_eq!(m.divides(c), c % n == 0, "n {n} c {c}");
             }
         }
     }

@@ -92,3 +92,49 @@ fn always_keep_is_part_of_the_policy_and_counters_survive_a_swap() {
     let s = h.handle.stats().level(&Level::WARN);
     assert_eq!((s.written, s.sampled), (5, 15));
 }
+
+/// One callsite, so the per-callsite fast path is what decides.
+fn served(n: usize) {
+    for i in 0..n {
+        tracing::info!(target: "app::x", i, "served");
+    }
+}
+
+fn served_count(h: &Harness) -> usize {
+    h.messages().iter().filter(|m| *m == "served").count()
+}
+
+#[test]
+fn a_changed_rule_applies_from_the_next_event_and_each_filter_keeps_its_own_count() {
+    let h = Harness::new("info,@sample(app::x)=1/10");
+    h.run(|| {
+        served(20);
+        assert_eq!(served_count(&h), 2);
+        // A new rule (another N) starts its own count with the next event.
+        h.handle.set_directives("info,@sample(app::x)=1/3").unwrap();
+        served(9);
+        assert_eq!(served_count(&h), 2 + 3);
+        // No rule: every event.
+        h.handle.set_directives("info").unwrap();
+        served(5);
+        assert_eq!(served_count(&h), 2 + 3 + 5);
+        // Below the level: none, and nothing counted as sampled.
+        h.handle.set_directives("warn").unwrap();
+        served(5);
+        assert_eq!(served_count(&h), 2 + 3 + 5);
+        h.handle.set_directives("info,@sample(app::x)=1/5").unwrap();
+    });
+    let info = h.handle.stats().level(&Level::INFO);
+    assert_eq!((info.written, info.sampled), (10, 18 + 6));
+
+    // Two filters deciding the same callsite in turn each keep their own one in N.
+    let other = Harness::new("info,@sample(app::x)=1/2");
+    for _ in 0..10 {
+        h.run(|| served(5));
+        other.run(|| served(5));
+    }
+    assert_eq!(served_count(&h), 10 + 50 / 5);
+    assert_eq!(served_count(&other), 50 / 2);
+    let info = other.handle.stats().level(&Level::INFO);
+    assert_eq!((info.written, info.sampled), (25, 25));
+}

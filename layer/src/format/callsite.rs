@@ -15,6 +15,7 @@ use tracing_core::field::Field;
 use tracing_core::Metadata;
 
 use super::escape::write_escaped;
+use crate::sites::{self, Site};
 
 /// One callsite's rendered parts.
 pub(crate) struct JsonCallsite {
@@ -117,43 +118,21 @@ pub(crate) fn write_key(buf: &mut Vec<u8>, name: &str) {
 }
 
 const SLOTS: usize = 2048;
-/// Slots tried from a callsite's own before giving up on caching it.
-const PROBES: usize = 8;
 
 static TABLE: [OnceLock<&'static JsonCallsite>; SLOTS] = [const { OnceLock::new() }; SLOTS];
 
-#[inline]
-fn slot_of(meta: &'static Metadata<'static>) -> usize {
-    let addr = meta as *const Metadata<'static> as usize as u64;
-    // Fibonacci hashing of the address (metadata are at least 8-byte aligned).
-    ((addr >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize
+impl Site for JsonCallsite {
+    fn key(&self) -> usize {
+        self.meta as *const Metadata<'static> as usize
+    }
 }
 
 /// The rendered parts of `meta`'s callsite: built on its first event, `None` only when
 /// the table has no room for it.
 #[inline]
 pub(crate) fn json_callsite(meta: &'static Metadata<'static>) -> Option<&'static JsonCallsite> {
-    let start = slot_of(meta);
-    for i in 0..PROBES {
-        let slot = &TABLE[(start + i) % SLOTS];
-        match slot.get() {
-            Some(c) if std::ptr::eq(c.meta, meta) => return Some(c),
-            Some(_) => continue,
-            None => return insert(slot, meta),
-        }
-    }
-    None
-}
-
-/// Builds `meta`'s parts and claims `slot` for them, unless another thread claimed it
-/// first (then its parts are used if they are `meta`'s, else the slow way this once).
-#[cold]
-fn insert(
-    slot: &'static OnceLock<&'static JsonCallsite>,
-    meta: &'static Metadata<'static>,
-) -> Option<&'static JsonCallsite> {
-    let c = slot.get_or_init(|| Box::leak(Box::new(JsonCallsite::new(meta))));
-    std::ptr::eq(c.meta, meta).then_some(*c)
+    let key = meta as *const Metadata<'static> as usize;
+    sites::find_or_insert(&TABLE, key, || JsonCallsite::new(meta))
 }
 
 #[cfg(test)]
@@ -244,7 +223,6 @@ mod tests {
             }
         }
         static CS: Cs = Cs;
-        assert!(slot_of(&META) < SLOTS);
         let c = json_callsite(&META).expect("room in an empty table");
         assert_eq!(&*c.head, b"\",\"level\":\"INFO\",\"target\":\"t\"");
         assert!(std::ptr::eq(json_callsite(&META).unwrap(), c));

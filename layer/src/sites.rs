@@ -1,0 +1,114 @@
+//! A process-wide, lock-free, bounded table of per-callsite data, keyed by the address
+//! of a callsite's `'static` metadata (an identity for the life of the process: static
+//! metadata is never freed or moved).
+//!
+//! An entry is built once, leaked (`'static`), and never removed, so a lookup is a hash,
+//! an atomic load and a compare, with no reference counting. The table has a fixed
+//! number of slots and a lookup probes a few of them: when they are all taken by other
+//! callsites, the callsite has no entry and its caller takes its slow path. A program has
+//! a bounded number of callsites, so the memory is bounded too.
+
+use std::sync::OnceLock;
+
+/// Per-callsite data kept in a [`Table`].
+pub(crate) trait Site: Sync + 'static {
+    /// The address of the callsite's metadata.
+    fn key(&self) -> usize;
+}
+
+/// A table's slots: `static T: Table<X> = [const { OnceLock::new() }; SLOTS];`.
+pub(crate) type Table<T> = [OnceLock<&'static T>];
+
+/// Slots tried from a key's own before giving up.
+const PROBES: usize = 8;
+
+#[inline]
+fn slot_of(key: usize, slots: usize) -> usize {
+    // Fibonacci hashing of the address (metadata are at least 8-byte aligned).
+    (((key >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % slots
+}
+
+/// The entry for `key`, if there is one.
+#[inline]
+pub(crate) fn find<T: Site>(table: &'static Table<T>, key: usize) -> Option<&'static T> {
+    let start = slot_of(key, table.len());
+    for i in 0..PROBES {
+        match table[(start + i) % table.len()].get() {
+            Some(e) if e.key() == key => return Some(e),
+            Some(_) => continue,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// The entry for `key`, built by `make` if there is none yet; `None` when the slots
+/// probed are all taken by other keys. `make` must build an entry whose key is `key`,
+/// and only for the metadata of a registered (`'static`) callsite.
+#[inline]
+pub(crate) fn find_or_insert<T: Site>(
+    table: &'static Table<T>,
+    key: usize,
+    make: impl FnOnce() -> T,
+) -> Option<&'static T> {
+    let start = slot_of(key, table.len());
+    let mut make = Some(make);
+    for i in 0..PROBES {
+        let slot = &table[(start + i) % table.len()];
+        let entry = match slot.get() {
+            Some(e) => e,
+            None => insert(slot, &mut make)?,
+        };
+        if entry.key() == key {
+            return Some(entry);
+        }
+    }
+    None
+}
+
+/// Claims `slot` for a new entry, unless another thread claimed it first (its entry is
+/// returned then, whatever its key).
+#[cold]
+fn insert<T: Site>(
+    slot: &'static OnceLock<&'static T>,
+    make: &mut Option<impl FnOnce() -> T>,
+) -> Option<&'static T> {
+    let make = make.take()?;
+    Some(*slot.get_or_init(|| Box::leak(Box::new(make()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Entry(usize);
+
+    impl Site for Entry {
+        fn key(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn entries_are_found_until_the_probed_slots_are_full() {
+        static TABLE: [OnceLock<&'static Entry>; 16] = [const { OnceLock::new() }; 16];
+        // Keys that all hash to one slot: the first PROBES get entries, in turn.
+        let base = 0x1000usize;
+        let same: Vec<usize> = (0..10_000usize)
+            .map(|i| base + i * 8)
+            .filter(|&k| slot_of(k, 16) == slot_of(base, 16))
+            .take(PROBES + 1)
+            .collect();
+        assert_eq!(same.len(), PROBES + 1);
+        for &k in &same[..PROBES] {
+            assert_eq!(find(&TABLE, k).map(|e| e.0), None);
+            assert_eq!(find_or_insert(&TABLE, k, || Entry(k)).map(|e| e.0), Some(k));
+            assert_eq!(find(&TABLE, k).map(|e| e.0), Some(k));
+        }
+        let last = same[PROBES];
+        assert!(find_or_insert(&TABLE, last, || Entry(last)).is_none());
+        assert!(find(&TABLE, last).is_none());
+        // Earlier entries are still there.
+        assert_eq!(find(&TABLE, same[0]).map(|e| e.0), Some(same[0]));
+    }
+}
