@@ -10,6 +10,10 @@
 //! - the burst limiter under a storm from one callsite (`@burst=1000/s:1/100`) vs the
 //!   same storm with no limit.
 //!
+//! Each case runs in a child process of this binary with its subscriber installed as the
+//! global default, as a service installs it (a scoped default adds a thread-local lookup
+//! to every event); the parent runs them one after the other and reads their estimates.
+//!
 //! Run: `cargo bench -p logpolicy --bench sampling`. Prints a markdown table and writes
 //! `target/bench/sampling.json`.
 

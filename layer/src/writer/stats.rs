@@ -66,9 +66,11 @@ pub enum DropReason {
     /// guard was dropped.
     Shutdown,
     /// A line below `alwaysKeep` (drop mode) could not take the queue's lock within
-    /// [`WriterConfig::lock_spin`](super::WriterConfig::lock_spin): another thread held it, typically because the
-    /// scheduler preempted that thread in the middle of its copy. Dropping keeps the
-    /// promise that a log call in drop mode never waits; a separate reason (rather than
+    /// [`WriterConfig::lock_spin`](super::WriterConfig::lock_spin) while the queue held a
+    /// quarter of its share or more: another thread held the lock, typically because the
+    /// scheduler preempted that thread in the middle of its copy, and the output was
+    /// behind. Dropping keeps the promise that a log call in drop mode does not wait
+    /// behind a slow output; a separate reason (rather than
     /// [`DropReason::QueueFull`]) keeps a lock-contention problem from passing for a
     /// slow reader.
     Contended,
