@@ -19,10 +19,14 @@
 //! 4. **Sampled callsites** (an event below `alwaysKeep` whose target has an event-scope
 //!    sampling rule, or any event below `alwaysKeep` when a burst limit is set) get
 //!    [`Interest::sometimes`], and are decided per event in `enabled`, before any field
-//!    is evaluated: a thread-local lookup of the callsite's pre-computed verdict (keyed
-//!    by callsite and policy generation, so no string matching), one shared counter
-//!    increment (`keep one in N` is a counter, not a dice roll), and for a burst limit
-//!    one more atomic on the callsite's window. An event sampled out costs no formatting.
+//!    is evaluated: one word per callsite in a process-wide lock-free table says which
+//!    filter and policy generation decided it and how (so no string matching and no
+//!    reference counting), then one shared counter increment (`keep one in N` is a
+//!    counter, not a dice roll; its divisibility test needs no division). A burst limit,
+//!    or a callsite whose word is another filter's or an older policy's, goes through a
+//!    per-thread cache of verdicts instead, and a burst limit adds one atomic on the
+//!    callsite's window. An event sampled out costs no formatting: about 7.5 ns in all
+//!    (`cargo bench -p logpolicy --bench sampling`).
 //!
 //! So a **disabled callsite** costs what `tracing`'s static filtering costs: a
 //! relaxed load of the global max level, or of the callsite's cached interest (~1 ns).
