@@ -65,6 +65,12 @@ impl LoadReport {
     }
 }
 
+/// The request every connection sends, pipelined as is.
+fn request_bytes(path: &str, addr: SocketAddr) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: logpolicy-bench\r\n\r\n")
+        .into_bytes()
+}
+
 /// Runs the load on the calling thread; returns once every connection has drained the
 /// responses it was waiting for (bounded by `io_timeout`).
 ///
@@ -80,11 +86,7 @@ pub fn run(config: &LoadConfig, expected_body_len: usize) -> std::io::Result<Loa
         from: start + config.warmup,
         until: start + config.warmup + config.measure,
     };
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: logpolicy-bench\r\n\r\n",
-        config.path, config.addr
-    )
-    .into_bytes();
+    let request = request_bytes(&config.path, config.addr);
     let mut report = LoadReport {
         window_secs: config.measure.as_secs_f64(),
         ..LoadReport::default()
@@ -201,11 +203,7 @@ pub fn run_alternating(
     let mut sets: [Vec<Connection>; 2] = [Vec::new(), Vec::new()];
     let mut requests: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     for (i, addr) in config.addrs.iter().enumerate() {
-        requests[i] = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: logpolicy-bench\r\n\r\n",
-            config.path, addr
-        )
-        .into_bytes();
+        requests[i] = request_bytes(&config.path, *addr);
         for _ in 0..config.connections {
             sets[i].push(Connection::open(*addr, config.io_timeout)?);
         }

@@ -117,6 +117,11 @@ fn env_filter(
 
 /// Runs `f` under `dispatch` with only that dispatcher alive, so tracing's interest
 /// cache reflects it alone (as in a service with one global subscriber).
+///
+/// Scoped, not global as in the sampling bench (`report::global_case`): case (a) compares
+/// with no subscriber, and with none installed globally `tracing` turns every level off
+/// before any callsite is looked at, which no subscriber that enables `info` can match
+/// (EnvFilter neither): that row would measure something else.
 fn under(c: &mut Criterion, group: &str, id: &str, dispatch: Dispatch, f: fn()) {
     tracing::callsite::rebuild_interest_cache();
     tracing::dispatcher::with_default(&dispatch, || {

@@ -67,7 +67,7 @@ use crate::policy::{
     PolicyLayer, Scope,
 };
 use crate::sites::{self, Site};
-use crate::stats::{Multiple, RuleCounters, Stats, StatsCells};
+use crate::stats::{RuleCounters, Stats, StatsCells};
 
 /// The most request-scope rules the effective policy applies (a request's decisions are
 /// a 64-bit mask); further request rules keep everything.
@@ -230,7 +230,7 @@ impl Compiled {
             })
             .map(|r| r.counters.clone());
         let burst = match (self.burst, callsite) {
-            (Some(b), Some(c)) => Some((b, Multiple::of(u64::from(b.then_one_in.get())), c)),
+            (Some(b), Some(c)) => Some((b, c)),
             _ => None,
         };
         Verdict {
@@ -287,8 +287,7 @@ pub(crate) struct CallsiteState {
 struct Verdict {
     enabled: bool,
     rule: Option<Arc<RuleCounters>>,
-    /// The limit, "one in M" as a divisibility test, and the callsite's window.
-    burst: Option<(Burst, Multiple, Arc<CallsiteState>)>,
+    burst: Option<(Burst, Arc<CallsiteState>)>,
 }
 
 impl Verdict {
@@ -369,8 +368,6 @@ struct CachedVerdict {
     meta: usize,
     generation: u64,
     verdict: Verdict,
-    /// This thread's next multiple of N for the callsite's sampling rule.
-    next_keep: u64,
 }
 
 const CACHE_SLOTS: usize = 64;
@@ -602,17 +599,16 @@ impl PolicyFilter {
         let filter = self.shared.id;
         VERDICTS.with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
-                return self.decide(&self.verdict_uncached(meta).0, meta, &mut 0);
+                return self.decide(&self.verdict_uncached(meta).0, meta);
             };
             let slot = &mut cache[slot_of(key)];
             if let Some(c) = slot {
                 if c.filter == filter && c.meta == key && c.generation == generation {
-                    return self.decide(&c.verdict, meta, &mut c.next_keep);
+                    return self.decide(&c.verdict, meta);
                 }
             }
             let (verdict, generation, cacheable) = self.verdict_uncached(meta);
-            let mut next_keep = 0;
-            let out = self.decide(&verdict, meta, &mut next_keep);
+            let out = self.decide(&verdict, meta);
             if cacheable {
                 self.publish(key, &verdict, generation);
                 *slot = Some(CachedVerdict {
@@ -620,7 +616,6 @@ impl PolicyFilter {
                     meta: key,
                     generation,
                     verdict,
-                    next_keep,
                 });
             }
             out
@@ -689,18 +684,18 @@ impl PolicyFilter {
     }
 
     #[inline]
-    fn decide(&self, v: &Verdict, meta: &Metadata<'_>, next_keep: &mut u64) -> bool {
+    fn decide(&self, v: &Verdict, meta: &Metadata<'_>) -> bool {
         if !v.enabled {
             return false;
         }
         if let Some(rule) = &v.rule {
-            if !rule.keep_hinted(meta.level(), next_keep) {
+            if !rule.keep(meta.level()) {
                 return false;
             }
         }
-        if let Some((burst, then, callsite)) = &v.burst {
+        if let Some((burst, callsite)) = &v.burst {
             let second = self.shared.clock.unix_seconds();
-            let (decision, summary) = callsite.burst.admit(second, *burst, *then);
+            let (decision, summary) = callsite.burst.admit(second, *burst);
             if let Some(summary) = summary {
                 self.shared.notices.push(Notice::BurstEnded {
                     meta: callsite.meta,

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use tracing_core::Metadata;
 
 use crate::policy::Burst;
-use crate::stats::Multiple;
 
 /// The burst window of one callsite: `(second << 32) | events in that second`.
 #[derive(Debug, Default)]
@@ -35,15 +34,9 @@ impl BurstWindow {
     /// Counts one event at `second` under `burst`; returns the decision and, when this
     /// event opened a new window after one that dropped events, that window's summary.
     #[inline]
-    /// `then` is `burst.then_one_in` as a divisibility test (no division per event).
-    pub(crate) fn admit(
-        &self,
-        second: u64,
-        burst: Burst,
-        then: Multiple,
-    ) -> (BurstDecision, Option<BurstSummary>) {
+    pub(crate) fn admit(&self, second: u64, burst: Burst) -> (BurstDecision, Option<BurstSummary>) {
         let per_second = u64::from(burst.per_second.get());
-        let then_n = u64::from(burst.then_one_in.get());
+        let then = u64::from(burst.then_one_in.get());
         let second32 = second & 0xffff_ffff;
         let mut summary = None;
         let mut v = self.0.load(Ordering::Relaxed);
@@ -65,7 +58,7 @@ impl BurstWindow {
                         summary = Some(BurstSummary {
                             second: (second & !0xffff_ffff) | (old >> 32),
                             events,
-                            dropped: over - over.div_ceil(then_n),
+                            dropped: over - over.div_ceil(then),
                         });
                     }
                     return (BurstDecision::Keep, summary);
@@ -78,7 +71,7 @@ impl BurstWindow {
             return (BurstDecision::Keep, None);
         }
         let over = n - per_second; // 1-based among the events over the limit
-        if then.divides(over - 1) {
+        if (over - 1) % then == 0 {
             (BurstDecision::Keep, None)
         } else {
             (BurstDecision::Drop { first: over == 2 }, None)
@@ -215,10 +208,7 @@ mod tests {
         let mut kept = 0;
         let mut firsts = 0;
         for _ in 0..15 {
-            match w
-                .admit(100, b, Multiple::of(u64::from(b.then_one_in.get())))
-                .0
-            {
+            match w.admit(100, b).0 {
                 BurstDecision::Keep => kept += 1,
                 BurstDecision::Drop { first } => firsts += usize::from(first),
             }
@@ -226,7 +216,7 @@ mod tests {
         // 3 under the limit, then events 4..15 (12 over): keep the 1st, 5th, 9th.
         assert_eq!(kept, 6);
         assert_eq!(firsts, 1);
-        let (d, summary) = w.admit(101, b, Multiple::of(u64::from(b.then_one_in.get())));
+        let (d, summary) = w.admit(101, b);
         assert_eq!(d, BurstDecision::Keep);
         assert_eq!(
             summary,
@@ -237,11 +227,7 @@ mod tests {
             })
         );
         // A quiet window reports nothing.
-        assert_eq!(
-            w.admit(102, b, Multiple::of(u64::from(b.then_one_in.get())))
-                .1,
-            None
-        );
+        assert_eq!(w.admit(102, b).1, None);
     }
 
     #[test]

@@ -235,20 +235,6 @@ impl RuleCounters {
         self.multiple.divides(c)
     }
 
-    /// [`keep`](Self::keep) without a division on most events: `next` is the caller's
-    /// (per thread, per callsite) smallest multiple of N above the last count it saw.
-    /// The shared count only grows, so a count below `next` cannot be a multiple of N;
-    /// the division is paid about once per N events.
-    #[inline]
-    pub(crate) fn keep_hinted(&self, level: &tracing_core::Level, next: &mut u64) -> bool {
-        let c = self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed);
-        if c < *next {
-            return false;
-        }
-        *next = (c / self.n + 1) * self.n;
-        c % self.n == 0
-    }
-
     fn sampled(&self, i: usize) -> u64 {
         if !self.derive_sampled {
             return 0;
@@ -263,14 +249,14 @@ impl RuleCounters {
 /// is at most (2^64 − 1) / d (the inverse of an odd number modulo 2^64 maps the
 /// multiples of d, and only them, onto 0 ..= (2^64 − 1) / d).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Multiple {
+struct Multiple {
     shift: u32,
     inverse: u64,
     limit: u64,
 }
 
 impl Multiple {
-    pub(crate) fn of(n: u64) -> Self {
+    fn of(n: u64) -> Self {
         let n = n.max(1);
         let shift = n.trailing_zeros();
         let odd = n >> shift;
@@ -287,7 +273,7 @@ impl Multiple {
     }
 
     #[inline]
-    pub(crate) fn divides(self, c: u64) -> bool {
+    fn divides(self, c: u64) -> bool {
         c.trailing_zeros() >= self.shift
             && (c >> self.shift).wrapping_mul(self.inverse) <= self.limit
     }
