@@ -177,8 +177,13 @@ impl Notices {
         self.pending.store(true, Ordering::Release);
     }
 
-    /// Takes every waiting notice (one relaxed load when there are none).
+    /// Whether notices wait to be taken (one load: the event path asks this).
     #[inline]
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Takes every waiting notice (one relaxed load when there are none).
     pub(crate) fn take(&self) -> Option<VecDeque<Notice>> {
         if !self.pending.load(Ordering::Acquire) {
             return None;
