@@ -80,6 +80,13 @@ pub struct Installed {
     non_blocking: Option<(ErrorCounter, WorkerGuard)>,
 }
 
+/// The environment variable that makes [`install`] build a diagnostic variant of ours, to
+/// tell apart where its cost goes: `discard` formats every line (linked to the policy, as
+/// usual) into a sink that drops it, so there is no queue, writer thread or write;
+/// `filter-only` installs the registry and the policy filter with no output layer at
+/// all. Unset (or `writer`): ours as `logpolicy::init` builds it.
+pub const OURS_OUTPUT_ENV: &str = "LOGPOLICY_BENCH_OURS_OUTPUT";
+
 /// Installs `logger` as the global default subscriber, at level `info`.
 pub fn install(logger: Logger) -> Installed {
     let mut installed = Installed {
@@ -96,10 +103,27 @@ pub fn install(logger: Logger) -> Installed {
             // As `logpolicy::init` builds it: the output linked to the policy (sampling,
             // budget, accounting, summaries).
             let filter = PolicyFilter::from_directives("info").expect("directives");
-            let subscriber = tracing_subscriber::registry()
-                .with(filter.clone())
-                .with(FormatLayer::new(Format::Json, writer.clone()).with_policy(&filter));
-            tracing::subscriber::set_global_default(subscriber).expect("global default");
+            match std::env::var(OURS_OUTPUT_ENV).as_deref() {
+                Ok("discard") => {
+                    let layer =
+                        FormatLayer::new(Format::Json, logpolicy::NullSink).with_policy(&filter);
+                    let subscriber = tracing_subscriber::registry()
+                        .with(filter.clone())
+                        .with(layer);
+                    tracing::subscriber::set_global_default(subscriber).expect("global default");
+                }
+                Ok("filter-only") => {
+                    let subscriber = tracing_subscriber::registry().with(filter.clone());
+                    tracing::subscriber::set_global_default(subscriber).expect("global default");
+                }
+                _ => {
+                    let layer = FormatLayer::new(Format::Json, writer.clone()).with_policy(&filter);
+                    let subscriber = tracing_subscriber::registry()
+                        .with(filter.clone())
+                        .with(layer);
+                    tracing::subscriber::set_global_default(subscriber).expect("global default");
+                }
+            }
             installed.ours = Some((writer, guard));
         }
         Logger::Fmt => {
