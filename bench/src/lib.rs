@@ -104,25 +104,12 @@ pub fn install(logger: Logger) -> Installed {
             // budget, accounting, summaries).
             let filter = PolicyFilter::from_directives("info").expect("directives");
             match std::env::var(OURS_OUTPUT_ENV).as_deref() {
-                Ok("discard") => {
-                    let layer =
-                        FormatLayer::new(Format::Json, logpolicy::NullSink).with_policy(&filter);
-                    let subscriber = tracing_subscriber::registry()
-                        .with(filter.clone())
-                        .with(layer);
-                    tracing::subscriber::set_global_default(subscriber).expect("global default");
-                }
+                Ok("discard") => install_ours(&filter, logpolicy::NullSink),
                 Ok("filter-only") => {
-                    let subscriber = tracing_subscriber::registry().with(filter.clone());
+                    let subscriber = tracing_subscriber::registry().with(filter);
                     tracing::subscriber::set_global_default(subscriber).expect("global default");
                 }
-                _ => {
-                    let layer = FormatLayer::new(Format::Json, writer.clone()).with_policy(&filter);
-                    let subscriber = tracing_subscriber::registry()
-                        .with(filter.clone())
-                        .with(layer);
-                    tracing::subscriber::set_global_default(subscriber).expect("global default");
-                }
+                _ => install_ours(&filter, writer.clone()),
             }
             installed.ours = Some((writer, guard));
         }
@@ -149,6 +136,14 @@ pub fn install(logger: Logger) -> Installed {
         }
     }
     installed
+}
+
+/// Installs ours as `logpolicy::init` builds it, writing to `sink`.
+fn install_ours<K: logpolicy::LineSink>(filter: &PolicyFilter, sink: K) {
+    let subscriber = tracing_subscriber::registry()
+        .with(filter.clone())
+        .with(FormatLayer::new(Format::Json, sink).with_policy(filter));
+    tracing::subscriber::set_global_default(subscriber).expect("global default");
 }
 
 impl Installed {

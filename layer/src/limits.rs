@@ -177,13 +177,8 @@ impl Notices {
         self.pending.store(true, Ordering::Release);
     }
 
-    /// Whether notices wait to be taken (one load: the event path asks this).
+    /// Takes every waiting notice (one load when there are none).
     #[inline]
-    pub(crate) fn is_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
-    }
-
-    /// Takes every waiting notice (one relaxed load when there are none).
     pub(crate) fn take(&self) -> Option<VecDeque<Notice>> {
         if !self.pending.load(Ordering::Acquire) {
             return None;

@@ -216,7 +216,7 @@ impl RuleCounters {
     pub(crate) fn new(n: u64, derive_sampled: bool, stats: &Arc<StatsCells>) -> Arc<Self> {
         let rule = Arc::new(RuleCounters {
             n: n.max(1),
-            multiple: Multiple::of(n.max(1)),
+            multiple: Multiple::of(n),
             fast_slot: std::sync::OnceLock::new(),
             seen: Default::default(),
             derive_sampled,

@@ -41,9 +41,7 @@ struct Key {
 impl JsonCallsite {
     fn new(meta: &'static Metadata<'static>) -> Self {
         let mut head = Vec::with_capacity(32 + meta.target().len());
-        head.extend_from_slice(level_head(meta.level()));
-        write_escaped(&mut head, meta.target());
-        head.push(b'"');
+        write_head(&mut head, meta);
         let keys = meta
             .fields()
             .iter()
@@ -87,9 +85,17 @@ impl JsonCallsite {
     }
 }
 
+/// Appends the head of `meta`'s lines (see [`JsonCallsite::head`]), rendered now: what
+/// a line carries when its callsite has no room in the table, and what the table keeps.
+pub(crate) fn write_head(buf: &mut Vec<u8>, meta: &Metadata<'_>) {
+    buf.extend_from_slice(level_head(meta.level()));
+    write_escaped(buf, meta.target());
+    buf.push(b'"');
+}
+
 /// `","level":"<LEVEL>","target":"`, the part of the head before the target.
 #[inline]
-pub(crate) fn level_head(level: &tracing_core::Level) -> &'static [u8] {
+fn level_head(level: &tracing_core::Level) -> &'static [u8] {
     match *level {
         tracing_core::Level::ERROR => b"\",\"level\":\"ERROR\",\"target\":\"",
         tracing_core::Level::WARN => b"\",\"level\":\"WARN\",\"target\":\"",
@@ -174,9 +180,7 @@ mod tests {
                 buf: &mut fast,
                 callsite: c,
             });
-            slow.extend_from_slice(level_head(event.metadata().level()));
-            write_escaped(&mut slow, event.metadata().target());
-            slow.push(b'"');
+            write_head(&mut slow, event.metadata());
             event.record(&mut super::super::JsonFields {
                 buf: &mut slow,
                 callsite: None,

@@ -42,7 +42,7 @@ use crate::filter::{Compiled, PolicyFilter};
 use crate::level::Level;
 use crate::sink::LineSink;
 use crate::stats::StatsCells;
-use callsite::{json_callsite, level_head};
+use callsite::{json_callsite, write_head};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, TextFields};
 pub use request::RequestLimits;
@@ -186,84 +186,56 @@ impl<K: LineSink> FormatLayer<K> {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         buf.clear();
+        let meta = event.metadata();
         match self.format {
-            Format::Json => format_json(buf, event, ctx, now),
-            Format::Text => format_text(buf, event, ctx, now),
+            Format::Json => {
+                buf.extend_from_slice(b"{\"ts\":\"");
+                write_since_epoch(buf, now);
+                let callsite = json_callsite(meta);
+                match callsite {
+                    Some(c) => buf.extend_from_slice(&c.head),
+                    None => write_head(buf, meta),
+                }
+                event.record(&mut JsonFields {
+                    buf: &mut *buf,
+                    callsite,
+                });
+                if let Some(span) = ctx.event_span(event) {
+                    buf.extend_from_slice(b",\"span\":{\"name\":\"");
+                    write_escaped(buf, span.name());
+                    buf.push(b'"');
+                    if let Some(fields) = span.extensions().get::<JsonSpanFields>() {
+                        buf.extend_from_slice(&fields.0);
+                    }
+                    buf.push(b'}');
+                }
+                buf.extend_from_slice(b"}\n");
+            }
+            Format::Text => {
+                write_since_epoch(buf, now);
+                buf.extend_from_slice(match *meta.level() {
+                    tracing_core::Level::ERROR => b" ERROR ",
+                    tracing_core::Level::WARN => b"  WARN ",
+                    tracing_core::Level::INFO => b"  INFO ",
+                    tracing_core::Level::DEBUG => b" DEBUG ",
+                    _ => b" TRACE ",
+                });
+                buf.extend_from_slice(meta.target().as_bytes());
+                buf.push(b':');
+                if let Some(span) = ctx.event_span(event) {
+                    buf.push(b' ');
+                    buf.extend_from_slice(span.name().as_bytes());
+                    buf.push(b'{');
+                    if let Some(fields) = span.extensions().get::<TextSpanFields>() {
+                        buf.extend_from_slice(fields.0.strip_prefix(b" ").unwrap_or(&fields.0));
+                    }
+                    buf.extend_from_slice(b"}:");
+                }
+                event.record(&mut TextFields { buf: &mut *buf });
+                buf.push(b'\n');
+            }
         }
     }
-}
-
-/// Formats `event` as one JSON line.
-fn format_json<S>(buf: &mut Vec<u8>, event: &Event<'_>, ctx: &Context<'_, S>, now: Duration)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let meta = event.metadata();
-    buf.extend_from_slice(b"{\"ts\":\"");
-    write_since_epoch(buf, now);
-    let callsite = json_callsite(meta);
-    match callsite {
-        Some(c) => buf.extend_from_slice(&c.head),
-        None => {
-            buf.extend_from_slice(level_head(meta.level()));
-            write_escaped(buf, meta.target());
-            buf.push(b'"');
-        }
-    }
-    event.record(&mut JsonFields {
-        buf: &mut *buf,
-        callsite,
-    });
-    if let Some(span) = ctx.event_span(event) {
-        write_json_span(buf, &span);
-    }
-    buf.extend_from_slice(b"}\n");
-}
-
-/// Appends `,"span":{"name":...,<fields>}` (out of line: events outside spans do not
-/// carry its code).
-#[inline(never)]
-fn write_json_span<S>(buf: &mut Vec<u8>, span: &tracing_subscriber::registry::SpanRef<'_, S>)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    buf.extend_from_slice(b",\"span\":{\"name\":\"");
-    write_escaped(buf, span.name());
-    buf.push(b'"');
-    if let Some(fields) = span.extensions().get::<JsonSpanFields>() {
-        buf.extend_from_slice(&fields.0);
-    }
-    buf.push(b'}');
-}
-
-/// Formats `event` as one text line.
-#[inline(never)]
-fn format_text<S>(buf: &mut Vec<u8>, event: &Event<'_>, ctx: &Context<'_, S>, now: Duration)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let meta = event.metadata();
-    write_since_epoch(buf, now);
-    buf.extend_from_slice(match *meta.level() {
-        tracing_core::Level::ERROR => b" ERROR ",
-        tracing_core::Level::WARN => b"  WARN ",
-        tracing_core::Level::INFO => b"  INFO ",
-        tracing_core::Level::DEBUG => b" DEBUG ",
-        _ => b" TRACE ",
-    });
-    buf.extend_from_slice(meta.target().as_bytes());
-    buf.push(b':');
-    if let Some(span) = ctx.event_span(event) {
-        buf.push(b' ');
-        buf.extend_from_slice(span.name().as_bytes());
-        buf.push(b'{');
-        if let Some(fields) = span.extensions().get::<TextSpanFields>() {
-            buf.extend_from_slice(fields.0.strip_prefix(b" ").unwrap_or(&fields.0));
-        }
-        buf.extend_from_slice(b"}:");
-    }
-    event.record(&mut TextFields { buf: &mut *buf });
-    buf.push(b'\n');
 }
 
 impl<K> std::fmt::Debug for FormatLayer<K> {
@@ -320,7 +292,7 @@ where
                 if let Some(f) = ext.get_mut::<JsonSpanFields>() {
                     values.record(&mut JsonFields {
                         buf: &mut f.0,
-                        callsite: None,
+                        callsite: json_callsite(span.metadata()),
                     });
                 }
             }
@@ -373,26 +345,45 @@ impl<K: LineSink> FormatLayer<K> {
         let compiled = path.needs_compiled().then(|| policy.compiled());
         let stats = policy.stats_cells();
         let since_epoch = self.clock.since_epoch();
-        if policy.notices().is_pending() {
-            self.write_notices(policy, buf, since_epoch);
+        if let Some(notices) = policy.notices().take() {
+            for notice in notices {
+                request::write_notice(buf, self.format, UNIX_EPOCH + since_epoch, &notice);
+                self.sink.write_line(&tracing_core::Level::WARN, true, buf);
+            }
         }
         let meta = event.metadata();
         let level = meta.level();
         let keep = path.keeps_always(level);
         let budget = compiled.as_ref().and_then(|c| c.max_bytes_per_second);
         if let Some(compiled) = compiled.as_ref().filter(|c| c.has_request_rules) {
-            let held = self.request_scope(
-                policy,
-                compiled,
-                buf,
-                event,
-                ctx,
-                since_epoch,
-                keep,
-                budget.is_some(),
-            );
-            if held {
-                return;
+            if keep {
+                // The context of an error: what its request held, in order, first.
+                request::promote(event, ctx, |lvl, line| {
+                    self.sink.write_line(&lvl, true, line);
+                    StatsCells::sub(&stats.held, &lvl, 1);
+                    StatsCells::add(&stats.written, &lvl, 1);
+                    if budget.is_some() {
+                        policy.budget().charge(line.len());
+                    }
+                });
+            } else {
+                match request::hold(compiled, event, ctx, &self.requests, buf, |b| {
+                    self.format_into(b, event, ctx, since_epoch)
+                }) {
+                    HoldOutcome::Write => {}
+                    HoldOutcome::Held { evicted } => {
+                        StatsCells::add(&stats.held, level, 1);
+                        for lvl in evicted {
+                            StatsCells::sub(&stats.held, &lvl, 1);
+                            StatsCells::add(&stats.sampled, &lvl, 1);
+                        }
+                        return;
+                    }
+                    HoldOutcome::Sampled => {
+                        StatsCells::add(&stats.sampled, level, 1);
+                        return;
+                    }
+                }
             }
         }
         if let (Some(rate), false) = (budget, keep) {
@@ -415,72 +406,6 @@ impl<K: LineSink> FormatLayer<K> {
             }
         }
         drop(compiled);
-    }
-}
-
-impl<K: LineSink> FormatLayer<K> {
-    /// Writes the policy's pending notices (out of the per-event path).
-    #[cold]
-    #[inline(never)]
-    fn write_notices(&self, policy: &PolicyFilter, buf: &mut Vec<u8>, since_epoch: Duration) {
-        if let Some(notices) = policy.notices().take() {
-            for notice in notices {
-                request::write_notice(buf, self.format, UNIX_EPOCH + since_epoch, &notice);
-                self.sink.write_line(&tracing_core::Level::WARN, true, buf);
-            }
-        }
-    }
-
-    /// Request scope, when the policy has request rules: an `alwaysKeep` event first
-    /// writes what its request held; another event may be held or sampled out with its
-    /// request. Returns true if the event is done with (held or sampled out).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
-    fn request_scope<S>(
-        &self,
-        policy: &PolicyFilter,
-        compiled: &crate::filter::Compiled,
-        buf: &mut Vec<u8>,
-        event: &Event<'_>,
-        ctx: &Context<'_, S>,
-        since_epoch: Duration,
-        keep: bool,
-        budgeted: bool,
-    ) -> bool
-    where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
-        let stats = policy.stats_cells();
-        let level = event.metadata().level();
-        if keep {
-            // The context of an error: what its request held, in order, first.
-            request::promote(event, ctx, |lvl, line| {
-                self.sink.write_line(&lvl, true, line);
-                StatsCells::sub(&stats.held, &lvl, 1);
-                StatsCells::add(&stats.written, &lvl, 1);
-                if budgeted {
-                    policy.budget().charge(line.len());
-                }
-            });
-            return false;
-        }
-        match request::hold(compiled, event, ctx, &self.requests, buf, |b| {
-            self.format_into(b, event, ctx, since_epoch)
-        }) {
-            HoldOutcome::Write => false,
-            HoldOutcome::Held { evicted } => {
-                StatsCells::add(&stats.held, level, 1);
-                for lvl in evicted {
-                    StatsCells::sub(&stats.held, &lvl, 1);
-                    StatsCells::add(&stats.sampled, &lvl, 1);
-                }
-                true
-            }
-            HoldOutcome::Sampled => {
-                StatsCells::add(&stats.sampled, level, 1);
-                true
-            }
-        }
     }
 }
 

@@ -465,22 +465,6 @@ impl Shared {
             .store(st.queue.refusing_below_keep(), Ordering::Release);
     }
 
-    /// Queues a line that fits now, unlocks, and wakes the writer thread if it sleeps.
-    #[inline]
-    fn accept(&self, mut st: MutexGuard<'_, State>, li: usize, always_keep: bool, line: &[u8]) {
-        st.queue.push(li, line, always_keep);
-        self.publish_queued(&st);
-        st.levels[li].accepted += 1;
-        st.accepted_seq += 1;
-        // Wake the writer after unlocking, so the syscall is not made under the lock (the
-        // writer rechecks the queue under the lock; no wakeup is lost).
-        let wake = std::mem::replace(&mut st.writer_idle, false);
-        drop(st);
-        if wake {
-            self.work.notify_one();
-        }
-    }
-
     fn wake_writer(&self, st: &mut State) {
         if st.writer_idle {
             st.writer_idle = false;
@@ -612,26 +596,6 @@ impl Writer {
             sh.lockless_drops[LOCKLESS_QUEUE_FULL][li].fetch_add(1, Ordering::AcqRel);
             return false;
         }
-        // The common case, kept short (it runs between a service's own code, whose
-        // instructions compete with it for the cache): the lock is free and the line
-        // fits. Everything else is out of line.
-        let Ok(mut st) = sh.state.try_lock() else {
-            return self.write_line_contended(li, always_keep, line);
-        };
-        st.levels[li].emitted += 1;
-        if !st.closed && st.queue.fit(line.len(), always_keep) == Fit::Now {
-            sh.accept(st, li, always_keep, line);
-            return true;
-        }
-        self.write_line_locked(st, li, always_keep, line)
-    }
-
-    /// [`Writer::write_line`] when the lock was not free at once (or is poisoned).
-    #[cold]
-    #[inline(never)]
-    fn write_line_contended(&self, li: usize, always_keep: bool, line: &[u8]) -> bool {
-        let sh = &*self.shared;
-        let never_wait = !always_keep && sh.overflow == Overflow::Drop;
         let mut st = if never_wait {
             match sh.lock_within(sh.lock_spin) {
                 Some(st) => st,
@@ -649,22 +613,6 @@ impl Writer {
             sh.lock()
         };
         st.levels[li].emitted += 1;
-        self.write_line_locked(st, li, always_keep, line)
-    }
-
-    /// The rest of [`Writer::write_line`], with the lock held and the line counted as
-    /// emitted: it fits, or it makes room (eviction), waits or is dropped, as the
-    /// configuration says.
-    #[cold]
-    #[inline(never)]
-    fn write_line_locked(
-        &self,
-        mut st: MutexGuard<'_, State>,
-        li: usize,
-        always_keep: bool,
-        line: &[u8],
-    ) -> bool {
-        let sh = &*self.shared;
         let full = if always_keep {
             DropReason::ReserveFull
         } else {
@@ -687,7 +635,18 @@ impl Writer {
             }
             let wait = match fit {
                 Fit::Now => {
-                    sh.accept(st, li, always_keep, line);
+                    st.queue.push(li, line, always_keep);
+                    sh.publish_queued(&st);
+                    st.levels[li].accepted += 1;
+                    st.accepted_seq += 1;
+                    // Wake the writer after unlocking, so the syscall is not made under
+                    // the lock (the writer rechecks the queue under the lock; no wakeup
+                    // is lost).
+                    let wake = std::mem::replace(&mut st.writer_idle, false);
+                    drop(st);
+                    if wake {
+                        sh.work.notify_one();
+                    }
                     return true;
                 }
                 Fit::Never => Wait::No,

@@ -286,7 +286,8 @@ impl Queue {
                 .back()
                 .is_none_or(|t| t.piece || t.data.len() + len > self.chunk_size);
             if need_chunk {
-                self.start_chunk();
+                let chunk = self.new_chunk();
+                self.pending.push_back(chunk);
             }
             if let Some(tail) = self.pending.back_mut() {
                 let start = tail.data.len();
@@ -302,38 +303,23 @@ impl Queue {
                 }
             }
         } else {
-            self.push_pieces(level, line);
+            let mut rest = line;
+            while !rest.is_empty() {
+                let mut chunk = self.new_chunk();
+                let n = rest.len().min(self.chunk_size);
+                chunk.data.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                chunk.piece = true;
+                chunk.continues = !rest.is_empty();
+                if rest.is_empty() {
+                    chunk.lines[level] += 1;
+                }
+                self.pending.push_back(chunk);
+            }
         }
         self.pending_bytes += self.line_cost(len, always_keep);
         self.pending_lines[level] += 1;
         self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
-    }
-
-    /// Starts a new chunk at the back of the pending ones (once per chunk's worth of
-    /// lines: out of the per-line path).
-    #[inline(never)]
-    fn start_chunk(&mut self) {
-        let chunk = self.new_chunk();
-        self.pending.push_back(chunk);
-    }
-
-    /// Appends a line longer than a chunk, in chunks of its own.
-    #[cold]
-    #[inline(never)]
-    fn push_pieces(&mut self, level: usize, line: &[u8]) {
-        let mut rest = line;
-        while !rest.is_empty() {
-            let mut chunk = self.new_chunk();
-            let n = rest.len().min(self.chunk_size);
-            chunk.data.extend_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            chunk.piece = true;
-            chunk.continues = !rest.is_empty();
-            if rest.is_empty() {
-                chunk.lines[level] += 1;
-            }
-            self.pending.push_back(chunk);
-        }
     }
 
     /// Moves chunks from the front of the pending ones into `batch` (which must be
