@@ -46,6 +46,7 @@ const QUIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The target: ours at 5 lines per request loses at most this share of its 0-line rate.
 const TARGET_LOSS: f64 = 0.15;
 /// The lines per request of the paired measurement (against 0).
+/// Lines per request of the paired measurement's logging service, as judged.
 const PAIRED_LINES: u32 = 5;
 
 /// The loggers of this benchmark; `None` is the no-logging baseline.
@@ -185,6 +186,9 @@ struct Options {
     pairs: usize,
     slice: Duration,
     settle: Duration,
+    /// Lines per request of the paired logging service (a diagnostic unless
+    /// [`PAIRED_LINES`]: what the first line of a request costs against the later ones).
+    paired_lines: u32,
     /// The log file's preallocation, MiB (0: a new file per service).
     prealloc_mib: u64,
     /// Ours only, a diagnostic: `writer` (the default, as `logpolicy::init` builds it),
@@ -210,6 +214,7 @@ impl Options {
             pairs: 16,
             slice: Duration::from_millis(500),
             settle: Duration::from_millis(100),
+            paired_lines: PAIRED_LINES,
             prealloc_mib: 0,
             ours_output: "writer".to_owned(),
             arena: None,
@@ -228,6 +233,12 @@ impl Options {
                 "--pairs" => o.pairs = value().parse().unwrap_or_else(|_| usage(flag)),
                 "--paired-runs" => {
                     o.paired_runs = value().parse().unwrap_or_else(|_| usage(flag));
+                }
+                "--paired-lines" => {
+                    o.paired_lines = value().parse().unwrap_or_else(|_| usage(flag));
+                    if o.paired_lines == 0 {
+                        usage(flag);
+                    }
                 }
                 "--slice" => o.slice = secs(&value()).unwrap_or_else(|| usage(flag)),
                 "--settle" => o.settle = secs(&value()).unwrap_or_else(|| usage(flag)),
@@ -283,7 +294,7 @@ fn usage(flag: &str) -> ! {
         "bad argument {flag:?}\nusage: http-bench [--rounds 3] [--warmup 1] [--measure 4] \
          [--connections 64] [--pipeline 1] [--lines 0,1,5] \
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
-         [--paired-runs 3] [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)] \
+         [--paired-runs 3] [--paired-lines 5] [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)] \
          [--ours-output writer|devnull|discard|filter-only (diagnostics of ours)]"
     );
     std::process::exit(2)
@@ -395,11 +406,11 @@ fn parent(mut o: Options) {
     ));
     out.push_str(&table(&summary));
     out.push_str(&format!(
-        "\n## Paired: {PAIRED_LINES} lines vs 0 lines per request, load alternating between the two services\n\n\
+        "\n## Paired: {} lines vs 0 lines per request, load alternating between the two services\n\n\
          Both services of a logger run side by side on cpu {SERVICE_CPU}; the load moves from one to the other every {:?} \
          (the first {:?} of a slice not counted), {} pairs of adjacent slices after {:?} of warm-up; {} such run(s) per \
          logger, with fresh services, the loggers taking turns; the loss is the median of all their pairs.\n\n",
-        o.slice, o.settle, o.pairs, o.warmup, o.paired_runs
+        o.paired_lines, o.slice, o.settle, o.pairs, o.warmup, o.paired_runs
     ));
     out.push_str(&paired_table(&paired));
     let target = target(&o, &paired, &runs);
@@ -763,7 +774,7 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
         Ok(s) => s,
         Err(report) => return json!({"logger": name, "error": report}),
     };
-    let b = match Service::start(o, dir, Some(logger), PAIRED_LINES, "-paired") {
+    let b = match Service::start(o, dir, Some(logger), o.paired_lines, "-paired") {
         Ok(s) => s,
         Err(report) => {
             let _ = a.finish();
@@ -1277,12 +1288,13 @@ fn target(o: &Options, paired: &[Value], runs: &[Value]) -> (Option<bool>, Strin
         return (None, format!("not measured{rounds}"));
     };
     let ours = ours.expect("found above");
-    if o.ours_output != "writer" {
+    if o.ours_output != "writer" || o.paired_lines != PAIRED_LINES {
         return (
             None,
             format!(
-                "not judged: `--ours-output {}` is a diagnostic (paired median {:+.1}% over {} pairs){rounds}",
+                "not judged: `--ours-output {}` and `--paired-lines {}` are diagnostics (paired median {:+.1}% over {} pairs){rounds}",
                 o.ours_output,
+                o.paired_lines,
                 -median * 100.0,
                 ours["pairs"],
             ),
