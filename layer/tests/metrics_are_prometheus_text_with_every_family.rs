@@ -138,6 +138,7 @@ fn metrics_are_prometheus_text_with_every_family() {
         0.0
     );
     assert_eq!(get("logpolicy_writer_io_errors_total"), 0.0);
+    assert_eq!(get("logpolicy_writer_rotations_total"), 0.0);
     assert_eq!(get("logpolicy_policy_version"), 17.0);
     assert_eq!(
         get("logpolicy_policy_generation"),

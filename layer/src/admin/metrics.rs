@@ -121,6 +121,13 @@ impl Collector for Snapshot {
                 MetricType::Counter,
             )?;
             ConstCounter::new(w.io_errors).encode(m)?;
+            let m = enc.encode_descriptor(
+                "logpolicy_writer_rotations",
+                "Files rotated (a rotating file output)",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(w.rotations).encode(m)?;
         }
         if let Some(v) = self.version {
             let m = enc.encode_descriptor(

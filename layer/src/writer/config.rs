@@ -34,10 +34,12 @@ pub const MAX_LOCK_SPIN: Duration = Duration::from_micros(900);
 /// # Examples
 ///
 /// ```
-/// use logpolicy::writer::Output;
+/// use logpolicy::writer::{Output, Rotation};
 /// let out = Output::File("/tmp/service.log".into());
 /// assert_eq!(out.to_string(), "file /tmp/service.log");
 /// assert_eq!(Output::default().to_string(), "stdout");
+/// let rotated = Output::RotatingFile(Rotation::new("/tmp/service.log", 64 << 20, 5));
+/// assert_eq!(rotated.to_string(), "file /tmp/service.log (rotated at 67108864 bytes, 5 kept)");
 /// ```
 #[derive(Debug, Default)]
 pub enum Output {
@@ -48,6 +50,8 @@ pub enum Output {
     Stderr,
     /// A file, created if missing and always appended to.
     File(PathBuf),
+    /// A file, created if missing and appended to, rotated by size: see [`Rotation`].
+    RotatingFile(Rotation),
     /// An already open file descriptor (a pipe, a socket, a file); blocking or not.
     Fd(OwnedFd),
 }
@@ -58,8 +62,120 @@ impl fmt::Display for Output {
             Output::Stdout => f.write_str("stdout"),
             Output::Stderr => f.write_str("stderr"),
             Output::File(p) => write!(f, "file {}", p.display()),
+            Output::RotatingFile(r) => write!(
+                f,
+                "file {} (rotated at {} bytes, {} kept)",
+                r.path.display(),
+                r.max_bytes,
+                r.keep
+            ),
             Output::Fd(fd) => write!(f, "fd {fd:?}"),
         }
+    }
+}
+
+/// The smallest accepted [`Rotation::max_bytes`]: 4 KiB.
+pub const MIN_ROTATION_BYTES: u64 = 4 * 1024;
+
+/// The largest accepted [`Rotation::keep`] (a rotation renames every kept file).
+pub const MAX_ROTATION_KEEP: u32 = 1000;
+
+/// Size-based rotation of a log file ([`Output::RotatingFile`]), numbered as `logrotate`
+/// and Python's `RotatingFileHandler` number them.
+///
+/// Lines go to `path`. Before a batch's next line would take `path` past `max_bytes`,
+/// the writer thread rotates: `path.{keep-1}` becomes `path.{keep}` (replacing it), ...,
+/// `path.1` becomes `path.2`, `path` becomes `path.1`, and a new `path` is started. With
+/// `keep` 0 the full file is removed instead. So the files never hold more than
+/// `(keep + 1) * max_bytes` bytes, and every file holds whole lines: a line is never split
+/// between two files. A single line longer than `max_bytes` gets a file of its own.
+///
+/// A file that already exists at `path` is appended to, its size counted. If a rename
+/// or the new file's creation fails, the writer keeps writing to the file it has (no line
+/// is lost to a rotation; the file grows past `max_bytes`), counts the failure in
+/// [`WriterStats::io_errors`](super::WriterStats::io_errors), and tries again at its next
+/// batch. Rotations are counted in [`WriterStats::rotations`](super::WriterStats::rotations).
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{Output, Rotation, Writer, WriterConfig};
+/// use tracing_core::Level;
+///
+/// let dir = std::env::temp_dir().join(format!("rotation-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("service.log");
+/// let rotation = Rotation::new(&path, 4096, 2);
+/// let (writer, guard) = Writer::new(WriterConfig::new(Output::RotatingFile(rotation)))?;
+/// let line = format!("{{\"msg\":\"{}\"}}\n", "x".repeat(89)); // 100 bytes
+/// for _ in 0..200 {
+///     writer.write_line(Level::INFO, false, line.as_bytes());
+/// }
+/// drop(guard); // flushes
+/// // 20,000 bytes: 40 lines per 4 KiB file; the oldest files are gone.
+/// for name in ["service.log", "service.log.1", "service.log.2"] {
+///     let len = std::fs::metadata(dir.join(name))?.len();
+///     assert!(len <= 4096 && len % 100 == 0, "{name}: {len}");
+/// }
+/// assert!(!dir.join("service.log.3").exists());
+/// assert_eq!(writer.stats().rotations, 4);
+/// # std::fs::remove_dir_all(dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rotation {
+    /// The file lines are written to; rotated files are named after it (`path.1`, ...).
+    pub path: PathBuf,
+    /// The size a file is kept within, at least [`MIN_ROTATION_BYTES`].
+    pub max_bytes: u64,
+    /// How many rotated files are kept (`path.1`, the newest, to `path.{keep}`), at most
+    /// [`MAX_ROTATION_KEEP`].
+    pub keep: u32,
+}
+
+impl Rotation {
+    /// Rotation of `path` at `max_bytes`, keeping `keep` rotated files.
+    pub fn new(path: impl Into<PathBuf>, max_bytes: u64, keep: u32) -> Self {
+        Rotation {
+            path: path.into(),
+            max_bytes,
+            keep,
+        }
+    }
+
+    /// The name of the `n`th rotated file (`n` ≥ 1): `path.n`.
+    pub fn rotated(&self, n: u32) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn validate(&self) -> Result<(), WriterError> {
+        if self.path.file_name().is_none() {
+            return Err(WriterError::InvalidConfig {
+                field: "output.path",
+                reason: format!(
+                    "must name a file to rotate, got {:?}",
+                    self.path.display().to_string()
+                ),
+            });
+        }
+        if self.max_bytes < MIN_ROTATION_BYTES {
+            return Err(WriterError::InvalidConfig {
+                field: "output.max_bytes",
+                reason: format!(
+                    "must be at least {MIN_ROTATION_BYTES} bytes, got {}",
+                    self.max_bytes
+                ),
+            });
+        }
+        if self.keep > MAX_ROTATION_KEEP {
+            return Err(WriterError::InvalidConfig {
+                field: "output.keep",
+                reason: format!("must be at most {MAX_ROTATION_KEEP}, got {}", self.keep),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -285,6 +401,9 @@ impl WriterConfig {
                 ),
             });
         }
+        if let Output::RotatingFile(rotation) = &self.output {
+            rotation.validate()?;
+        }
         if self.lock_spin > MAX_LOCK_SPIN {
             return Err(WriterError::InvalidConfig {
                 field: "lock_spin",
@@ -380,6 +499,38 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn rotation_errors_name_the_field() {
+        let check = |r: Rotation| match WriterConfig::new(Output::RotatingFile(r)).validate() {
+            Err(WriterError::InvalidConfig { field, reason }) => Some((field, reason)),
+            Ok(()) => None,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(check(Rotation::new("/tmp/a.log", 4096, 0)), None);
+        assert_eq!(check(Rotation::new("/tmp/a.log", u64::MAX, 1000)), None);
+        let (field, reason) = check(Rotation::new("/tmp/a.log", 4095, 1)).unwrap();
+        assert_eq!(field, "output.max_bytes");
+        assert!(reason.contains("4095"), "{reason}");
+        let (field, reason) = check(Rotation::new("/tmp/a.log", 1 << 20, 1001)).unwrap();
+        assert_eq!(field, "output.keep");
+        assert!(reason.contains("1001"), "{reason}");
+        assert_eq!(
+            check(Rotation::new("/", 1 << 20, 1)).unwrap().0,
+            "output.path"
+        );
+        assert_eq!(
+            check(Rotation::new("", 1 << 20, 1)).unwrap().0,
+            "output.path"
+        );
+    }
+
+    #[test]
+    fn rotated_files_are_numbered_after_the_path() {
+        let r = Rotation::new("/var/log/shop/api.log", 1 << 20, 3);
+        assert_eq!(r.rotated(1), PathBuf::from("/var/log/shop/api.log.1"));
+        assert_eq!(r.rotated(12), PathBuf::from("/var/log/shop/api.log.12"));
     }
 
     #[test]

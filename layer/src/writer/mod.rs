@@ -146,14 +146,13 @@ mod stats;
 mod summary;
 
 pub use config::{
-    Output, Overflow, ReserveFull, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
-    MAX_RESERVE_PERCENT, MIN_CAPACITY_BYTES,
+    Output, Overflow, ReserveFull, Rotation, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
+    MAX_RESERVE_PERCENT, MAX_ROTATION_KEEP, MIN_CAPACITY_BYTES, MIN_ROTATION_BYTES,
 };
 pub use stats::{
     level_index, DropCounts, DropReason, LevelStats, WriterStats, LEVELS, LEVEL_ORDER, REASONS,
 };
 
-use std::fs::File;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -320,6 +319,7 @@ struct State {
     write_syscalls: u64,
     io_errors: u64,
     last_io_error: Option<ErrorKind>,
+    rotations: u64,
     summary_lines: u64,
     /// The last write succeeded (reports are only written on their own when it did).
     healthy: bool,
@@ -394,6 +394,7 @@ impl State {
             queue_bytes: self.queue.queued_bytes(),
             peak_queue_bytes: self.queue.peak_bytes(),
             write_syscalls: self.write_syscalls,
+            rotations: self.rotations,
             io_errors: self.io_errors,
             last_io_error: self.last_io_error,
             summary_lines: self.summary_lines,
@@ -521,6 +522,7 @@ impl Writer {
                 resolved_seq: 0,
                 bytes_written: 0,
                 write_syscalls: 0,
+                rotations: 0,
                 io_errors: 0,
                 last_io_error: None,
                 summary_lines: 0,
@@ -858,7 +860,7 @@ fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuar
 /// The background thread. It holds the lock only to swap the pending chunks out, to
 /// give them back and to update counters; writing, emptying chunks, allocating new
 /// ones and waking waiters all happen outside it.
-fn run(shared: &Shared, mut out: File) {
+fn run(shared: &Shared, mut out: output::Sink) {
     let mut st = top_up_spares(shared, shared.lock());
     let mut batch: Vec<queue::Chunk> = Vec::with_capacity(st.queue.max_chunks());
     let mut head: Vec<u8> = Vec::with_capacity(512);
@@ -921,6 +923,12 @@ fn run(shared: &Shared, mut out: File) {
             return;
         }
         st.write_syscalls += outcome.syscalls;
+        st.rotations += outcome.rotations;
+        if let Some(e) = &outcome.rotation_error {
+            // The batch went on into the file at hand: nothing is lost, the error counts.
+            st.io_errors += 1;
+            st.last_io_error = Some(e.kind());
+        }
         st.bytes_written += outcome.bytes;
         if let Some(counts) = report {
             if outcome.bytes >= head.len() as u64 {

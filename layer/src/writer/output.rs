@@ -1,13 +1,15 @@
-//! The writer thread's end: an unbuffered file descriptor and a vectored write loop.
+//! The writer thread's end: an unbuffered file descriptor and a vectored write loop, and
+//! the size-based rotation of a file.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind, IoSlice, Write};
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use super::config::{Output, WriterError};
+use super::config::{Output, Rotation, WriterError};
 
 /// At most this many slices per `writev` (Linux's `IOV_MAX`).
 const MAX_IOV: usize = 1024;
@@ -18,15 +20,48 @@ const POLL_SLICE: Timespec = Timespec {
     tv_nsec: 50_000_000,
 };
 
-/// Opens the output as a plain file descriptor. Stdout and stderr are duplicated so that
-/// the writer does not go through (or lock) Rust's own buffered `Stdout`.
-pub(crate) fn open(output: Output) -> Result<File, WriterError> {
+/// Where the writer thread writes: a plain descriptor, or a file it rotates.
+#[derive(Debug)]
+pub(crate) enum Sink {
+    Plain(File),
+    Rotating(RotatingFile),
+}
+
+/// A file rotated by size (see [`Rotation`]), with the size of its current file.
+#[derive(Debug)]
+pub(crate) struct RotatingFile {
+    rotation: Rotation,
+    file: File,
+    size: u64,
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// Opens the output. Stdout and stderr are duplicated so that the writer does not go
+/// through (or lock) Rust's own buffered `Stdout`.
+pub(crate) fn open(output: Output) -> Result<Sink, WriterError> {
     let described = output.to_string();
     let opened = match output {
-        Output::Stdout => io::stdout().as_fd().try_clone_to_owned().map(File::from),
-        Output::Stderr => io::stderr().as_fd().try_clone_to_owned().map(File::from),
-        Output::File(path) => OpenOptions::new().create(true).append(true).open(path),
-        Output::Fd(fd) => Ok(File::from(fd)),
+        Output::Stdout => io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(|fd| Sink::Plain(File::from(fd))),
+        Output::Stderr => io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(|fd| Sink::Plain(File::from(fd))),
+        Output::File(path) => open_append(&path).map(Sink::Plain),
+        Output::RotatingFile(rotation) => open_append(&rotation.path).and_then(|file| {
+            let size = file.metadata()?.len();
+            Ok(Sink::Rotating(RotatingFile {
+                rotation,
+                file,
+                size,
+            }))
+        }),
+        Output::Fd(fd) => Ok(Sink::Plain(File::from(fd))),
     };
     opened.map_err(|source| WriterError::Open {
         output: described,
@@ -43,48 +78,211 @@ pub(crate) struct WriteOutcome {
     pub(crate) syscalls: u64,
     /// The error that ended the batch early, if any.
     pub(crate) error: Option<io::Error>,
+    /// Files rotated.
+    pub(crate) rotations: u64,
+    /// A rotation that failed (the batch went on into the file at hand).
+    pub(crate) rotation_error: Option<io::Error>,
 }
 
 /// Writes `head` then every chunk of `chunks`, in as few `writev` calls as the output
 /// allows, retrying `EINTR`, waiting for writability on `EAGAIN`, and giving up on any
-/// other error (or when `stop` is set while waiting for writability).
+/// other error (or when `stop` is set while waiting for writability). A rotating file
+/// is rotated between lines, wherever the next line would not fit.
 pub(crate) fn write_batch<C: AsRef<[u8]>>(
-    out: &mut File,
+    out: &mut Sink,
     head: &[u8],
     chunks: &[C],
     stop: &AtomicBool,
 ) -> WriteOutcome {
+    let stream = Stream::new(head, chunks);
     let mut outcome = WriteOutcome::default();
-    // Position: segment (0 = head, i + 1 = chunks[i]) and offset within it.
-    let mut seg = 0usize;
-    let mut off = 0usize;
-    let segment = |i: usize| -> &[u8] {
-        if i == 0 {
-            head
-        } else {
-            chunks.get(i - 1).map_or(&[][..], AsRef::as_ref)
+    match out {
+        Sink::Plain(file) => {
+            write_range(file, &stream, 0, stream.len, stop, &mut outcome);
         }
-    };
-    let segments = chunks.len() + 1;
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(segments.min(MAX_IOV));
-    loop {
-        while seg < segments && off >= segment(seg).len() {
+        Sink::Rotating(r) => r.write(&stream, stop, &mut outcome),
+    }
+    outcome
+}
+
+/// A batch as one run of bytes over its segments (the head, then the chunks).
+struct Stream<'a> {
+    segments: Vec<&'a [u8]>,
+    /// Where each segment starts in the run.
+    starts: Vec<u64>,
+    len: u64,
+}
+
+impl<'a> Stream<'a> {
+    fn new<C: AsRef<[u8]>>(head: &'a [u8], chunks: &'a [C]) -> Self {
+        let mut segments = Vec::with_capacity(chunks.len() + 1);
+        let mut starts = Vec::with_capacity(chunks.len() + 1);
+        let mut len = 0u64;
+        for s in std::iter::once(head).chain(chunks.iter().map(AsRef::as_ref)) {
+            if !s.is_empty() {
+                segments.push(s);
+                starts.push(len);
+                len += s.len() as u64;
+            }
+        }
+        Stream {
+            segments,
+            starts,
+            len,
+        }
+    }
+
+    /// The segment holding byte `at` (`at < len`), and `at`'s offset in it.
+    fn locate(&self, at: u64) -> (usize, usize) {
+        let seg = self.starts.partition_point(|&s| s <= at) - 1;
+        (seg, (at - self.starts[seg]) as usize)
+    }
+
+    /// The end of the last whole line in `from..to` (just after its `\n`), if any.
+    fn last_line_end(&self, from: u64, to: u64) -> Option<u64> {
+        if to <= from {
+            return None;
+        }
+        let (mut seg, _) = self.locate(to - 1);
+        loop {
+            let start = self.starts[seg];
+            let lo = from.max(start);
+            let bytes = &self.segments[seg][(lo - start) as usize
+                ..(to.min(start + self.segments[seg].len() as u64) - start) as usize];
+            if let Some(i) = bytes.iter().rposition(|&b| b == b'\n') {
+                return Some(lo + i as u64 + 1);
+            }
+            if lo == from || seg == 0 {
+                return None;
+            }
+            seg -= 1;
+        }
+    }
+
+    /// The end of the first whole line starting at `from` (just after its `\n`), or the
+    /// end of the run if no `\n` follows.
+    fn first_line_end(&self, from: u64) -> u64 {
+        if from >= self.len {
+            return self.len;
+        }
+        let (mut seg, mut off) = self.locate(from);
+        while seg < self.segments.len() {
+            if let Some(i) = self.segments[seg][off..].iter().position(|&b| b == b'\n') {
+                return self.starts[seg] + (off + i) as u64 + 1;
+            }
             seg += 1;
             off = 0;
         }
-        if seg >= segments {
-            return outcome;
+        self.len
+    }
+}
+
+/// Where the next piece of a rotating file's batch ends: as many whole lines from `from`
+/// as fit in `room` bytes; if none does, `None` when the file holds something (rotate
+/// first), else the first line, whatever its length (a line longer than the limit gets a
+/// file of its own).
+fn next_cut(stream: &Stream<'_>, from: u64, room: u64, file_empty: bool) -> Option<u64> {
+    let to = from.saturating_add(room).min(stream.len);
+    if to == stream.len && (to == from || stream.last_line_end(from, to) == Some(to)) {
+        return Some(to);
+    }
+    match stream.last_line_end(from, to) {
+        Some(end) => Some(end),
+        None if file_empty => Some(stream.first_line_end(from)),
+        None => None,
+    }
+}
+
+impl RotatingFile {
+    fn write(&mut self, stream: &Stream<'_>, stop: &AtomicBool, outcome: &mut WriteOutcome) {
+        let mut at = 0u64;
+        // After a failed rotation the rest of the batch goes into the file at hand.
+        let mut can_rotate = true;
+        while at < stream.len {
+            let room = if can_rotate {
+                self.rotation.max_bytes.saturating_sub(self.size)
+            } else {
+                u64::MAX
+            };
+            let Some(end) = next_cut(stream, at, room, self.size == 0) else {
+                match self.rotate() {
+                    Ok(()) => {
+                        outcome.rotations += 1;
+                        // A new file that is not empty is another writer's: rather than
+                        // rotate it away at once, finish the batch in it.
+                        can_rotate = self.size == 0;
+                    }
+                    Err(e) => {
+                        outcome.rotation_error = Some(e);
+                        can_rotate = false;
+                    }
+                }
+                continue;
+            };
+            let before = outcome.bytes;
+            let done = write_range(&mut self.file, stream, at, end, stop, outcome);
+            self.size += outcome.bytes - before;
+            if !done {
+                return;
+            }
+            at = end;
         }
+    }
+
+    /// Shifts the rotated files up by one (the oldest kept is replaced), moves the current
+    /// file to `path.1` (or removes it when none are kept) and starts a new one. On an
+    /// error, the file at hand stays the one written to.
+    fn rotate(&mut self) -> io::Result<()> {
+        let r = &self.rotation;
+        if r.keep == 0 {
+            match std::fs::remove_file(&r.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            for n in (1..r.keep).rev() {
+                match std::fs::rename(r.rotated(n), r.rotated(n + 1)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            std::fs::rename(&r.path, r.rotated(1))?;
+        }
+        // Until this succeeds, lines go on into the renamed file through the open one.
+        self.file = open_append(&r.path)?;
+        self.size = self.file.metadata()?.len();
+        Ok(())
+    }
+}
+
+/// Writes the bytes `from..to` of `stream` to `out`; false if an error ended it (in
+/// `outcome.error`).
+fn write_range(
+    out: &mut File,
+    stream: &Stream<'_>,
+    from: u64,
+    to: u64,
+    stop: &AtomicBool,
+    outcome: &mut WriteOutcome,
+) -> bool {
+    let mut at = from;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(stream.segments.len().min(MAX_IOV));
+    while at < to {
         slices.clear();
-        slices.push(IoSlice::new(&segment(seg)[off..]));
-        for i in seg + 1..segments {
+        let (first, off) = stream.locate(at);
+        for (i, s) in stream.segments[first..].iter().enumerate() {
             if slices.len() == MAX_IOV {
                 break;
             }
-            let s = segment(i);
-            if !s.is_empty() {
-                slices.push(IoSlice::new(s));
+            let start = stream.starts[first + i];
+            if start >= to {
+                break;
             }
+            let lo = if i == 0 { off } else { 0 };
+            let hi = (to - start).min(s.len() as u64) as usize;
+            slices.push(IoSlice::new(&s[lo..hi]));
         }
         outcome.syscalls += 1;
         match out.write_vectored(&slices) {
@@ -93,35 +291,26 @@ pub(crate) fn write_batch<C: AsRef<[u8]>>(
                     ErrorKind::WriteZero,
                     "the output accepted no bytes",
                 ));
-                return outcome;
+                return false;
             }
-            Ok(mut n) => {
+            Ok(n) => {
                 outcome.bytes += n as u64;
-                while n > 0 && seg < segments {
-                    let left = segment(seg).len() - off;
-                    if n >= left {
-                        n -= left;
-                        seg += 1;
-                        off = 0;
-                    } else {
-                        off += n;
-                        n = 0;
-                    }
-                }
+                at += n as u64;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 if let Err(e) = wait_writable(out, stop) {
                     outcome.error = Some(e);
-                    return outcome;
+                    return false;
                 }
             }
             Err(e) => {
                 outcome.error = Some(e);
-                return outcome;
+                return false;
             }
         }
     }
+    true
 }
 
 /// Waits until `out` is writable (or has an error condition, which the next write will
@@ -147,7 +336,83 @@ fn wait_writable(out: &File, stop: &AtomicBool) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::io::{Read, Seek};
+
+    /// The files a rotating file's cuts would make of `stream`, the first continuing a
+    /// file of `initial` bytes: each file's size before and the bytes it gets.
+    fn files(stream: &Stream<'_>, max: u64, initial: u64) -> Vec<(u64, Vec<u8>)> {
+        let mut out = vec![(initial, Vec::new())];
+        let mut at = 0;
+        while at < stream.len {
+            let (start, got) = out.last().map(|(s, g)| (*s, g.len() as u64)).unwrap();
+            let size = start + got;
+            match next_cut(stream, at, max.saturating_sub(size), size == 0) {
+                Some(end) => {
+                    assert!(end > at, "a cut makes progress");
+                    let last = out.last_mut().unwrap();
+                    for i in at..end {
+                        let (seg, off) = stream.locate(i);
+                        last.1.push(stream.segments[seg][off]);
+                    }
+                    at = end;
+                }
+                None => {
+                    assert!(size > 0, "an empty file always takes a line");
+                    out.push((0, Vec::new()));
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn cuts_keep_lines_whole_and_files_within_the_limit(
+            lines in proptest::collection::vec(1usize..300, 0..60),
+            head in 0usize..120,
+            cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..8),
+            max in 64u64..2000,
+            initial in 0u64..2100,
+        ) {
+            // Lines of the given lengths (the last byte `\n`), chunked at random places.
+            let mut bytes = Vec::new();
+            for (i, len) in lines.iter().enumerate() {
+                bytes.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len - 1));
+                bytes.push(b'\n');
+            }
+            let head_line: Vec<u8> = if head > 0 {
+                let mut h = vec![b'H'; head - 1];
+                h.push(b'\n');
+                h
+            } else {
+                Vec::new()
+            };
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            at.push(0);
+            at.push(bytes.len());
+            at.sort_unstable();
+            let chunks: Vec<Vec<u8>> = at.windows(2).map(|w| bytes[w[0]..w[1]].to_vec()).collect();
+            let stream = Stream::new(&head_line, &chunks);
+            let made = files(&stream, max, initial);
+            let mut all = head_line.clone();
+            all.extend_from_slice(&bytes);
+            let joined: Vec<u8> = made.iter().flat_map(|(_, b)| b.clone()).collect();
+            prop_assert_eq!(&joined, &all);
+            for (i, (before, got)) in made.iter().enumerate() {
+                if i > 0 {
+                    prop_assert_eq!(*before, 0);
+                    prop_assert!(!got.is_empty(), "no empty file is left behind");
+                }
+                prop_assert!(got.is_empty() || got.ends_with(b"\n"), "a file ends at a line end");
+                let one_line = got.iter().filter(|&&b| b == b'\n').count() == 1;
+                prop_assert!(
+                    before + got.len() as u64 <= max || (one_line && *before == 0) || got.is_empty(),
+                    "file {} of {}: {} + {} bytes, limit {}", i, made.len(), before, got.len(), max
+                );
+            }
+        }
+    }
 
     #[test]
     fn writes_head_then_chunks_in_order() {

@@ -185,10 +185,14 @@ pub struct WriterStats {
     pub peak_queue_bytes: usize,
     /// `write`/`writev` calls made (including failed and partial ones).
     pub write_syscalls: u64,
-    /// Failed writes (not counting `EINTR`/`EAGAIN`, which are retried).
+    /// Failed writes (not counting `EINTR`/`EAGAIN`, which are retried), and failed
+    /// rotations of an [`Output::RotatingFile`](super::Output::RotatingFile) (which lose
+    /// nothing: the lines go on into the file at hand).
     pub io_errors: u64,
-    /// The kind of the last failed write.
+    /// The kind of the last failed write or rotation.
     pub last_io_error: Option<ErrorKind>,
+    /// Files rotated ([`Output::RotatingFile`](super::Output::RotatingFile)).
+    pub rotations: u64,
     /// In-band drop summary lines written.
     pub summary_lines: u64,
 }
