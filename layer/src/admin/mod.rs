@@ -43,8 +43,9 @@
 //!   `logpolicy_writer_bytes_written_total`, `logpolicy_writer_queue_bytes`,
 //!   `logpolicy_writer_lines_written_total{level}`,
 //!   `logpolicy_writer_dropped_total{level,reason}`, `logpolicy_writer_io_errors_total`,
-//!   `logpolicy_writer_rotations_total` (the writer's only when one is attached), `logpolicy_policy_version` (once a
-//!   document is held), `logpolicy_policy_generation`, `logpolicy_policy_active_layers`,
+//!   `logpolicy_writer_rotations_total` (the writer's only when one is attached),
+//!   `logpolicy_policy_version` (once a document is held), `logpolicy_policy_generation`,
+//!   `logpolicy_policy_active_layers`,
 //!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
 //!   `logpolicy_admin_requests_total{status}`.
 //! - `GET /healthz`: `{"status":"ok"}`.

@@ -43,12 +43,7 @@ impl Visit for JsonFields<'_> {
     #[inline]
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
-        match u64::try_from(value) {
-            Ok(v) => write_u64(self.buf, v),
-            Err(_) => self
-                .buf
-                .extend_from_slice(itoa::Buffer::new().format(value).as_bytes()),
-        }
+        write_i64(self.buf, value);
     }
 
     #[inline]
@@ -111,6 +106,15 @@ fn write_u64(buf: &mut Vec<u8>, v: u64) {
         buf.push(b'0' + (v % 10) as u8);
     } else {
         buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    }
+}
+
+/// Appends `v` in decimal, non-negative values as [`write_u64`] writes them.
+#[inline]
+fn write_i64(buf: &mut Vec<u8>, v: i64) {
+    match u64::try_from(v) {
+        Ok(v) => write_u64(buf, v),
+        Err(_) => buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
     }
 }
 
@@ -183,14 +187,12 @@ impl Visit for TextFields<'_> {
 
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        write_i64(self.buf, value);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.key(field);
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        write_u64(self.buf, value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {

@@ -152,28 +152,28 @@ impl Rotation {
 
     fn validate(&self) -> Result<(), WriterError> {
         if self.path.file_name().is_none() {
-            return Err(WriterError::InvalidConfig {
-                field: "output.path",
-                reason: format!(
+            return Err(invalid(
+                "output.path",
+                format!(
                     "must name a file to rotate, got {:?}",
                     self.path.display().to_string()
                 ),
-            });
+            ));
         }
         if self.max_bytes < MIN_ROTATION_BYTES {
-            return Err(WriterError::InvalidConfig {
-                field: "output.max_bytes",
-                reason: format!(
+            return Err(invalid(
+                "output.max_bytes",
+                format!(
                     "must be at least {MIN_ROTATION_BYTES} bytes, got {}",
                     self.max_bytes
                 ),
-            });
+            ));
         }
         if self.keep > MAX_ROTATION_KEEP {
-            return Err(WriterError::InvalidConfig {
-                field: "output.keep",
-                reason: format!("must be at most {MAX_ROTATION_KEEP}, got {}", self.keep),
-            });
+            return Err(invalid(
+                "output.keep",
+                format!("must be at most {MAX_ROTATION_KEEP}, got {}", self.keep),
+            ));
         }
         Ok(())
     }
@@ -375,43 +375,39 @@ impl WriterConfig {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), WriterError> {
         if self.capacity_bytes < MIN_CAPACITY_BYTES {
-            return Err(WriterError::InvalidConfig {
-                field: "capacity_bytes",
-                reason: format!(
+            return Err(invalid(
+                "capacity_bytes",
+                format!(
                     "must be at least {MIN_CAPACITY_BYTES} bytes, got {}",
                     self.capacity_bytes
                 ),
-            });
+            ));
         }
         if self.capacity_bytes > isize::MAX as usize / 2 {
-            return Err(WriterError::InvalidConfig {
-                field: "capacity_bytes",
-                reason: format!(
+            return Err(invalid(
+                "capacity_bytes",
+                format!(
                     "{} bytes is more than this platform can hold",
                     self.capacity_bytes
                 ),
-            });
+            ));
         }
         if self.reserve_percent > MAX_RESERVE_PERCENT {
-            return Err(WriterError::InvalidConfig {
-                field: "reserve_percent",
-                reason: format!(
-                    "must be at most {MAX_RESERVE_PERCENT} (lines below alwaysKeep need some room), got {}",
-                    self.reserve_percent
-                ),
-            });
+            let reason = format!(
+                "must be at most {MAX_RESERVE_PERCENT} (lines below alwaysKeep need some room), got {}",
+                self.reserve_percent
+            );
+            return Err(invalid("reserve_percent", reason));
         }
         if let Output::RotatingFile(rotation) = &self.output {
             rotation.validate()?;
         }
         if self.lock_spin > MAX_LOCK_SPIN {
-            return Err(WriterError::InvalidConfig {
-                field: "lock_spin",
-                reason: format!(
-                    "must be at most {MAX_LOCK_SPIN:?} (a log call in drop mode stays under a millisecond), got {:?}",
-                    self.lock_spin
-                ),
-            });
+            let reason = format!(
+                "must be at most {MAX_LOCK_SPIN:?} (a log call in drop mode stays under a millisecond), got {:?}",
+                self.lock_spin
+            );
+            return Err(invalid("lock_spin", reason));
         }
         Ok(())
     }
@@ -421,6 +417,11 @@ impl WriterConfig {
 pub(crate) fn normal_limit(capacity: usize, reserve_percent: u8) -> usize {
     let keep = 100 - usize::from(reserve_percent.min(100));
     (capacity / 100) * keep + (capacity % 100) * keep / 100
+}
+
+/// A [`WriterError::InvalidConfig`] for `field`.
+fn invalid(field: &'static str, reason: String) -> WriterError {
+    WriterError::InvalidConfig { field, reason }
 }
 
 /// Why a [`Writer`](super::Writer) could not be built.

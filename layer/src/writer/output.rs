@@ -183,9 +183,6 @@ impl<'a> Stream<'a> {
 /// file of its own).
 fn next_cut(stream: &Stream<'_>, from: u64, room: u64, file_empty: bool) -> Option<u64> {
     let to = from.saturating_add(room).min(stream.len);
-    if to == stream.len && (to == from || stream.last_line_end(from, to) == Some(to)) {
-        return Some(to);
-    }
     match stream.last_line_end(from, to) {
         Some(end) => Some(end),
         None if file_empty => Some(stream.first_line_end(from)),
