@@ -813,6 +813,13 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
     let in_order = losses.clone();
     losses.sort_by(f64::total_cmp);
     let q = |p: f64| quantile(&losses, p);
+    let slice_rps = [0, 1].map(|s| {
+        load.slices
+            .iter()
+            .filter(|x| x.service == s)
+            .map(|x| (x.requests_per_sec() / 100.0).round() * 100.0)
+            .collect::<Vec<f64>>()
+    });
     let services: Vec<Value> = runs
         .into_iter()
         .zip(&load.services)
@@ -828,6 +835,10 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
         "loss_p25": q(0.25),
         "loss_p75": q(0.75),
         "losses": in_order,
+        // Each slice's req/s, in order, for the 0-line service and the other one: a
+        // drift within a run shows here (whether the logging service slows or the
+        // other speeds up).
+        "slice_rps": slice_rps,
         "requests_per_sec": [load.services[0].requests_per_sec(), load.services[1].requests_per_sec()],
         "services": services,
     })

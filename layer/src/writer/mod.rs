@@ -466,6 +466,21 @@ impl Shared {
             .store(st.queue.refusing_below_keep(), Ordering::Release);
     }
 
+    /// Counts a line of level `li` just queued, unlocks, and wakes the writer if it
+    /// waits: after unlocking, so the syscall is not made under the lock (the writer
+    /// rechecks the queue under the lock; no wakeup is lost). Returns `true`.
+    #[inline]
+    fn accepted(&self, mut st: MutexGuard<'_, State>, li: usize) -> bool {
+        st.levels[li].accepted += 1;
+        st.accepted_seq += 1;
+        let wake = std::mem::replace(&mut st.writer_idle, false);
+        drop(st);
+        if wake {
+            self.work.notify_one();
+        }
+        true
+    }
+
     fn wake_writer(&self, st: &mut State) {
         if st.writer_idle {
             st.writer_idle = false;
@@ -615,6 +630,11 @@ impl Writer {
             sh.lock()
         };
         st.levels[li].emitted += 1;
+        if !st.closed && st.queue.try_append(li, line, always_keep) {
+            sh.queued_hint
+                .store(st.queue.queued_bytes(), Ordering::Release);
+            return sh.accepted(st, li);
+        }
         let full = if always_keep {
             DropReason::ReserveFull
         } else {
@@ -639,17 +659,7 @@ impl Writer {
                 Fit::Now => {
                     st.queue.push(li, line, always_keep);
                     sh.publish_queued(&st);
-                    st.levels[li].accepted += 1;
-                    st.accepted_seq += 1;
-                    // Wake the writer after unlocking, so the syscall is not made under
-                    // the lock (the writer rechecks the queue under the lock; no wakeup
-                    // is lost).
-                    let wake = std::mem::replace(&mut st.writer_idle, false);
-                    drop(st);
-                    if wake {
-                        sh.work.notify_one();
-                    }
-                    return true;
+                    return sh.accepted(st, li);
                 }
                 Fit::Never => Wait::No,
                 Fit::Later => match (sh.overflow, always_keep, sh.reserve_full) {

@@ -61,6 +61,22 @@ impl Chunk {
         }
     }
 
+    /// Appends a whole line that fits (at most a chunk's size in all).
+    #[inline]
+    fn append(&mut self, level: usize, line: &[u8], always_keep: bool) {
+        let start = self.data.len();
+        self.data.extend_from_slice(line);
+        self.lines[level] += 1;
+        if always_keep {
+            // Both fit in u32: a chunk is at most 64 KiB.
+            self.keep.push(Span {
+                start: start as u32,
+                len: line.len() as u32,
+                level: level as u8,
+            });
+        }
+    }
+
     /// What this chunk counts against the budget.
     fn cost(&self) -> usize {
         self.data.len() + self.keep.len() * KEEP_RECORD_BYTES
@@ -277,6 +293,36 @@ impl Queue {
         }
     }
 
+    /// Appends the line if it fits now into the last pending chunk, the common case
+    /// of a steady flow (what [`Queue::fit`] then [`Queue::push`] would do, in one pass
+    /// over the fields they share). Returns `false`, changing nothing, otherwise.
+    #[inline]
+    pub(crate) fn try_append(&mut self, level: usize, line: &[u8], always_keep: bool) -> bool {
+        let len = line.len();
+        let (limit, cost) = if always_keep {
+            (self.capacity, len + KEEP_RECORD_BYTES)
+        } else {
+            (self.normal_limit, len)
+        };
+        let queued = self.pending_bytes + self.inflight_bytes;
+        if queued + cost > limit || (self.refusing_below_keep && !always_keep) {
+            return false;
+        }
+        let chunk_size = self.chunk_size;
+        let Some(tail) = self
+            .pending
+            .back_mut()
+            .filter(|t| !t.piece && t.data.len() + len <= chunk_size)
+        else {
+            return false;
+        };
+        tail.append(level, line, always_keep);
+        self.pending_bytes += cost;
+        self.pending_lines[level] += 1;
+        self.peak_bytes = self.peak_bytes.max(queued + cost);
+        true
+    }
+
     /// Appends a line that [`Queue::fit`] said fits now.
     pub(crate) fn push(&mut self, level: usize, line: &[u8], always_keep: bool) {
         let len = line.len();
@@ -290,17 +336,7 @@ impl Queue {
                 self.pending.push_back(chunk);
             }
             if let Some(tail) = self.pending.back_mut() {
-                let start = tail.data.len();
-                tail.data.extend_from_slice(line);
-                tail.lines[level] += 1;
-                if always_keep {
-                    // Both fit in u32: a chunk is at most 64 KiB.
-                    tail.keep.push(Span {
-                        start: start as u32,
-                        len: len as u32,
-                        level: level as u8,
-                    });
-                }
+                tail.append(level, line, always_keep);
             }
         } else {
             let mut rest = line;
@@ -647,7 +683,7 @@ mod tests {
         /// are ever allocated.
         #[test]
         fn bounded_ordered_and_counted(
-            ops in proptest::collection::vec((0u8..6, 1usize..9000), 1..400)
+            ops in proptest::collection::vec((0u8..8, 1usize..9000), 1..400)
         ) {
             let capacity = 16 * 1024;
             let mut q = Queue::new(capacity, capacity * 3 / 4);
@@ -688,6 +724,31 @@ mod tests {
                         add(&mut written_lines, q.finish(&mut batch, true));
                     }
                     4 => add(&mut evicted_lines, q.evict_below_keep()),
+                    6 | 7 => {
+                        // The fast path: appends exactly when the line fits and the
+                        // last chunk has room for it, and otherwise changes nothing.
+                        let keep = op == 7;
+                        let line = line_of(next, keep, len);
+                        let fits = q.fit(line.len(), keep) == Fit::Now;
+                        let before = (q.queued_bytes(), q.queued_lines(), q.allocated_chunks());
+                        let level = if keep { 4 } else { 2 };
+                        let appended = q.try_append(level, &line, keep);
+                        prop_assert!(!appended || fits);
+                        if !appended {
+                            prop_assert_eq!(
+                                before,
+                                (q.queued_bytes(), q.queued_lines(), q.allocated_chunks())
+                            );
+                            if fits {
+                                q.push(level, &line, keep);
+                            }
+                        }
+                        if appended || fits {
+                            queued.push((next, keep));
+                            lens.insert(next, line.len());
+                            next += 1;
+                        }
+                    }
                     _ => {
                         let mut spare: Vec<Chunk> =
                             (0..q.spare_wanted()).map(|_| fresh_chunk(q.chunk_len())).collect();

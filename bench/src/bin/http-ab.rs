@@ -1,0 +1,188 @@
+//! Two builds of the HTTP benchmark's service, compared the way `http-bench` compares
+//! 0 and 5 lines per request: both services run side by side on the service core, the
+//! load alternates between them slice by slice, and each pair of adjacent slices gives
+//! one ratio. A change to the logger too small to tell apart across separate runs (the
+//! machine's speed drifts by more than it between runs) shows here.
+//!
+//! ```text
+//! cp target/release/http-bench /tmp/http-bench-before   # build A
+//! # ... change the logger, cargo build --release -p logpolicy-bench ...
+//! cargo run --release -p logpolicy-bench --bin http-ab -- \
+//!     /tmp/http-bench-before target/release/http-bench [--lines 5] [--pairs 64] [--runs 2]
+//! ```
+//!
+//! It prints the median, over all pairs, of `B's req/s / A's - 1` and its quartiles;
+//! each run starts both services afresh, and every other run swaps which is loaded
+//! first. Logger `logpolicy` unless `--logger NAME` (any logger `http-bench` knows).
+
+// A benchmark driver: a failure to start a service or to parse an argument ends the run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use logpolicy_bench::load_generator::{run_alternating, AlternatingConfig};
+
+const SERVICE_CPU: usize = 0;
+const LOAD_CPU: usize = 1;
+const BODY_LEN: usize = 9;
+
+struct Service {
+    child: Child,
+    addr: SocketAddr,
+}
+
+fn start(exe: &Path, logger: &str, lines: u32, log: &Path) -> Service {
+    let file = File::create(log).expect("log file");
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            logger,
+            &lines.to_string(),
+            &SERVICE_CPU.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", exe.display()));
+    let stderr = child.stderr.take().expect("stderr");
+    let mut reader = BufReader::new(stderr);
+    let mut line = String::new();
+    let port = loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("{} exited before listening", exe.display());
+        }
+        if let Some(p) = line.strip_prefix("LISTENING") {
+            break p.trim().parse::<u16>().expect("port");
+        }
+    };
+    // The rest of its stderr (its report at exit) is drained so it never blocks.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = reader.read_to_string(&mut rest);
+    });
+    Service {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    }
+}
+
+fn stop(mut s: Service) {
+    if let Ok(mut stream) = TcpStream::connect_timeout(&s.addr, Duration::from_secs(5)) {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ =
+            stream.write_all(b"GET /quit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        let _ = stream.read_to_end(&mut Vec::new());
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = s.child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+}
+
+fn quantile(sorted: &[f64], p: f64) -> f64 {
+    let at = p * (sorted.len() - 1) as f64;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut exes: Vec<PathBuf> = Vec::new();
+    let (mut lines, mut pairs, mut runs, mut logger) =
+        (5u32, 64usize, 2usize, "logpolicy".to_owned());
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--lines" => lines = value().parse().expect("--lines N"),
+            "--pairs" => pairs = value().parse().expect("--pairs N"),
+            "--runs" => runs = value().parse().expect("--runs N"),
+            "--logger" => logger = value(),
+            _ => exes.push(PathBuf::from(a)),
+        }
+    }
+    let [a, b] = <[PathBuf; 2]>::try_from(exes).unwrap_or_else(|_| {
+        panic!("usage: http-ab EXE_A EXE_B [--lines 5] [--pairs 64] [--runs 2] [--logger NAME]")
+    });
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(LOAD_CPU);
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        eprintln!("warning: pin to cpu {LOAD_CPU}: {e}");
+    }
+    let dir = std::env::temp_dir().join(format!("logpolicy-http-ab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut ratios: Vec<f64> = Vec::new();
+    let mut rps = [0.0f64; 2];
+    for run in 0..runs {
+        let order: [&PathBuf; 2] = if run % 2 == 0 { [&a, &b] } else { [&b, &a] };
+        let services = order.map(|exe| {
+            let tag = if std::ptr::eq(exe, &a) { "a" } else { "b" };
+            start(exe, &logger, lines, &dir.join(format!("{tag}-{run}.log")))
+        });
+        let config = AlternatingConfig {
+            addrs: [services[0].addr, services[1].addr],
+            path: "/api/orders".to_owned(),
+            connections: 64,
+            pipeline: 1,
+            warmup: Duration::from_secs(1),
+            slice: Duration::from_millis(500),
+            settle: Duration::from_millis(100),
+            pairs,
+            io_timeout: Duration::from_secs(5),
+        };
+        let report = run_alternating(&config, BODY_LEN).expect("load");
+        for s in services {
+            stop(s);
+        }
+        for d in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_file(d.path());
+        }
+        // Index 0 of `order` is A on even runs, B on odd ones.
+        let (ia, ib) = if run % 2 == 0 { (0, 1) } else { (1, 0) };
+        let mut mine = Vec::new();
+        for pair in report.slices.chunks_exact(2) {
+            let of = |i: usize| {
+                pair.iter()
+                    .find(|s| s.service == i)
+                    .map(|s| s.requests_per_sec())
+            };
+            if let (Some(ra), Some(rb)) = (of(ia), of(ib)) {
+                if ra > 0.0 {
+                    mine.push(rb / ra - 1.0);
+                }
+            }
+        }
+        rps[0] += report.services[ia].requests_per_sec() / runs as f64;
+        rps[1] += report.services[ib].requests_per_sec() / runs as f64;
+        mine.sort_by(f64::total_cmp);
+        eprintln!(
+            "run {run}: B vs A median {:+.2}% over {} pairs",
+            100.0 * quantile(&mine, 0.5),
+            mine.len()
+        );
+        ratios.extend(mine);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "{logger}, {lines} lines/request: B vs A {:+.2}% (median of {} pairs; p25 {:+.2}%, p75 {:+.2}%); req/s A {:.0}, B {:.0}",
+        100.0 * quantile(&ratios, 0.5),
+        ratios.len(),
+        100.0 * quantile(&ratios, 0.25),
+        100.0 * quantile(&ratios, 0.75),
+        rps[0],
+        rps[1]
+    );
+}
