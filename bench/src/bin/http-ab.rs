@@ -13,7 +13,9 @@
 //!
 //! It prints the median, over all pairs, of `B's req/s / A's - 1` and its quartiles;
 //! each run starts both services afresh, and every other run swaps which is loaded
-//! first. Logger `logpolicy` unless `--logger NAME` (any logger `http-bench` knows).
+//! first. Logger `logpolicy` unless `--logger NAME` (any logger `http-bench` knows);
+//! `--b-output devnull|discard|filter-only` runs B (ours) in that diagnostic mode of
+//! `http-bench --ours-output` (A and B may then be the same binary).
 
 // A benchmark driver: a failure to start a service or to parse an argument ends the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,9 +38,19 @@ struct Service {
     addr: SocketAddr,
 }
 
-fn start(exe: &Path, logger: &str, lines: u32, log: &Path) -> Service {
-    let file = File::create(log).expect("log file");
-    let mut child = Command::new(exe)
+/// Starts `exe serve`, its stdout `log` (or `/dev/null` in mode `devnull`); `mode` other
+/// than `writer` is passed to ours as its diagnostic output mode.
+fn start(exe: &Path, logger: &str, lines: u32, log: &Path, mode: &str) -> Service {
+    let file = if mode == "devnull" {
+        File::options()
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null")
+    } else {
+        File::create(log).expect("log file")
+    };
+    let mut command = Command::new(exe);
+    command
         .args([
             "serve",
             logger,
@@ -47,7 +59,11 @@ fn start(exe: &Path, logger: &str, lines: u32, log: &Path) -> Service {
         ])
         .stdin(Stdio::null())
         .stdout(file)
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    if mode != "writer" {
+        command.env(logpolicy_bench::OURS_OUTPUT_ENV, mode);
+    }
+    let mut child = command
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", exe.display()));
     let stderr = child.stderr.take().expect("stderr");
@@ -102,6 +118,7 @@ fn main() {
     let mut exes: Vec<PathBuf> = Vec::new();
     let (mut lines, mut pairs, mut runs, mut logger) =
         (5u32, 64usize, 2usize, "logpolicy".to_owned());
+    let mut b_output = "writer".to_owned();
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -110,11 +127,18 @@ fn main() {
             "--pairs" => pairs = value().parse().expect("--pairs N"),
             "--runs" => runs = value().parse().expect("--runs N"),
             "--logger" => logger = value(),
+            "--b-output" => {
+                b_output = value();
+                assert!(
+                    ["writer", "devnull", "discard", "filter-only"].contains(&b_output.as_str()),
+                    "--b-output writer|devnull|discard|filter-only"
+                );
+            }
             _ => exes.push(PathBuf::from(a)),
         }
     }
     let [a, b] = <[PathBuf; 2]>::try_from(exes).unwrap_or_else(|_| {
-        panic!("usage: http-ab EXE_A EXE_B [--lines 5] [--pairs 64] [--runs 2] [--logger NAME]")
+        panic!("usage: http-ab EXE_A EXE_B [--lines 5] [--pairs 64] [--runs 2] [--logger NAME] [--b-output MODE]")
     });
     let mut set = rustix::thread::CpuSet::new();
     set.set(LOAD_CPU);
@@ -127,9 +151,21 @@ fn main() {
     let mut rps = [0.0f64; 2];
     for run in 0..runs {
         let order: [&PathBuf; 2] = if run % 2 == 0 { [&a, &b] } else { [&b, &a] };
-        let services = order.map(|exe| {
-            let tag = if std::ptr::eq(exe, &a) { "a" } else { "b" };
-            start(exe, &logger, lines, &dir.join(format!("{tag}-{run}.log")))
+        // By position, not by path: A and B may be the same binary.
+        let services = [0, 1].map(|i| {
+            let is_a = (i == 0) == (run % 2 == 0);
+            let (tag, mode) = if is_a {
+                ("a", "writer")
+            } else {
+                ("b", b_output.as_str())
+            };
+            start(
+                order[i],
+                &logger,
+                lines,
+                &dir.join(format!("{tag}-{run}.log")),
+                mode,
+            )
         });
         let config = AlternatingConfig {
             addrs: [services[0].addr, services[1].addr],
