@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod load_generator;
+pub mod service;
 
 use std::fmt;
 use std::str::FromStr;

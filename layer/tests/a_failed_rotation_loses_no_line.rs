@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use logpolicy::writer::{Output, Rotation, Writer, WriterConfig};
@@ -16,9 +18,7 @@ fn line(n: usize) -> String {
 
 #[test]
 fn a_failed_rotation_loses_no_line() {
-    let d = std::env::temp_dir().join(format!("rotation-failed-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = common::fresh_dir("rotation-failed");
     let rotation = Rotation::new(d.join("api.log"), 4096, 1);
     // A non-empty directory where the first rotated file must go.
     std::fs::create_dir_all(rotation.rotated(1).join("occupied")).unwrap();

@@ -6,22 +6,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use logpolicy::writer::{Output, Rotation, Writer, WriterConfig};
 use tracing_core::Level;
 
 const MIB: u64 = 1 << 20;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("prealloc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Bytes of disk the file holds.
 fn allocated(path: &Path) -> u64 {
@@ -45,7 +40,7 @@ fn line(n: usize) -> String {
 
 #[test]
 fn a_file_is_allocated_ahead_while_written_and_trimmed_when_the_writer_stops() {
-    let d = dir("file");
+    let d = common::fresh_dir("prealloc-file");
     let preallocates = fs_preallocates(&d);
     let path = d.join("app.log");
     let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone()))).unwrap();
@@ -78,7 +73,7 @@ fn a_file_is_allocated_ahead_while_written_and_trimmed_when_the_writer_stops() {
 
 #[test]
 fn a_rotated_file_is_trimmed_when_it_is_set_aside() {
-    let d = dir("rotation");
+    let d = common::fresh_dir("prealloc-rotation");
     let preallocates = fs_preallocates(&d);
     let rotation = Rotation {
         path: d.join("app.log"),

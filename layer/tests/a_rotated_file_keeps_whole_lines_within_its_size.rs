@@ -5,18 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use logpolicy::writer::{Output, Rotation, Writer, WriterConfig};
 use tracing_core::Level;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rotation-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Line `n`: JSON with a padding that varies with `n`, 57 to 250 bytes.
 fn line(n: usize) -> String {
@@ -72,7 +67,7 @@ fn assert_only(dir: &Path, names: &[String]) {
 
 #[test]
 fn files_hold_whole_lines_within_max_bytes_and_the_newest_are_kept() {
-    let d = dir("bound");
+    let d = common::fresh_dir("rotation-bound");
     let rotation = Rotation::new(d.join("api.log"), 8192, 3);
     let total = 3_000;
     let stats = write_all(&rotation, (0..total).map(line));
@@ -136,7 +131,7 @@ fn files_hold_whole_lines_within_max_bytes_and_the_newest_are_kept() {
 
 #[test]
 fn a_line_longer_than_max_bytes_gets_a_file_of_its_own() {
-    let d = dir("long");
+    let d = common::fresh_dir("rotation-long");
     let rotation = Rotation::new(d.join("api.log"), 4096, 5);
     let long = format!("{{\"blob\":\"{}\"}}\n", "y".repeat(10_000));
     let lines = vec![line(1), line(2), long.clone(), line(3)];
@@ -157,7 +152,7 @@ fn a_line_longer_than_max_bytes_gets_a_file_of_its_own() {
 
 #[test]
 fn an_existing_file_is_continued_and_its_size_counted() {
-    let d = dir("existing");
+    let d = common::fresh_dir("rotation-existing");
     let rotation = Rotation::new(d.join("api.log"), 4096, 1);
     let before = "b".repeat(4_049) + "\n";
     std::fs::write(&rotation.path, &before).unwrap();
@@ -186,7 +181,7 @@ fn an_existing_file_is_continued_and_its_size_counted() {
 
 #[test]
 fn keeping_none_leaves_only_the_current_file() {
-    let d = dir("none");
+    let d = common::fresh_dir("rotation-none");
     let rotation = Rotation::new(d.join("api.log"), 4096, 0);
     let stats = write_all(&rotation, (0..1_000).map(line));
     assert_only(&d, &["api.log".to_owned()]);

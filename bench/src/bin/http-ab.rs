@@ -21,16 +21,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use logpolicy_bench::load_generator::{run_alternating, AlternatingConfig};
+use logpolicy_bench::service::{
+    listening_port, pin_to, quantile, quit, stderr_lines, wait_bounded, LOAD_CPU, SERVICE_CPU,
+};
 
-const SERVICE_CPU: usize = 0;
-const LOAD_CPU: usize = 1;
 const BODY_LEN: usize = 9;
 
 struct Service {
@@ -66,23 +66,13 @@ fn start(exe: &Path, logger: &str, lines: u32, log: &Path, mode: &str) -> Servic
     let mut child = command
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", exe.display()));
-    let stderr = child.stderr.take().expect("stderr");
-    let mut reader = BufReader::new(stderr);
-    let mut line = String::new();
-    let port = loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            panic!("{} exited before listening", exe.display());
-        }
-        if let Some(p) = line.strip_prefix("LISTENING") {
-            break p.trim().parse::<u16>().expect("port");
-        }
+    // The reader thread keeps draining stderr (the service's report at exit).
+    let (rx, _reader) = stderr_lines(&mut child);
+    let mut before = Vec::new();
+    let Some(port) = listening_port(&rx, &mut before) else {
+        let exit = wait_bounded(&mut child, Duration::ZERO);
+        panic!("{} did not start ({exit}): {before:?}", exe.display());
     };
-    // The rest of its stderr (its report at exit) is drained so it never blocks.
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = reader.read_to_string(&mut rest);
-    });
     Service {
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -90,27 +80,13 @@ fn start(exe: &Path, logger: &str, lines: u32, log: &Path, mode: &str) -> Servic
 }
 
 fn stop(mut s: Service) {
-    if let Ok(mut stream) = TcpStream::connect_timeout(&s.addr, Duration::from_secs(5)) {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ =
-            stream.write_all(b"GET /quit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-        let _ = stream.read_to_end(&mut Vec::new());
-    }
-    let until = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < until {
-        if let Ok(Some(_)) = s.child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = s.child.kill();
-    let _ = s.child.wait();
+    let _ = quit(s.addr);
+    wait_bounded(&mut s.child, Duration::from_secs(20));
 }
 
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    let at = p * (sorted.len() - 1) as f64;
-    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64)
+/// The `p` quantile of sorted values that are known not to be empty.
+fn q(sorted: &[f64], p: f64) -> f64 {
+    quantile(sorted, p).unwrap_or(f64::NAN)
 }
 
 fn main() {
@@ -140,10 +116,8 @@ fn main() {
     let [a, b] = <[PathBuf; 2]>::try_from(exes).unwrap_or_else(|_| {
         panic!("usage: http-ab EXE_A EXE_B [--lines 5] [--pairs 64] [--runs 2] [--logger NAME] [--b-output MODE]")
     });
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(LOAD_CPU);
-    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
-        eprintln!("warning: pin to cpu {LOAD_CPU}: {e}");
+    if let Err(e) = pin_to(LOAD_CPU) {
+        eprintln!("warning: {e}");
     }
     let dir = std::env::temp_dir().join(format!("logpolicy-http-ab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -205,7 +179,7 @@ fn main() {
         mine.sort_by(f64::total_cmp);
         eprintln!(
             "run {run}: B vs A median {:+.2}% over {} pairs",
-            100.0 * quantile(&mine, 0.5),
+            100.0 * q(&mine, 0.5),
             mine.len()
         );
         ratios.extend(mine);
@@ -214,10 +188,10 @@ fn main() {
     ratios.sort_by(f64::total_cmp);
     println!(
         "{logger}, {lines} lines/request: B vs A {:+.2}% (median of {} pairs; p25 {:+.2}%, p75 {:+.2}%); req/s A {:.0}, B {:.0}",
-        100.0 * quantile(&ratios, 0.5),
+        100.0 * q(&ratios, 0.5),
         ratios.len(),
-        100.0 * quantile(&ratios, 0.25),
-        100.0 * quantile(&ratios, 0.75),
+        100.0 * q(&ratios, 0.25),
+        100.0 * q(&ratios, 0.75),
         rps[0],
         rps[1]
     );

@@ -14,7 +14,7 @@
 use std::convert::Infallible;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,14 +31,15 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use logpolicy_bench::load_generator::{self, LoadConfig};
+use logpolicy_bench::service::{
+    listening_port, pin_to, quantile, quit, stderr_lines, wait_bounded, LISTENING, LOAD_CPU,
+    SERVICE_CPU,
+};
 use logpolicy_bench::{install, Installed, Logger};
 use serde_json::{json, Value};
 
 /// The response body: 9 bytes of JSON.
 const BODY: &[u8] = b"{\"ok\":1}\n";
-const SERVICE_CPU: usize = 0;
-const LOAD_CPU: usize = 1;
-const LISTENING: &str = "LISTENING";
 /// The whole run stops starting cells after this.
 const RUN_BUDGET: Duration = Duration::from_secs(420);
 /// A service still running this long after it was told to quit is killed.
@@ -74,13 +75,6 @@ fn main() {
         return;
     }
     parent(Options::parse(&args[1..]));
-}
-
-/// Pins the calling thread (and every thread it starts afterwards) to `cpu`.
-fn pin_to(cpu: usize) -> Result<(), String> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin to cpu {cpu}: {e}"))
 }
 
 // ---------------------------------------------------------------- the service
@@ -595,28 +589,9 @@ impl Service {
             command.env(logpolicy_bench::OURS_OUTPUT_ENV, mode);
         }
         let mut child = command.spawn().expect("spawn service");
-        let (tx, rx) = mpsc::channel::<String>();
-        let stderr = child.stderr.take().expect("stderr");
-        let stderr_reader = thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (rx, stderr_reader) = stderr_lines(&mut child);
         let mut stderr_lines = Vec::new();
-        let port = loop {
-            match rx.recv_timeout(Duration::from_secs(10)) {
-                Ok(line) => {
-                    if let Some(port) = line.strip_prefix(LISTENING) {
-                        break port.trim().parse::<u16>().ok();
-                    }
-                    stderr_lines.push(line);
-                }
-                Err(_) => break None,
-            }
-        };
+        let port = listening_port(&rx, &mut stderr_lines);
         let Some(port) = port else {
             let _ = child.kill();
             let _ = child.wait();
@@ -890,44 +865,9 @@ fn pool_paired(name: &str, runs: &[Value]) -> Value {
     })
 }
 
-/// The `p` quantile of sorted values (linear between neighbours); `None` if empty.
-fn quantile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let at = p * (sorted.len() - 1) as f64;
-    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64))
-}
-
 fn sleep_until(t: Instant) {
     if let Some(left) = t.checked_duration_since(Instant::now()) {
         thread::sleep(left);
-    }
-}
-
-/// Tells the service to quit (its connections from the load generator are closed by then).
-fn quit(addr: SocketAddr) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET /quit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response);
-    Ok(())
-}
-
-fn wait_bounded(child: &mut Child, timeout: Duration) -> String {
-    let until = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return status.to_string(),
-            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return format!("killed after {timeout:?}");
-            }
-        }
     }
 }
 

@@ -631,8 +631,7 @@ impl Writer {
         };
         st.levels[li].emitted += 1;
         if !st.closed && st.queue.try_append(li, line, always_keep) {
-            sh.queued_hint
-                .store(st.queue.queued_bytes(), Ordering::Release);
+            sh.publish_queued(&st);
             return sh.accepted(st, li);
         }
         let full = if always_keep {

@@ -23,12 +23,7 @@ const POLL_SLICE: Timespec = Timespec {
 /// Where the writer thread writes: a plain descriptor, or a file it rotates.
 #[derive(Debug)]
 pub(crate) enum Sink {
-    Plain {
-        file: File,
-        prealloc: Prealloc,
-        /// Opened by the writer (`Output::File`), rather than a descriptor it was given.
-        owned: bool,
-    },
+    Plain(Appender),
     Rotating(RotatingFile),
 }
 
@@ -36,9 +31,39 @@ pub(crate) enum Sink {
 #[derive(Debug)]
 pub(crate) struct RotatingFile {
     rotation: Rotation,
-    file: File,
+    out: Appender,
     size: u64,
+}
+
+/// A descriptor the writer appends to, with disk kept allocated ahead of its end (see
+/// [`Prealloc`]). Dropped, a file the writer opened is left without blocks past its
+/// end; a descriptor it was given (stdout, stderr, `Output::Fd`) may be shared with
+/// other writers, so it is not truncated: up to [`PREALLOC_STEP`] past its end stays
+/// allocated until the file is truncated or removed, as with journald's files.
+#[derive(Debug)]
+pub(crate) struct Appender {
+    file: File,
     prealloc: Prealloc,
+    /// Opened by the writer (a file output), rather than a descriptor it was given.
+    owned: bool,
+}
+
+impl Appender {
+    fn new(file: File, owned: bool) -> Self {
+        Appender {
+            prealloc: Prealloc::new(&file),
+            file,
+            owned,
+        }
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        if self.owned {
+            self.prealloc.trim(&self.file);
+        }
+    }
 }
 
 /// How far ahead of a regular file's end disk blocks are kept allocated.
@@ -57,6 +82,10 @@ pub(crate) struct Prealloc {
     on: bool,
     /// The end of the allocation asked for so far.
     end: u64,
+    /// The file's size at the last look plus what was appended since: the file is only
+    /// looked at again when this would pass `end` (other writers sharing the file only
+    /// make it look later than it could).
+    appended: u64,
 }
 
 impl Prealloc {
@@ -64,6 +93,7 @@ impl Prealloc {
         Prealloc {
             on: file.metadata().is_ok_and(|m| m.file_type().is_file()),
             end: 0,
+            appended: 0,
         }
     }
 
@@ -73,11 +103,16 @@ impl Prealloc {
         if !self.on {
             return;
         }
+        if self.appended + len <= self.end {
+            self.appended += len;
+            return;
+        }
         let Ok(size) = file.metadata().map(|m| m.len()) else {
             self.on = false;
             return;
         };
-        if size + len <= self.end {
+        self.appended = size + len;
+        if self.appended <= self.end {
             return;
         }
         let want = PREALLOC_STEP.max(len);
@@ -98,32 +133,6 @@ impl Prealloc {
     }
 }
 
-impl Drop for Sink {
-    /// A file the writer opened is left without blocks past its end. A descriptor it was
-    /// given (stdout, stderr, `Output::Fd`) may be shared with other writers, so it is
-    /// not truncated: up to [`PREALLOC_STEP`] past its end stays allocated until the file
-    /// is truncated or removed, as with journald's files.
-    fn drop(&mut self) {
-        match self {
-            Sink::Plain {
-                file,
-                prealloc,
-                owned: true,
-            } => prealloc.trim(file),
-            Sink::Plain { .. } => {}
-            Sink::Rotating(r) => r.prealloc.trim(&r.file),
-        }
-    }
-}
-
-fn plain(file: File, owned: bool) -> Sink {
-    Sink::Plain {
-        prealloc: Prealloc::new(&file),
-        file,
-        owned,
-    }
-}
-
 fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
@@ -136,22 +145,21 @@ pub(crate) fn open(output: Output) -> Result<Sink, WriterError> {
         Output::Stdout => io::stdout()
             .as_fd()
             .try_clone_to_owned()
-            .map(|fd| plain(File::from(fd), false)),
+            .map(|fd| Sink::Plain(Appender::new(File::from(fd), false))),
         Output::Stderr => io::stderr()
             .as_fd()
             .try_clone_to_owned()
-            .map(|fd| plain(File::from(fd), false)),
-        Output::File(path) => open_append(&path).map(|f| plain(f, true)),
+            .map(|fd| Sink::Plain(Appender::new(File::from(fd), false))),
+        Output::File(path) => open_append(&path).map(|f| Sink::Plain(Appender::new(f, true))),
         Output::RotatingFile(rotation) => open_append(&rotation.path).and_then(|file| {
             let size = file.metadata()?.len();
             Ok(Sink::Rotating(RotatingFile {
                 rotation,
-                prealloc: Prealloc::new(&file),
-                file,
+                out: Appender::new(file, true),
                 size,
             }))
         }),
-        Output::Fd(fd) => Ok(plain(File::from(fd), false)),
+        Output::Fd(fd) => Ok(Sink::Plain(Appender::new(File::from(fd), false))),
     };
     opened.map_err(|source| WriterError::Open {
         output: described,
@@ -187,9 +195,8 @@ pub(crate) fn write_batch<C: AsRef<[u8]>>(
     let stream = Stream::new(head, chunks);
     let mut outcome = WriteOutcome::default();
     match out {
-        Sink::Plain { file, prealloc, .. } => {
-            prealloc.ahead(file, stream.len);
-            write_range(file, &stream, 0, stream.len, stop, &mut outcome);
+        Sink::Plain(out) => {
+            write_range(out, &stream, 0, stream.len, stop, &mut outcome);
         }
         Sink::Rotating(r) => r.write(&stream, stop, &mut outcome),
     }
@@ -308,8 +315,7 @@ impl RotatingFile {
                 continue;
             };
             let before = outcome.bytes;
-            self.prealloc.ahead(&self.file, end - at);
-            let done = write_range(&mut self.file, stream, at, end, stop, outcome);
+            let done = write_range(&mut self.out, stream, at, end, stop, outcome);
             self.size += outcome.bytes - before;
             if !done {
                 return;
@@ -337,30 +343,28 @@ impl RotatingFile {
                     Err(e) => return Err(e),
                 }
             }
-            // The file's blocks past its end go back before it is set aside.
-            self.prealloc.trim(&self.file);
             std::fs::rename(&r.path, r.rotated(1))?;
         }
         // Until this succeeds, lines go on into the renamed file through the open one.
-        let file = open_append(&r.path)?;
-        self.prealloc.trim(&self.file);
-        self.prealloc = Prealloc::new(&file);
-        self.file = file;
-        self.size = self.file.metadata()?.len();
+        // The file set aside is trimmed as its appender drops.
+        self.out = Appender::new(open_append(&r.path)?, true);
+        self.size = self.out.file.metadata()?.len();
         Ok(())
     }
 }
 
-/// Writes the bytes `from..to` of `stream` to `out`; false if an error ended it (in
-/// `outcome.error`).
+/// Writes the bytes `from..to` of `stream` to `out` (its allocation extended ahead of
+/// them first); false if an error ended it (in `outcome.error`).
 fn write_range(
-    out: &mut File,
+    out: &mut Appender,
     stream: &Stream<'_>,
     from: u64,
     to: u64,
     stop: &AtomicBool,
     outcome: &mut WriteOutcome,
 ) -> bool {
+    out.prealloc.ahead(&out.file, to - from);
+    let out = &mut out.file;
     let mut at = from;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(stream.segments.len().min(MAX_IOV));
     while at < to {

@@ -253,22 +253,41 @@ impl Queue {
     /// to the normal limit (none while an eviction is in force), `alwaysKeep` lines up
     /// to the whole capacity.
     pub(crate) fn fit(&self, len: usize, always_keep: bool) -> Fit {
-        let limit = if always_keep {
-            self.capacity
-        } else {
-            self.normal_limit
-        };
         let cost = self.line_cost(len, always_keep);
-        if cost > limit {
+        if cost > self.limit(always_keep) {
             Fit::Never
-        } else if self.queued_bytes() + cost <= limit
-            && self.has_chunks_for(len)
-            && (always_keep || !self.refusing_below_keep)
-        {
+        } else if self.admits(cost, always_keep) && self.has_chunks_for(len) {
             Fit::Now
         } else {
             Fit::Later
         }
+    }
+
+    /// How much a line may fill the queue to: the normal limit below `alwaysKeep`, the
+    /// whole capacity at or above.
+    #[inline]
+    fn limit(&self, always_keep: bool) -> usize {
+        if always_keep {
+            self.capacity
+        } else {
+            self.normal_limit
+        }
+    }
+
+    /// Whether a line costing `cost` is within its limit now (and, below `alwaysKeep`,
+    /// no eviction is in force), chunks aside.
+    #[inline]
+    fn admits(&self, cost: usize, always_keep: bool) -> bool {
+        self.queued_bytes() + cost <= self.limit(always_keep)
+            && (always_keep || !self.refusing_below_keep)
+    }
+
+    /// Whether a line of `len` bytes goes into the last pending chunk.
+    #[inline]
+    fn tail_has_room(&self, len: usize) -> bool {
+        self.pending
+            .back()
+            .is_some_and(|t| !t.piece && t.data.len() + len <= self.chunk_size)
     }
 
     fn has_chunks_for(&self, len: usize) -> bool {
@@ -276,11 +295,7 @@ impl Queue {
         if len > self.chunk_size {
             return available >= len.div_ceil(self.chunk_size);
         }
-        let tail_fits = self
-            .pending
-            .back()
-            .is_some_and(|t| !t.piece && t.data.len() + len <= self.chunk_size);
-        tail_fits || available > 0
+        self.tail_has_room(len) || available > 0
     }
 
     fn new_chunk(&mut self) -> Chunk {
@@ -293,33 +308,16 @@ impl Queue {
         }
     }
 
-    /// Appends the line if it fits now into the last pending chunk, the common case
-    /// of a steady flow (what [`Queue::fit`] then [`Queue::push`] would do, in one pass
-    /// over the fields they share). Returns `false`, changing nothing, otherwise.
+    /// Appends the line if it fits now into the last pending chunk, the common case of a
+    /// steady flow: what [`Queue::fit`] then [`Queue::push`] would do, without `fit`'s
+    /// look at the spare chunks. Returns `false`, changing nothing, otherwise.
     #[inline]
     pub(crate) fn try_append(&mut self, level: usize, line: &[u8], always_keep: bool) -> bool {
         let len = line.len();
-        let (limit, cost) = if always_keep {
-            (self.capacity, len + KEEP_RECORD_BYTES)
-        } else {
-            (self.normal_limit, len)
-        };
-        let queued = self.pending_bytes + self.inflight_bytes;
-        if queued + cost > limit || (self.refusing_below_keep && !always_keep) {
+        if !self.tail_has_room(len) || !self.admits(self.line_cost(len, always_keep), always_keep) {
             return false;
         }
-        let chunk_size = self.chunk_size;
-        let Some(tail) = self
-            .pending
-            .back_mut()
-            .filter(|t| !t.piece && t.data.len() + len <= chunk_size)
-        else {
-            return false;
-        };
-        tail.append(level, line, always_keep);
-        self.pending_bytes += cost;
-        self.pending_lines[level] += 1;
-        self.peak_bytes = self.peak_bytes.max(queued + cost);
+        self.push(level, line, always_keep);
         true
     }
 
@@ -327,11 +325,7 @@ impl Queue {
     pub(crate) fn push(&mut self, level: usize, line: &[u8], always_keep: bool) {
         let len = line.len();
         if len <= self.chunk_size {
-            let need_chunk = self
-                .pending
-                .back()
-                .is_none_or(|t| t.piece || t.data.len() + len > self.chunk_size);
-            if need_chunk {
+            if !self.tail_has_room(len) {
                 let chunk = self.new_chunk();
                 self.pending.push_back(chunk);
             }

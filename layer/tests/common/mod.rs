@@ -560,3 +560,11 @@ fn read_stdout(mut stdout: ChildStdout, reader: Reader) -> Delivered {
     d.read_secs = started.elapsed().as_secs_f64();
     d
 }
+
+/// An empty directory of this test process's own under the temporary directory.
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
