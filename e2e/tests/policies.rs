@@ -265,7 +265,8 @@ async fn invalid_policies_are_refused_or_reported_naming_the_field() {
 /// straight to a pod's admin endpoint, is refused, and the pod keeps its policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_pushes_are_refused() {
-    use logpolicy::wire::{self, PodRef, PolicyDocument, WireLayer};
+    use logpolicy::policy::LayerSpec;
+    use logpolicy::wire::{self, PodRef, PolicyDocument};
 
     let s = Scenario::new("forged").await.unwrap();
     let mut pods = s.pods(vec![PodSpec::shop("shop-0")]).await.unwrap();
@@ -291,7 +292,7 @@ async fn forged_pushes_are_refused() {
             held["document"]["version"].as_u64().unwrap() + 1_000_000,
         );
         doc.issued_at = SystemTime::now();
-        doc.layers = vec![WireLayer::from_directives(
+        doc.layers = vec![LayerSpec::from_directives(
             "attacker/everything",
             1000,
             "trace".parse().unwrap(),

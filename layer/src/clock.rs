@@ -1,8 +1,11 @@
-//! Time, injected.
+//! Time: the clocks, injected, and RFC 3339 read and written.
 //!
 //! Everything in this crate that depends on time (layer expiry, rates, budgets, the
 //! timestamp of a line) reads it through a [`Clock`], so tests advance a
-//! [`ManualClock`] instead of sleeping.
+//! [`ManualClock`] instead of sleeping. This module is also the one place times are
+//! written and read as text: a line's timestamp ([`write_rfc3339`], with the seconds
+//! rendered once per second per thread), and the times of policy documents
+//! ([`format_rfc3339`], [`parse_rfc3339`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -204,12 +207,45 @@ fn nanos_since_epoch(t: SystemTime) -> u64 {
 /// assert_eq!(buf, b"2026-11-30T20:06:15.123456Z");
 /// ```
 pub fn write_rfc3339(buf: &mut Vec<u8>, t: SystemTime) {
-    // The same writer the formatter uses (it caches the seconds per thread).
-    crate::format::write_timestamp(buf, t);
+    write_since_epoch(buf, t.duration_since(UNIX_EPOCH).unwrap_or_default());
+}
+
+thread_local! {
+    /// The last second written on this thread, rendered: a line pays only for its
+    /// microseconds.
+    static SECONDS: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+}
+
+/// Appends the time `d` after the Unix epoch as `2026-11-29T20:06:15.123456Z` (the form
+/// of [`write_rfc3339`]); the seconds are rendered once per second per thread.
+#[inline]
+pub(crate) fn write_since_epoch(buf: &mut Vec<u8>, d: Duration) {
+    let secs = d.as_secs();
+    let prefix = SECONDS.with(|c| {
+        let (cached, prefix) = c.get();
+        if cached == secs {
+            prefix
+        } else {
+            let mut p = [0u8; 20];
+            rfc3339_seconds(secs, &mut p);
+            p[19] = b'.';
+            c.set((secs, p));
+            p
+        }
+    });
+    buf.extend_from_slice(&prefix);
+    let mut micros = d.subsec_micros();
+    let mut digits = [b'0'; 7];
+    for slot in digits[..6].iter_mut().rev() {
+        *slot = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    digits[6] = b'Z';
+    buf.extend_from_slice(&digits);
 }
 
 /// Fills `out[..19]` with `YYYY-MM-DDTHH:MM:SS` for `secs` since the epoch.
-pub(crate) fn rfc3339_seconds(secs: u64, out: &mut [u8; 20]) {
+fn rfc3339_seconds(secs: u64, out: &mut [u8; 20]) {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days as i64);
@@ -455,6 +491,35 @@ mod tests {
             last = t;
             std::thread::sleep(Duration::from_micros(700));
         }
+    }
+
+    #[test]
+    fn the_cache_never_serves_another_second() {
+        // Alternate between seconds (and a day and a year boundary) on one thread:
+        // every line must carry its own second, parsed back exactly.
+        for s in [
+            0u64,
+            1,
+            59,
+            86_399,
+            86_400,
+            1_800_000_000,
+            1_800_000_001,
+            1_798_761_599,
+            1_798_761_600,
+        ] {
+            for us in [0u32, 1, 999_999] {
+                let t = UNIX_EPOCH + Duration::new(s, us * 1000);
+                let mut a = Vec::new();
+                write_rfc3339(&mut a, t);
+                assert_eq!(a.len(), 27);
+                let text = String::from_utf8(a).unwrap();
+                assert_eq!(parse_rfc3339(&text).unwrap(), t, "{text}");
+            }
+        }
+        let mut b = Vec::new();
+        write_rfc3339(&mut b, UNIX_EPOCH + Duration::from_secs(1_798_761_600));
+        assert_eq!(b, b"2027-01-01T00:00:00.000000Z");
     }
 
     #[test]

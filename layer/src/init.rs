@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use tracing_subscriber::prelude::*;
 
 use crate::admin::{AdminConfig, AdminError, AdminServer};
-use crate::filter::{PolicyFilter, PolicyHandle};
+use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::{Format, FormatLayer};
 use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
 use crate::writer::{

@@ -107,6 +107,45 @@ impl fmt::Display for Level {
     }
 }
 
+/// The number of event levels (`TRACE` to `ERROR`): the length of every per-level table
+/// of counters, indexed by [`level_index`].
+pub const LEVELS: usize = 5;
+
+/// The event levels in the order of per-level tables: trace, debug, info, warn, error.
+pub const LEVEL_ORDER: [tracing_core::Level; LEVELS] = [
+    tracing_core::Level::TRACE,
+    tracing_core::Level::DEBUG,
+    tracing_core::Level::INFO,
+    tracing_core::Level::WARN,
+    tracing_core::Level::ERROR,
+];
+
+/// The lowercase names of the event levels, in [`LEVEL_ORDER`] (keys of in-band lines and
+/// labels of metrics).
+pub const LEVEL_NAMES: [&str; LEVELS] = ["trace", "debug", "info", "warn", "error"];
+
+/// The index of an event level in every per-level table: trace 0 … error 4.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::{level_index, LEVEL_ORDER};
+/// use tracing_core::Level;
+/// assert_eq!(level_index(Level::TRACE), 0);
+/// assert_eq!(level_index(Level::ERROR), 4);
+/// assert!(LEVEL_ORDER.iter().enumerate().all(|(i, l)| level_index(*l) == i));
+/// ```
+#[inline]
+pub fn level_index(level: tracing_core::Level) -> usize {
+    match level {
+        tracing_core::Level::TRACE => 0,
+        tracing_core::Level::DEBUG => 1,
+        tracing_core::Level::INFO => 2,
+        tracing_core::Level::WARN => 3,
+        _ => 4,
+    }
+}
+
 /// A string that is not a level.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid level {0:?} (expected one of trace, debug, info, warn, error, off)")]
@@ -135,6 +174,22 @@ impl<'de> serde::Deserialize<'de> for Level {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The level names as the JSON schema of a `LogPolicy` (and of a policy document) gives
+/// them: exactly the lowercase names, in order of verbosity.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Level {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Level".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": ["trace", "debug", "info", "warn", "error", "off"],
+        })
     }
 }
 

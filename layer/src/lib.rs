@@ -41,7 +41,7 @@
 //!
 //! ## What it costs
 //!
-//! See the [cost model of the filter](PolicyFilter#cost-model): a disabled callsite
+//! See the [cost model of the filter](enforce#cost-model): a disabled callsite
 //! costs what `tracing`'s static filtering costs (~1 ns), an enabled one pays nothing in
 //! the filter, and a policy change rebuilds `tracing`'s interest cache once, on the
 //! thread that made it. Formatting writes straight into a reused per-thread buffer (see
@@ -53,26 +53,25 @@
 //! pushed at runtime with a priority and an optional expiry) merged into one
 //! [`EffectivePolicy`]; see [`policy`].
 
+// The modules, bottom to top: each imports only modules listed before it (a test,
+// `tests/modules_import_only_downward.rs`, holds this order).
 pub mod admin;
 pub mod clock;
-pub mod filter;
+pub mod enforce;
 pub mod format;
 mod init;
 mod level;
-mod limits;
 pub mod policy;
 mod sink;
 mod sites;
-pub mod stats;
 pub mod wire;
 pub mod writer;
 
-pub use filter::{PolicyFilter, PolicyHandle};
+pub use enforce::{LevelCounts, PolicyFilter, PolicyHandle, Reason, Stats};
 pub use format::{Format, FormatLayer};
 pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS};
-pub use level::{Level, ParseLevelError};
+pub use level::{level_index, Level, ParseLevelError, LEVELS, LEVEL_NAMES, LEVEL_ORDER};
 pub use policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
 };
 pub use sink::{LineSink, NullSink, StdoutSink};
-pub use stats::{LevelCounts, Reason, Stats};

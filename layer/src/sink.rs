@@ -59,10 +59,3 @@ impl LineSink for NullSink {
         std::hint::black_box(line);
     }
 }
-
-impl LineSink for crate::writer::Writer {
-    #[inline]
-    fn write_line(&self, level: &tracing_core::Level, always_keep: bool, line: &[u8]) {
-        crate::writer::Writer::write_line(self, *level, always_keep, line);
-    }
-}

@@ -7,7 +7,7 @@
 
 mod support;
 
-use logpolicy::format::RequestLimits;
+use logpolicy::enforce::RequestLimits;
 use support::Harness;
 use tracing::Level;
 

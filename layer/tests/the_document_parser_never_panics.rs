@@ -4,7 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use logpolicy::wire::{PolicyDocument, WireLayer};
+use logpolicy::policy::LayerSpec;
+use logpolicy::wire::PolicyDocument;
+use logpolicy::PolicyLayer;
 use proptest::prelude::*;
 
 const VALID: &str = r#"{"pod":{"namespace":"shop","name":"web-1","uid":"u-1"},"version":7,"issuedAt":"2026-11-29T20:06:15Z","layers":[{"source":"shop/raise","priority":10,"expiresAt":"2026-11-29T20:21:15.5Z","defaultLevel":"info","targets":[{"target":"shop::payment","level":"debug"}],"alwaysKeep":"warn","sampling":[{"target":"shop::http","keepOneIn":100,"scope":"request","span":"request"}],"burst":{"perSecond":1000,"thenOneIn":10},"maxBytesPerSecond":1048576}]}"#;
@@ -19,10 +21,7 @@ fn check(bytes: &[u8]) {
             doc
         );
         for l in &layers {
-            assert_eq!(
-                WireLayer::from_policy_layer(l).to_policy_layer().unwrap(),
-                *l
-            );
+            assert_eq!(PolicyLayer::try_from(&LayerSpec::from(l)).unwrap(), *l);
         }
     }
 }

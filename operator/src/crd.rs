@@ -4,6 +4,11 @@
 //! `kubectl explain logpolicy.spec.sampling` prints: write them for the on-call engineer
 //! who reads them there.
 //!
+//! The settings of a policy (levels, targets, sampling, burst, budget) are the layer's
+//! own types ([`logpolicy::policy::TargetSpec`], [`SamplingSpec`],
+//! [`BurstSpec`], [`logpolicy::Level`]), with the layer's bounds: one shape and one set
+//! of limits from the pod to `kubectl explain`.
+//!
 //! The schema says what OpenAPI v3 can say on Kubernetes 1.20 and later (no CEL): enums
 //! for levels and scopes, bounds on every list, string and number, the duration pattern,
 //! and `not: {required: [duration, expirationTime]}`. What it cannot say (an empty
@@ -14,15 +19,14 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
+use logpolicy::policy::{
+    BurstSpec, LayerSpec, SamplingSpec, TargetSpec, BYTES_PER_SECOND_RANGE, MAX_SAMPLING_RULES,
+    MAX_TARGETS,
+};
+use logpolicy::Level;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The most `targets` entries one LogPolicy may have.
-pub const MAX_TARGETS: usize = 64;
-/// The most `sampling` rules one LogPolicy may have.
-pub const MAX_SAMPLING_RULES: usize = 32;
-/// The longest target prefix, in bytes (as the layer accepts).
-pub const MAX_TARGET_LEN: usize = 256;
 /// The smallest and largest `priority`.
 pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
 /// The most failing pods listed in `status.failingPods`.
@@ -116,42 +120,45 @@ pub struct LogPolicySpec {
     /// `info`, `warn`, `error`, `off` (quote it in YAML: `"off"`). Unset leaves it to lower-priority policies and the
     /// pod's own environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_level: Option<LevelName>,
+    pub default_level: Option<Level>,
 
     /// Levels for tracing targets. A target matches itself and everything below it at a
     /// `::` boundary (`shop::payment` covers `shop::payment::card`, not
     /// `shop::payments`); the longest matching entry wins. At most one entry per target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
-        length(max = 64),
+        length(max = MAX_TARGETS),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
     )]
-    pub targets: Vec<TargetLevel>,
+    pub targets: Vec<TargetSpec>,
 
     /// Sampling rules for events below `alwaysKeep`: keep one in `keepOneIn` events (or
     /// whole requests) of a target; the rest are not written, and counted. At most one
     /// rule per target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
-        length(max = 32),
+        length(max = MAX_SAMPLING_RULES),
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
     )]
-    pub sampling: Vec<SamplingRule>,
+    pub sampling: Vec<SamplingSpec>,
 
     /// Events at or above this level are never sampled out or dropped for the byte
     /// budget (default `warn` in the pod: keep every warning and error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub always_keep: Option<LevelName>,
+    pub always_keep: Option<Level>,
 
     /// A per-callsite burst limit for events below `alwaysKeep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<Burst>,
+    pub burst: Option<BurstSpec>,
 
     /// A budget, in bytes per second, for the lines written below `alwaysKeep`; beyond it
     /// such events are dropped and counted. From 1024 (1 KiB/s) to 1099511627776 (1 TiB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1024, max = 1_099_511_627_776_i64))]
-    pub max_bytes_per_second: Option<i64>,
+    #[schemars(
+        range(min = BYTES_PER_SECOND_RANGE.0, max = BYTES_PER_SECOND_RANGE.1),
+        extend("format" = "int64")
+    )]
+    pub max_bytes_per_second: Option<u64>,
 
     /// Higher wins per target when several policies select a pod; between equal
     /// priorities the older policy wins. From -1000 to 1000, default 0.
@@ -174,11 +181,29 @@ pub struct LogPolicySpec {
     pub expiration_time: Option<String>,
 }
 
+impl LogPolicySpec {
+    /// The policy's settings as a layer of the pod's policy, with this `source` and no
+    /// expiry: what the pod's own conversion checks, and what is pushed.
+    pub fn layer_spec(&self, source: impl Into<String>) -> LayerSpec {
+        LayerSpec {
+            source: source.into(),
+            priority: self.priority,
+            expires_at: None,
+            default_level: self.default_level,
+            targets: self.targets.clone(),
+            always_keep: self.always_keep,
+            sampling: self.sampling.clone(),
+            burst: self.burst,
+            max_bytes_per_second: self.max_bytes_per_second,
+        }
+    }
+}
+
 /// The committed CRD file, relative to the workspace root.
 pub const CRD_FILE: &str = "crds/logpolicy.dev_logpolicies.yaml";
 
 /// The CRD to install: [`LogPolicy::crd()`](kube::CustomResourceExt::crd) without
-/// `nullable`.
+/// `nullable` (nor `null` among an optional enum's values).
 ///
 /// kube marks every `Option` field `nullable: true`; the operator never writes `null`
 /// (unset fields are left out), and Kubernetes 1.20 publishes a nullable field to
@@ -199,6 +224,10 @@ fn strip_nullable(v: &mut serde_json::Value) {
         serde_json::Value::Object(m) => {
             if m.get("nullable") == Some(&serde_json::Value::Bool(true)) {
                 m.remove("nullable");
+            }
+            // An optional enum (a level) lists `null` among its values too: never sent.
+            if let Some(serde_json::Value::Array(values)) = m.get_mut("enum") {
+                values.retain(|v| !v.is_null());
             }
             m.values_mut().for_each(strip_nullable);
         }
@@ -275,83 +304,6 @@ fn optional_enums_keep_field_docs(schema: &mut schemars::Schema) {
         }
         obj.insert("nullable".into(), true.into());
     }
-}
-
-/// A log level.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum LevelName {
-    /// Everything.
-    Trace,
-    /// Debug and above.
-    Debug,
-    /// Info and above.
-    Info,
-    /// Warnings and errors.
-    Warn,
-    /// Errors only.
-    Error,
-    /// Nothing.
-    Off,
-}
-
-/// A level for one tracing target.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-pub struct TargetLevel {
-    /// A tracing target prefix, e.g. `shop::payment` (Rust module paths are targets by
-    /// default). No whitespace, commas, `=`, brackets, braces, quotes, `@` or parentheses.
-    #[schemars(length(min = 1, max = 256))]
-    pub target: String,
-    /// The level for the target and everything below it: one of `trace`, `debug`,
-    /// `info`, `warn`, `error`, `off` (quote it in YAML: `"off"`).
-    pub level: LevelName,
-}
-
-/// Keep one in `keepOneIn` events, or requests, of a target.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SamplingRule {
-    /// The tracing target prefix the rule governs, e.g. `shop::http`.
-    #[schemars(length(min = 1, max = 256))]
-    pub target: String,
-    /// One in this many is kept, from 1 (keep all: turns off a lower policy's sampling)
-    /// to 1000000.
-    #[schemars(range(min = 1, max = 1_000_000))]
-    pub keep_one_in: i32,
-    /// `event` decides for every event on its own; `request` decides once per request
-    /// and keeps a kept request whole (and writes a dropped request's lines before its
-    /// first error). Default `event`.
-    #[serde(default)]
-    pub scope: SamplingScope,
-    /// With `scope: request`, the name of the span that marks a request (default: the
-    /// outermost span). Not allowed with `scope: event`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 128))]
-    pub span: Option<String>,
-}
-
-/// Where a sampling decision is made.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SamplingScope {
-    /// Every event on its own.
-    #[default]
-    Event,
-    /// Once per request, when its span opens.
-    Request,
-}
-
-/// After `perSecond` events in one second from one callsite, keep one in `thenOneIn`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Burst {
-    /// Events per second per callsite written before the limit applies, from 1 to
-    /// 10000000.
-    #[schemars(range(min = 1, max = 10_000_000))]
-    pub per_second: i32,
-    /// Beyond it, one in this many is kept, from 1 to 1000000.
-    #[schemars(range(min = 1, max = 1_000_000))]
-    pub then_one_in: i32,
 }
 
 /// What the operator observed and did for a LogPolicy.
@@ -640,8 +592,11 @@ spec:
   duration: 15m
 "#;
         let lp: LogPolicy = serde_yaml::from_str(yaml).unwrap();
-        assert_eq!(lp.spec.default_level, Some(LevelName::Info));
-        assert_eq!(lp.spec.sampling[0].scope, SamplingScope::Request);
+        assert_eq!(lp.spec.default_level, Some(Level::Info));
+        assert_eq!(
+            lp.spec.sampling[0].scope,
+            logpolicy::policy::SamplingScope::Request
+        );
         assert_eq!(lp.spec.duration.as_deref(), Some("15m"));
         let back: LogPolicy = serde_yaml::from_str(&serde_yaml::to_string(&lp).unwrap()).unwrap();
         assert_eq!(back, lp);

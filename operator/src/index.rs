@@ -59,7 +59,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kube::core::SelectorExt;
 use kube::ResourceExt;
-use logpolicy::wire::{PodRef, PolicyDocument, WireLayer, MAX_DOCUMENT_LAYERS};
+use logpolicy::policy::LayerSpec;
+use logpolicy::wire::{PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS};
 
 use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
 use crate::pods::PodInfo;
@@ -321,7 +322,7 @@ struct Active {
     policy: ValidatedPolicy,
     expires_at: Option<SystemTime>,
     expired: bool,
-    layer: Arc<WireLayer>,
+    layer: Arc<LayerSpec>,
 }
 
 #[derive(Debug)]
@@ -351,7 +352,7 @@ impl PolicyState {
 struct PodState {
     info: PodInfo,
     /// Its document's layers and the policies they come from, in order.
-    layers: Vec<Arc<WireLayer>>,
+    layers: Vec<Arc<LayerSpec>>,
     sources: Vec<PolicyKey>,
     /// Policies that select it beyond the most layers a document may carry.
     overflow: Vec<PolicyKey>,
@@ -359,7 +360,7 @@ struct PodState {
     version: u64,
     epoch: u64,
     /// What the pod acknowledged: version and layers.
-    acked: Option<(u64, Vec<Arc<WireLayer>>)>,
+    acked: Option<(u64, Vec<Arc<LayerSpec>>)>,
     /// Why the last push of the current version failed.
     failure: Option<String>,
     /// How the last push (of any version) ended, and when.
@@ -649,7 +650,7 @@ impl Index {
             .map(|(k, _, _)| (*k).clone())
             .collect();
         candidates.truncate(MAX_DOCUMENT_LAYERS);
-        let layers: Vec<Arc<WireLayer>> =
+        let layers: Vec<Arc<LayerSpec>> =
             candidates.iter().map(|(_, _, a)| a.layer.clone()).collect();
         let sources: Vec<PolicyKey> = candidates.iter().map(|(k, _, _)| (*k).clone()).collect();
         let now = self.now();

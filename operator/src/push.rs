@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use logpolicy::wire::{sign, SigningKey, SIGNATURE_HEADER};
+use logpolicy::wire::{sign, ErrorReply, PolicyView, SigningKey, SIGNATURE_HEADER};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -145,7 +145,8 @@ impl Pusher {
             attempts += 1;
             let mut outcome = self.put_once(push.addr, body.clone(), &signature).await;
             if let PushOutcome::Stale { held: None, reason } = &outcome {
-                // Learn which version the pod holds, so the index can go past it.
+                // A pod that did not say which version it holds (its 409 has no
+                // `heldVersion`): ask, so the index can go past it.
                 if let Ok(read) = self.read_back(push.addr).await {
                     outcome = PushOutcome::Stale {
                         held: read.version,
@@ -229,24 +230,14 @@ impl Pusher {
         if !status.is_success() {
             return Err(classify_put(status, &body));
         }
-        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
-            PushOutcome::BadReply(format!("GET {POLICY_PATH} reply is not JSON: {e}"))
+        let view: PolicyView = serde_json::from_slice(&body).map_err(|e| {
+            PushOutcome::BadReply(format!(
+                "GET {POLICY_PATH} reply is not the policy view: {e}"
+            ))
         })?;
-        // The layer's endpoint says `{"document": {"version": N, ...}, "layers": [...]}`
-        // (`document` null when it holds none); a bare top-level `version` is taken too.
         Ok(ReadBack {
-            version: v
-                .get("document")
-                .and_then(|d| d.get("version"))
-                .or_else(|| v.get("version"))
-                .and_then(serde_json::Value::as_u64),
-            sources: v
-                .get("layers")
-                .and_then(serde_json::Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|l| l.get("source")?.as_str().map(str::to_owned))
-                .collect(),
+            version: view.document.map(|d| d.version),
+            sources: view.layers.into_iter().map(|l| l.layer.source).collect(),
         })
     }
 
@@ -313,25 +304,28 @@ fn backoff(cfg: &PusherConfig, attempt: u32) -> Duration {
     exp.mul_f64(rand::random_range(0.5..1.0))
 }
 
+/// What a pod's answer to a `PUT` means, read with the endpoint's own reply types: a
+/// [`PolicyView`] when applied, an [`ErrorReply`] (with the held version on a `409`)
+/// otherwise.
 fn classify_put(status: StatusCode, body: &[u8]) -> PushOutcome {
     let code = status.as_u16();
-    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     if status.is_success() {
-        return match json {
-            Some(serde_json::Value::Object(_)) => PushOutcome::Applied,
-            _ => PushOutcome::BadReply(format!(
+        return match serde_json::from_slice::<PolicyView>(body) {
+            Ok(_) => PushOutcome::Applied,
+            Err(_) => PushOutcome::BadReply(format!(
                 "{code} without the endpoint's JSON: {}",
                 snippet(body)
             )),
         };
     }
-    let reason = match &json {
-        Some(v) => reason(v).unwrap_or_else(|| snippet(body)),
+    let reply = serde_json::from_slice::<ErrorReply>(body).ok();
+    let reason = match &reply {
+        Some(r) => snippet(r.to_string().as_bytes()),
         None => snippet(body),
     };
     match code {
         409 => PushOutcome::Stale {
-            held: json.as_ref().and_then(held_version),
+            held: reply.and_then(|r| r.held_version),
             reason,
         },
         400..=499 => PushOutcome::Rejected {
@@ -344,26 +338,6 @@ fn classify_put(status: StatusCode, body: &[u8]) -> PushOutcome {
         },
         _ => PushOutcome::BadReply(format!("unexpected status {code}: {reason}")),
     }
-}
-
-/// The pod's reason from its JSON error: `error` (a code) and `message`/`reason`.
-fn reason(v: &serde_json::Value) -> Option<String> {
-    let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-    let detail = field("message")
-        .or_else(|| field("reason"))
-        .or_else(|| field("detail"));
-    match (field("error"), detail) {
-        (Some(code), Some(detail)) => Some(format!("{code}: {detail}")),
-        (Some(one), None) | (None, Some(one)) => Some(one.to_owned()),
-        (None, None) => None,
-    }
-    .map(|s| snippet(s.as_bytes()))
-}
-
-fn held_version(v: &serde_json::Value) -> Option<u64> {
-    ["heldVersion", "held", "currentVersion"]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(serde_json::Value::as_u64))
 }
 
 /// At most 300 bytes of a reply, lossily decoded, for a reason.

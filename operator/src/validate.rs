@@ -24,10 +24,10 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
-use logpolicy::wire::{WireBurst, WireLayer, WireSampling, WireScope, WireTarget};
-use logpolicy::{Level, Target};
+use logpolicy::policy::LayerSpec;
+use logpolicy::PolicyLayer;
 
-use crate::crd::{LevelName, LogPolicySpec, SamplingScope, PRIORITY_RANGE};
+use crate::crd::{LogPolicySpec, PRIORITY_RANGE};
 
 /// The longest `duration` accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(8760 * 3600);
@@ -71,8 +71,8 @@ pub enum Expiry {
 pub const MAX_LEVELS_LEN: usize = 256;
 
 /// A LogPolicy spec that passed every check: a compiled selector, the layer it pushes
-/// (without source and expiry, which depend on the object and on when it was seen),
-/// its priority and its expiry.
+/// (as the pod's own conversion made it; its source and expiry depend on the object and
+/// on when it was seen), its priority and its expiry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedPolicy {
     /// Which pods it selects (never empty).
@@ -81,7 +81,7 @@ pub struct ValidatedPolicy {
     pub priority: i32,
     /// When it stops applying.
     pub expiry: Expiry,
-    layer: WireLayer,
+    layer: PolicyLayer,
 }
 
 impl ValidatedPolicy {
@@ -89,16 +89,12 @@ impl ValidatedPolicy {
     /// level first, then each target), cut to at most [`MAX_LEVELS_LEN`] bytes; `None`
     /// when it sets no level.
     pub fn levels(&self) -> Option<String> {
-        let mut parts: Vec<String> = Vec::with_capacity(self.layer.targets.len() + 1);
-        if let Some(l) = self.layer.default_level {
+        let d = &self.layer.directives;
+        let mut parts: Vec<String> = Vec::with_capacity(d.targets.len() + 1);
+        if let Some(l) = d.default_level {
             parts.push(l.to_string());
         }
-        parts.extend(
-            self.layer
-                .targets
-                .iter()
-                .map(|t| format!("{}={}", t.target, t.level)),
-        );
+        parts.extend(d.targets.iter().map(|(t, l)| format!("{t}={l}")));
         if parts.is_empty() {
             return None;
         }
@@ -106,23 +102,12 @@ impl ValidatedPolicy {
     }
 
     /// The layer as pushed to a pod: the settings, with this source and expiry.
-    pub fn layer(&self, source: &str, expires_at: Option<SystemTime>) -> WireLayer {
-        WireLayer {
+    pub fn layer(&self, source: &str, expires_at: Option<SystemTime>) -> LayerSpec {
+        LayerSpec {
             source: source.to_owned(),
             expires_at,
-            ..self.layer.clone()
+            ..LayerSpec::from(&self.layer)
         }
-    }
-}
-
-fn level(l: LevelName) -> Level {
-    match l {
-        LevelName::Trace => Level::Trace,
-        LevelName::Debug => Level::Debug,
-        LevelName::Info => Level::Info,
-        LevelName::Warn => Level::Warn,
-        LevelName::Error => Level::Error,
-        LevelName::Off => Level::Off,
     }
 }
 
@@ -132,152 +117,23 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
     let mut errors = Vec::new();
     let selector = selector(&spec.selector, &mut errors);
 
-    let mut targets = Vec::with_capacity(spec.targets.len());
-    let mut seen = BTreeSet::new();
-    if spec.targets.len() > crate::crd::MAX_TARGETS {
-        errors.push(FieldError::new(
-            "spec.targets",
-            format!("at most {} entries", crate::crd::MAX_TARGETS),
-        ));
-    }
-    for (i, t) in spec.targets.iter().enumerate() {
-        let field = format!("spec.targets[{i}].target");
-        match Target::new(&t.target) {
-            Ok(target) => {
-                if !seen.insert(t.target.as_str()) {
-                    errors.push(FieldError::new(
-                        field,
-                        format!("duplicate target {:?}", t.target),
-                    ));
-                }
-                targets.push(WireTarget {
-                    target,
-                    level: level(t.level),
-                });
-            }
-            Err(e) => errors.push(FieldError::new(field, e.to_string())),
+    // The settings, through the pod's own conversion: one set of rules (and limits) for
+    // both sides, every problem named at its field.
+    let spec_layer = spec.layer_spec("validate/check");
+    let layer = match PolicyLayer::try_from(&spec_layer) {
+        Ok(layer) => Some(layer),
+        Err(problems) => {
+            errors.extend(problems.into_iter().map(|p| {
+                let field = if p.path.is_empty() {
+                    "spec".to_owned()
+                } else {
+                    format!("spec.{}", p.path)
+                };
+                FieldError::new(field, p.message)
+            }));
+            None
         }
-    }
-
-    let mut sampling = Vec::with_capacity(spec.sampling.len());
-    let mut seen = BTreeSet::new();
-    if spec.sampling.len() > crate::crd::MAX_SAMPLING_RULES {
-        errors.push(FieldError::new(
-            "spec.sampling",
-            format!("at most {} rules", crate::crd::MAX_SAMPLING_RULES),
-        ));
-    }
-    for (i, r) in spec.sampling.iter().enumerate() {
-        let target = match Target::new(&r.target) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                errors.push(FieldError::new(
-                    format!("spec.sampling[{i}].target"),
-                    e.to_string(),
-                ));
-                None
-            }
-        };
-        if !seen.insert(r.target.as_str()) {
-            errors.push(FieldError::new(
-                format!("spec.sampling[{i}].target"),
-                format!("duplicate target {:?}", r.target),
-            ));
-        }
-        let keep = u64::try_from(r.keep_one_in)
-            .ok()
-            .filter(|k| (1..=u64::from(logpolicy::policy::MAX_ONE_IN)).contains(k));
-        if keep.is_none() {
-            errors.push(FieldError::new(
-                format!("spec.sampling[{i}].keepOneIn"),
-                format!(
-                    "{} is out of range (1 to {})",
-                    r.keep_one_in,
-                    logpolicy::policy::MAX_ONE_IN
-                ),
-            ));
-        }
-        if let Some(span) = &r.span {
-            if r.scope == SamplingScope::Event {
-                errors.push(FieldError::new(
-                    format!("spec.sampling[{i}].span"),
-                    "a span name needs scope: request (an event rule decides per event)",
-                ));
-            } else if let Some(c) = span
-                .chars()
-                .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | ':' | '.' | '-')))
-            {
-                errors.push(FieldError::new(
-                    format!("spec.sampling[{i}].span"),
-                    format!("span name {span:?} contains {c:?}"),
-                ));
-            } else if span.is_empty() || span.len() > logpolicy::policy::MAX_SPAN_NAME_LEN {
-                errors.push(FieldError::new(
-                    format!("spec.sampling[{i}].span"),
-                    format!(
-                        "must be 1 to {} characters",
-                        logpolicy::policy::MAX_SPAN_NAME_LEN
-                    ),
-                ));
-            }
-        }
-        if let (Some(target), Some(keep_one_in)) = (target, keep) {
-            sampling.push(WireSampling {
-                target,
-                keep_one_in,
-                scope: match r.scope {
-                    SamplingScope::Event => WireScope::Event,
-                    SamplingScope::Request => WireScope::Request,
-                },
-                span: r.span.clone(),
-            });
-        }
-    }
-
-    let burst = spec.burst.and_then(|b| {
-        let per_second = u64::try_from(b.per_second)
-            .ok()
-            .filter(|v| (1..=u64::from(logpolicy::policy::MAX_PER_SECOND)).contains(v));
-        let then_one_in = u64::try_from(b.then_one_in)
-            .ok()
-            .filter(|v| (1..=u64::from(logpolicy::policy::MAX_ONE_IN)).contains(v));
-        if per_second.is_none() {
-            errors.push(FieldError::new(
-                "spec.burst.perSecond",
-                format!(
-                    "{} is out of range (1 to {})",
-                    b.per_second,
-                    logpolicy::policy::MAX_PER_SECOND
-                ),
-            ));
-        }
-        if then_one_in.is_none() {
-            errors.push(FieldError::new(
-                "spec.burst.thenOneIn",
-                format!(
-                    "{} is out of range (1 to {})",
-                    b.then_one_in,
-                    logpolicy::policy::MAX_ONE_IN
-                ),
-            ));
-        }
-        Some(WireBurst {
-            per_second: per_second?,
-            then_one_in: then_one_in?,
-        })
-    });
-
-    let (lo, hi) = logpolicy::policy::BYTES_PER_SECOND_RANGE;
-    let max_bytes_per_second = spec.max_bytes_per_second.and_then(|b| {
-        let ok = u64::try_from(b).ok().filter(|b| (lo..=hi).contains(b));
-        if ok.is_none() {
-            errors.push(FieldError::new(
-                "spec.maxBytesPerSecond",
-                format!("{b} is out of range ({lo} to {hi})"),
-            ));
-        }
-        ok
-    });
+    };
 
     if !(PRIORITY_RANGE.0..=PRIORITY_RANGE.1).contains(&spec.priority) {
         errors.push(FieldError::new(
@@ -317,23 +173,12 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
         (None, None) => Expiry::Never,
     };
 
-    let layer = WireLayer {
-        source: String::new(),
-        priority: spec.priority,
-        expires_at: None,
-        default_level: spec.default_level.map(level),
-        targets,
-        always_keep: spec.always_keep.map(level),
-        sampling,
-        burst,
-        max_bytes_per_second,
-    };
-    if layer.default_level.is_none()
-        && layer.targets.is_empty()
-        && layer.always_keep.is_none()
-        && spec.sampling.is_empty()
-        && spec.burst.is_none()
-        && spec.max_bytes_per_second.is_none()
+    if spec_layer.default_level.is_none()
+        && spec_layer.targets.is_empty()
+        && spec_layer.always_keep.is_none()
+        && spec_layer.sampling.is_empty()
+        && spec_layer.burst.is_none()
+        && spec_layer.max_bytes_per_second.is_none()
     {
         errors.push(FieldError::new(
             "spec",
@@ -341,23 +186,8 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
         ));
     }
 
-    if errors.is_empty() {
-        // The pod's own rules, as the last word: one set of rules for both sides.
-        let check = WireLayer {
-            source: "validate/check".into(),
-            ..layer.clone()
-        };
-        if let Err(e) = check.to_policy_layer() {
-            let field = match e.path.strip_prefix("layers[0]") {
-                Some(rest) => format!("spec{rest}"),
-                None => "spec".to_owned(),
-            };
-            errors.push(FieldError::new(field, e.message));
-        }
-    }
-
-    match (selector, errors.is_empty()) {
-        (Some(selector), true) => Ok(ValidatedPolicy {
+    match (selector, layer, errors.is_empty()) {
+        (Some(selector), Some(layer), true) => Ok(ValidatedPolicy {
             selector,
             priority: spec.priority,
             expiry,
@@ -532,6 +362,8 @@ fn label_value(v: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use kube::core::SelectorExt;
+    use logpolicy::policy::{BurstSpec, SamplingScope, SamplingSpec, TargetSpec};
+    use logpolicy::Level;
     use std::collections::BTreeMap;
 
     fn spec(v: serde_json::Value) -> LogPolicySpec {
@@ -572,7 +404,7 @@ mod tests {
             .selector
             .matches(&BTreeMap::from([("app".to_owned(), "checkout".to_owned())])));
         let layer = p.layer("shop/debug", None);
-        let policy_layer = layer.to_policy_layer().unwrap();
+        let policy_layer = PolicyLayer::try_from(&layer).unwrap();
         assert_eq!(
             policy_layer.directives.to_string(),
             "info,checkout::payment=debug,@always_keep=warn,@sample(http::access)=1/100:request(req),@burst=100/s:1/10,@max_bytes_per_second=1048576"
@@ -718,12 +550,12 @@ mod tests {
         fn validate_never_panics(
             target in "\\PC{0,300}",
             span in proptest::option::of("\\PC{0,200}"),
-            keep in proptest::num::i32::ANY,
+            keep in proptest::num::u64::ANY,
             duration in proptest::option::of("\\PC{0,20}"),
             expiration in proptest::option::of("\\PC{0,40}"),
             label in "\\PC{0,80}",
             priority in proptest::num::i32::ANY,
-            budget in proptest::option::of(proptest::num::i64::ANY),
+            budget in proptest::option::of(proptest::num::u64::ANY),
         ) {
             let spec = LogPolicySpec {
                 selector: LabelSelector {
@@ -731,21 +563,151 @@ mod tests {
                     match_expressions: None,
                 },
                 default_level: None,
-                targets: vec![crate::crd::TargetLevel { target: target.clone(), level: LevelName::Debug }],
-                sampling: vec![crate::crd::SamplingRule {
+                targets: vec![TargetSpec { target: target.clone(), level: Level::Debug }],
+                sampling: vec![SamplingSpec {
                     target,
                     keep_one_in: keep,
                     scope: SamplingScope::Request,
                     span,
                 }],
                 always_keep: None,
-                burst: Some(crate::crd::Burst { per_second: keep, then_one_in: priority }),
+                burst: Some(BurstSpec { per_second: keep, then_one_in: u64::from(priority.unsigned_abs()) }),
                 max_bytes_per_second: budget,
                 priority,
                 duration,
                 expiration_time: expiration,
             };
             let _ = validate(&spec);
+        }
+    }
+
+    /// What a pod makes of a spec's settings: the document the operator would push,
+    /// parsed as the pod parses it.
+    fn pod_accepts(spec: &LogPolicySpec) -> Result<(), String> {
+        let layer = spec.layer_spec("shop/policy");
+        let doc = logpolicy::wire::PolicyDocument::new(
+            logpolicy::wire::PodRef::new("shop", "web-1", "u1"),
+            1,
+        )
+        .with_layer(layer);
+        logpolicy::wire::PolicyDocument::from_json(doc.to_json().as_bytes())
+            .map(drop)
+            .map_err(|e| e.path.trim_start_matches("layers[0].").to_owned())
+    }
+
+    fn settings(targets: Vec<TargetSpec>, sampling: Vec<SamplingSpec>) -> LogPolicySpec {
+        spec(serde_json::json!({"selector": {"matchLabels": {"app": "web"}}}))
+            .with_settings(targets, sampling)
+    }
+
+    impl LogPolicySpec {
+        fn with_settings(mut self, targets: Vec<TargetSpec>, sampling: Vec<SamplingSpec>) -> Self {
+            self.targets = targets;
+            self.sampling = sampling;
+            self
+        }
+    }
+
+    #[test]
+    fn the_operator_and_the_pod_share_the_limits() {
+        let target = |i: usize| TargetSpec {
+            target: format!("crate_{i}"),
+            level: Level::Debug,
+        };
+        let rule = |i: usize| SamplingSpec {
+            target: format!("crate_{i}"),
+            keep_one_in: 10,
+            scope: SamplingScope::Event,
+            span: None,
+        };
+        let max_t = logpolicy::policy::MAX_TARGETS;
+        let max_s = logpolicy::policy::MAX_SAMPLING_RULES;
+        for (n_targets, n_rules, ok) in [
+            (max_t, 0, true),
+            (max_t + 1, 0, false),
+            (1, max_s, true),
+            (1, max_s + 1, false),
+        ] {
+            let s = settings(
+                (0..n_targets).map(target).collect(),
+                (0..n_rules).map(rule).collect(),
+            );
+            assert_eq!(
+                validate(&s).is_ok(),
+                ok,
+                "{n_targets} targets, {n_rules} rules"
+            );
+            assert_eq!(
+                pod_accepts(&s).is_ok(),
+                ok,
+                "{n_targets} targets, {n_rules} rules"
+            );
+        }
+    }
+
+    fn arb_target() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "(a|b|shop)(::(x|http)){0,2}",
+            2 => "\\PC{0,12}",
+            1 => Just(String::new()),
+            1 => "x{250,260}",
+        ]
+    }
+
+    fn arb_level() -> impl proptest::strategy::Strategy<Value = Level> {
+        proptest::sample::select(Level::ALL.to_vec())
+    }
+
+    fn arb_count(lo: u64, hi: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            lo.saturating_sub(2)..lo.saturating_add(2),
+            hi.saturating_sub(2)..hi.saturating_add(2),
+            lo..=hi,
+            any::<u64>(),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3_000))]
+
+        /// One validator: a spec's settings the operator accepts are exactly those the
+        /// pod accepts, and where both refuse, they name the same first field.
+        #[test]
+        fn the_operator_accepts_what_the_pod_accepts(
+            default_level in proptest::option::of(arb_level()),
+            always_keep in proptest::option::of(arb_level()),
+            targets in proptest::collection::vec((arb_target(), arb_level()), 0..4),
+            rules in proptest::collection::vec(
+                (arb_target(), arb_count(1, 1_000_000), proptest::bool::ANY,
+                 proptest::option::of(proptest::prop_oneof!["[a-z_]{1,10}", "\\PC{0,6}", "y{126,130}"])),
+                0..3),
+            burst in proptest::option::of((arb_count(1, 10_000_000), arb_count(1, 1_000_000))),
+            budget in proptest::option::of(arb_count(1024, 1 << 40)),
+        ) {
+            let mut s = settings(
+                targets.into_iter().map(|(target, level)| TargetSpec { target, level }).collect(),
+                rules.into_iter().map(|(target, keep_one_in, request, span)| SamplingSpec {
+                    target,
+                    keep_one_in,
+                    scope: if request { SamplingScope::Request } else { SamplingScope::Event },
+                    span,
+                }).collect(),
+            );
+            s.default_level = default_level;
+            s.always_keep = always_keep;
+            s.burst = burst.map(|(per_second, then_one_in)| BurstSpec { per_second, then_one_in });
+            s.max_bytes_per_second = budget;
+            let operator = validate(&s);
+            let pod = pod_accepts(&s);
+            let sets_nothing = s.default_level.is_none() && s.always_keep.is_none()
+                && s.targets.is_empty() && s.sampling.is_empty() && s.burst.is_none()
+                && s.max_bytes_per_second.is_none();
+            proptest::prop_assert_eq!(operator.is_ok(), pod.is_ok() && !sets_nothing);
+            if let (Err(errors), Err(first)) = (&operator, &pod) {
+                proptest::prop_assert_eq!(&errors[0].field, &format!("spec.{first}"));
+            }
         }
     }
 

@@ -8,7 +8,8 @@
 use std::time::{Duration, SystemTime};
 
 use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
-use logpolicy::wire::{SigningKey, TrustedKeys, WireLayer};
+use logpolicy::policy::LayerSpec;
+use logpolicy::wire::{SigningKey, TrustedKeys};
 use logpolicy::{Level, PolicyFilter, PolicyHandle};
 use logpolicy_operator::{
     Index, PodInfo, PodKey, PolicyInput, PolicyKey, Push, PushOutcome, PushTicket, Pusher,
@@ -166,7 +167,7 @@ async fn pushes_reach_the_layers_admin_endpoint() {
     let pod = PodKey::new("shop", "web-2");
     let mut document = index.document(&pod).unwrap();
     document.version += 1;
-    document.layers = vec![WireLayer::from_directives(
+    document.layers = vec![LayerSpec::from_directives(
         "shop/forged",
         0,
         "trace".parse().unwrap(),

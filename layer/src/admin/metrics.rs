@@ -11,7 +11,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::service::{Admin, Reply};
-use crate::stats::{Stats, LEVELS};
+use crate::enforce::Stats;
+use crate::level::LEVEL_NAMES;
 use crate::writer::{DropReason, WriterStats};
 
 /// The content type of the metrics text.
@@ -29,11 +30,9 @@ struct Snapshot {
     requests: Vec<(u16, u64)>,
 }
 
-/// Label values of the levels, in counter order (trace … error).
-const LEVEL_LABELS: [&str; LEVELS.len()] = ["trace", "debug", "info", "warn", "error"];
-
+/// The label value of the level at index `i` of a per-level table.
 fn level_name(i: usize) -> &'static str {
-    LEVEL_LABELS.get(i).copied().unwrap_or("unknown")
+    LEVEL_NAMES.get(i).copied().unwrap_or("unknown")
 }
 
 fn gauge(v: u64) -> ConstGauge<i64> {

@@ -54,7 +54,9 @@
 //!
 //! A `PUT` or `DELETE` is checked in this order; the first failure answers, and nothing
 //! changes on any failure. Every error body is `{"error": "<code>", "reason": "<what is
-//! wrong>"}`.
+//! wrong>"}` ([`ErrorReply`](crate::wire::ErrorReply)); a `409` adds `"heldVersion"`, the
+//! version the pod holds. The other answers are typed too
+//! ([`PolicyView`](crate::wire::PolicyView)).
 //!
 //! | status | `error` | when |
 //! | --- | --- | --- |
@@ -64,7 +66,7 @@
 //! | 400 | `malformed_json`, `bad_request` | the (authentic) body is not JSON, or could not be read |
 //! | 422 | `invalid_document` | JSON that is not a valid document: `reason` names the field, e.g. `layers[1].targets[0].level: invalid level "verbose" …`; also a `DELETE` with layers |
 //! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's, where known |
-//! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content |
+//! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content (the body also gives `heldVersion`) |
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
 //! | 404 | `not_found` | any other path |
 //! | 405 | `method_not_allowed` | another method on a known path (with `Allow`) |
@@ -84,7 +86,8 @@
 //!
 //! ```
 //! use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
-//! use logpolicy::wire::{self, PodRef, PolicyDocument, WireLayer};
+//! use logpolicy::policy::LayerSpec;
+//! use logpolicy::wire::{self, PodRef, PolicyDocument};
 //! use logpolicy::{Level, PolicyFilter};
 //! use std::io::{Read, Write};
 //!
@@ -95,7 +98,7 @@
 //! let admin = AdminServer::start(config, filter.handle(), None)?;
 //!
 //! let doc = PolicyDocument::new(PodRef::new("shop", "web-1", "uid-1"), 1)
-//!     .with_layer(WireLayer::from_directives("shop/raise", 10, "shop::payment=debug".parse()?));
+//!     .with_layer(LayerSpec::from_directives("shop/raise", 10, "shop::payment=debug".parse()?));
 //! let body = doc.to_json();
 //! let request = format!(
 //!     "PUT /logpolicy HTTP/1.1\r\nhost: pod\r\ncontent-length: {}\r\nx-logpolicy-signature: {}\r\n\r\n{}",

@@ -18,7 +18,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use super::config::{AdminConfig, AdminError, AdminLimits};
 use super::service::{Admin, Reply, Route};
-use crate::filter::PolicyHandle;
+use crate::enforce::PolicyHandle;
 use crate::wire::SIGNATURE_HEADER;
 use crate::writer::Writer;
 

@@ -4,13 +4,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use super::config::{AdminConfig, KeySource, PodIdentity};
-use crate::clock::format_rfc3339;
-use crate::filter::PolicyHandle;
-use crate::policy::{EffectivePolicy, Policy, BASELINE_SOURCE};
-use crate::wire::{self, DocumentErrorKind, PolicyDocument, WireLayer};
+use crate::enforce::PolicyHandle;
+use crate::policy::{EffectivePolicy, LayerSpec, Policy, PolicyError, BASELINE_SOURCE};
+use crate::wire::{
+    self, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyDocument,
+    PolicyView,
+};
 use crate::writer::Writer;
 
 /// The statuses the endpoint answers, for the request counter (a fixed label set).
@@ -27,8 +29,14 @@ pub(crate) struct Reply {
 
 const JSON: &str = "application/json";
 
+/// The body of `GET /healthz`.
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+}
+
 impl Reply {
-    fn json(status: u16, body: &Value) -> Reply {
+    fn json(status: u16, body: &impl Serialize) -> Reply {
         let mut body = serde_json::to_string_pretty(body).unwrap_or_default();
         body.push('\n');
         Reply {
@@ -41,7 +49,16 @@ impl Reply {
 
     /// `{"error": code, "reason": reason}`.
     pub(crate) fn error(status: u16, code: &str, reason: impl Into<String>) -> Reply {
-        Reply::json(status, &json!({ "error": code, "reason": reason.into() }))
+        Reply::json(status, &ErrorReply::new(code, reason))
+    }
+
+    /// A `409`: `{"error": code, "reason": reason, "heldVersion": held}`.
+    fn conflict(code: &str, reason: String, held: u64) -> Reply {
+        let body = ErrorReply {
+            held_version: Some(held),
+            ..ErrorReply::new(code, reason)
+        };
+        Reply::json(409, &body)
     }
 }
 
@@ -144,7 +161,7 @@ impl Admin {
             Route::PutPolicy => self.push(signature, body, false),
             Route::DeletePolicy => self.push(signature, body, true),
             Route::Metrics => super::metrics::render(self),
-            Route::Health => Reply::json(200, &json!({ "status": "ok" })),
+            Route::Health => Reply::json(200, &Health { status: "ok" }),
             Route::NotFound => Reply::error(
                 404,
                 "not_found",
@@ -168,8 +185,8 @@ impl Admin {
         if let Err(e) = wire::verify(body, signature, &keys) {
             return Reply::error(401, e.code(), e.to_string());
         }
-        let doc = match PolicyDocument::from_json(body) {
-            Ok(doc) => doc,
+        let (doc, layers) = match PolicyDocument::decode(body) {
+            Ok(decoded) => decoded,
             Err(e) if e.kind == DocumentErrorKind::Syntax => {
                 return Reply::error(400, "malformed_json", format!("body is not JSON: {e}"))
             }
@@ -202,33 +219,29 @@ impl Admin {
         let mut held = self.lock_held();
         if let Some(current) = held.as_ref() {
             if doc.version < current.version {
-                return Reply::error(
-                    409,
+                return Reply::conflict(
                     "stale_version",
                     format!(
                         "version {} is older than the version held, {}",
                         doc.version, current.version
                     ),
+                    current.version,
                 );
             }
             if doc.version == current.version {
                 if doc == *current {
                     return Reply::json(200, &self.view_with(held.as_ref(), Some(true)));
                 }
-                return Reply::error(
-                    409,
+                return Reply::conflict(
                     "version_conflict",
                     format!(
                         "version {} is held with different content; a change needs a newer version",
                         doc.version
                     ),
+                    current.version,
                 );
             }
         }
-        let layers = match doc.policy_layers() {
-            Ok(l) => l,
-            Err(e) => return Reply::error(422, "invalid_document", e.to_string()),
-        };
         // One atomic edit: the baseline stays, every other layer is replaced. The swap
         // and the interest rebuild are done before the response is sent.
         let applied = self.handle.update(|policy| {
@@ -238,7 +251,7 @@ impl Admin {
                 .filter(|l| l.source() == BASELINE_SOURCE)
                 .cloned();
             *policy = Policy::try_new(baseline.chain(layers).collect())?;
-            Ok::<(), crate::policy::PolicyError>(())
+            Ok::<(), PolicyError>(())
         });
         if let Err(e) = applied {
             return Reply::error(422, "invalid_document", e.to_string());
@@ -248,62 +261,52 @@ impl Admin {
     }
 
     /// The body of `GET /logpolicy`.
-    pub(crate) fn view(&self) -> Value {
+    pub(crate) fn view(&self) -> PolicyView {
         let held = self.lock_held();
         self.view_with(held.as_ref(), None)
     }
 
-    fn view_with(&self, held: Option<&PolicyDocument>, unchanged: Option<bool>) -> Value {
+    fn view_with(&self, held: Option<&PolicyDocument>, unchanged: Option<bool>) -> PolicyView {
         let policy = self.handle.policy();
         let effective = self.handle.effective();
         let now = self.handle.now();
-        let layers: Vec<Value> = policy
-            .layers()
-            .iter()
-            .map(|l| {
-                let mut v =
-                    serde_json::to_value(WireLayer::from_policy_layer(l)).unwrap_or(Value::Null);
-                if let Value::Object(m) = &mut v {
-                    m.insert("active".into(), Value::Bool(l.is_active_at(now)));
-                }
-                v
-            })
-            .collect();
         let next = effective.next_expiry;
-        let mut out = json!({
-            "effective": effective_json(&effective),
-            "layers": layers,
-            "document": held.map(|d| json!({
-                "version": d.version,
-                "issuedAt": format_rfc3339(d.issued_at),
-                "pod": d.pod,
-            })),
-            "nextExpiry": next.map(format_rfc3339),
-            "afterNextExpiry": next.map(|at| effective_json(&policy.effective_at(at))),
-            "generation": self.handle.generation(),
-        });
-        if let (Some(u), Value::Object(m)) = (unchanged, &mut out) {
-            m.insert("unchanged".into(), Value::Bool(u));
+        PolicyView {
+            effective: effective_view(&effective),
+            layers: policy
+                .layers()
+                .iter()
+                .map(|l| LayerView {
+                    layer: LayerSpec::from(l),
+                    active: l.is_active_at(now),
+                })
+                .collect(),
+            document: held.map(|d| HeldDocument {
+                version: d.version,
+                issued_at: d.issued_at,
+                pod: d.pod.clone(),
+            }),
+            next_expiry: next,
+            after_next_expiry: next.map(|at| effective_view(&policy.effective_at(at))),
+            generation: self.handle.generation(),
+            unchanged,
         }
-        out
     }
 }
 
-/// The effective policy as directives and as a structured layer.
-fn effective_json(e: &EffectivePolicy) -> Value {
-    let mut v = serde_json::to_value(WireLayer::from_directives(
-        "effective",
-        0,
-        e.directives.clone(),
-    ))
-    .unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.remove("source");
-        m.remove("priority");
-        m.insert("directives".into(), Value::String(e.to_string()));
-        m.insert("sources".into(), json!(e.sources));
+/// The effective policy as directives and structured.
+fn effective_view(e: &EffectivePolicy) -> EffectiveView {
+    let spec = LayerSpec::from_directives("effective", 0, e.directives.clone());
+    EffectiveView {
+        directives: e.to_string(),
+        sources: e.sources.clone(),
+        default_level: spec.default_level,
+        targets: spec.targets,
+        always_keep: spec.always_keep,
+        sampling: spec.sampling,
+        burst: spec.burst,
+        max_bytes_per_second: spec.max_bytes_per_second,
     }
-    v
 }
 
 #[cfg(test)]

@@ -25,8 +25,7 @@
 mod callsite;
 mod escape;
 mod fields;
-mod request;
-mod timestamp;
+pub(crate) mod own_line;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -37,18 +36,13 @@ use tracing_core::{Event, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::clock::{Clock, SystemClock};
-use crate::filter::{Compiled, PolicyFilter};
+use crate::clock::{write_since_epoch, Clock, SystemClock};
+use crate::enforce::{Decision, OutputGate, PolicyFilter, RequestLimits};
 use crate::level::Level;
 use crate::sink::LineSink;
-use crate::stats::StatsCells;
 use callsite::{json_callsite, write_head};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, TextFields};
-pub use request::RequestLimits;
-use request::{HoldOutcome, RequestState, Summary};
-use timestamp::write_since_epoch;
-pub(crate) use timestamp::write_timestamp;
 
 /// The line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,11 +95,8 @@ pub struct FormatLayer<K> {
     format: Format,
     sink: K,
     clock: Arc<dyn Clock>,
-    always_keep: Level,
-    policy: Option<PolicyFilter>,
-    requests: RequestLimits,
-    tracked: Arc<std::sync::atomic::AtomicUsize>,
-    summary: Arc<Summary>,
+    /// What the policy decides about each event this layer receives.
+    gate: OutputGate,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -116,11 +107,7 @@ impl<K: LineSink> FormatLayer<K> {
             format,
             sink,
             clock: Arc::new(SystemClock),
-            always_keep: Level::Warn,
-            policy: None,
-            requests: RequestLimits::default(),
-            tracked: Arc::default(),
-            summary: Arc::new(Summary::new(request::DEFAULT_SUMMARY_INTERVAL_SECS)),
+            gate: OutputGate::new(),
         }
     }
 
@@ -134,8 +121,7 @@ impl<K: LineSink> FormatLayer<K> {
     /// The layer takes timestamps from the filter's clock.
     #[must_use]
     pub fn with_policy(mut self, filter: &PolicyFilter) -> Self {
-        self.clock = filter.clock();
-        self.policy = Some(filter.clone());
+        self.clock = self.gate.link(filter);
         self
     }
 
@@ -144,7 +130,7 @@ impl<K: LineSink> FormatLayer<K> {
     /// [`RequestLimits`].
     #[must_use]
     pub fn request_limits(mut self, limits: RequestLimits) -> Self {
-        self.requests = limits;
+        self.gate.set_request_limits(limits);
         self
     }
 
@@ -152,7 +138,7 @@ impl<K: LineSink> FormatLayer<K> {
     /// (default 10, at least 1).
     #[must_use]
     pub fn summary_interval(mut self, secs: u64) -> Self {
-        self.summary = Arc::new(Summary::new(secs.max(1)));
+        self.gate.set_summary_interval(secs);
         self
     }
 
@@ -166,7 +152,7 @@ impl<K: LineSink> FormatLayer<K> {
     /// Events at or above `level` are passed to the sink as `always_keep` (default `warn`).
     #[must_use]
     pub fn always_keep(mut self, level: Level) -> Self {
-        self.always_keep = level;
+        self.gate.set_always_keep(level);
         self
     }
 
@@ -258,16 +244,7 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
-        if let Some(policy) = &self.policy {
-            let compiled: arc_swap::Guard<Arc<Compiled>> = policy.compiled();
-            if compiled.has_request_rules {
-                if let Some(state) =
-                    RequestState::decide(&compiled, attrs, &span, &self.requests, &self.tracked)
-                {
-                    span.extensions_mut().insert(state);
-                }
-            }
-        }
+        self.gate.open_span(attrs, &span);
         let mut buf = Vec::new();
         match self.format {
             Format::Json => {
@@ -305,107 +282,54 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        with_buffer(|buf| match &self.policy {
-            None => {
-                let level = event.metadata().level();
-                self.format_into(buf, event, &ctx, self.clock.since_epoch());
-                self.sink
-                    .write_line(level, Level::of(level) <= self.always_keep, buf);
-            }
-            Some(policy) => self.on_policy_event(policy, buf, event, &ctx),
-        });
+        with_buffer(|buf| self.write_event(buf, event, &ctx));
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let (Some(policy), Some(span)) = (&self.policy, ctx.span(&id)) else {
-            return;
-        };
-        let state = span.extensions_mut().remove::<RequestState>();
-        if let Some(state) = state {
-            state.discard(policy.stats_cells(), &self.tracked);
+        if let Some(span) = ctx.span(&id) {
+            self.gate.close_span(&span);
         }
     }
 }
 
 impl<K: LineSink> FormatLayer<K> {
-    /// The event path when linked with a policy: notices, request scope, budget, write,
-    /// count, and the periodic summary.
-    fn on_policy_event<S>(
-        &self,
-        policy: &PolicyFilter,
-        buf: &mut Vec<u8>,
-        event: &Event<'_>,
-        ctx: &Context<'_, S>,
-    ) where
+    /// Writes what the gate decides about `event`: its line, the lines that must come
+    /// before it (notices, the context its request held) and the summary due after it.
+    fn write_event<S>(&self, buf: &mut Vec<u8>, event: &Event<'_>, ctx: &Context<'_, S>)
+    where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let path = policy.event_path();
-        // Request rules and a byte budget need the compiled policy; most events need
-        // neither, and do not load it.
-        let compiled = path.needs_compiled().then(|| policy.compiled());
-        let stats = policy.stats_cells();
-        let since_epoch = self.clock.since_epoch();
-        if let Some(notices) = policy.notices().take() {
+        let now = self.clock.since_epoch();
+        if let Some(notices) = self.gate.take_notices() {
             for notice in notices {
-                request::write_notice(buf, self.format, UNIX_EPOCH + since_epoch, &notice);
+                buf.clear();
+                own_line::write_notice(buf, self.format, UNIX_EPOCH + now, &notice);
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
-        let meta = event.metadata();
-        let level = meta.level();
-        let keep = path.keeps_always(level);
-        let budget = compiled.as_ref().and_then(|c| c.max_bytes_per_second);
-        if let Some(compiled) = compiled.as_ref().filter(|c| c.has_request_rules) {
-            if keep {
-                // The context of an error: what its request held, in order, first.
-                request::promote(event, ctx, |lvl, line| {
-                    self.sink.write_line(&lvl, true, line);
-                    StatsCells::sub(&stats.held, &lvl, 1);
-                    StatsCells::add(&stats.written, &lvl, 1);
-                    if budget.is_some() {
-                        policy.budget().charge(line.len());
-                    }
-                });
-            } else {
-                match request::hold(compiled, event, ctx, &self.requests, buf, |b| {
-                    self.format_into(b, event, ctx, since_epoch)
-                }) {
-                    HoldOutcome::Write => {}
-                    HoldOutcome::Held { evicted } => {
-                        StatsCells::add(&stats.held, level, 1);
-                        for lvl in evicted {
-                            StatsCells::sub(&stats.held, &lvl, 1);
-                            StatsCells::add(&stats.sampled, &lvl, 1);
-                        }
-                        return;
-                    }
-                    HoldOutcome::Sampled => {
-                        StatsCells::add(&stats.sampled, level, 1);
-                        return;
+        let level = event.metadata().level();
+        match self.gate.decide(event, ctx, now) {
+            Decision::Write(mut write) => {
+                if let Some(held) = write.context.as_mut() {
+                    for (lvl, line) in held.lines() {
+                        self.sink.write_line(&lvl, true, line);
                     }
                 }
+                self.format_into(buf, event, ctx, now);
+                self.sink.write_line(level, write.always_keep, buf);
+                self.gate.written(&write, level, buf.len());
+                if let Some(summary) = self.gate.summary_due(now) {
+                    buf.clear();
+                    own_line::write_not_written(buf, self.format, UNIX_EPOCH + now, &summary);
+                    self.sink.write_line(&summary.level(), true, buf);
+                }
             }
-        }
-        if let (Some(rate), false) = (budget, keep) {
-            let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
-            if !policy.budget().admit(now_ns, rate) {
-                StatsCells::add(&stats.budget, level, 1);
-                return;
+            Decision::Hold(holder) => {
+                self.format_into(buf, event, ctx, now);
+                holder.hold(buf);
             }
+            Decision::Drop(reason) => self.gate.dropped(level, reason),
         }
-        self.format_into(buf, event, ctx, since_epoch);
-        self.sink.write_line(level, keep, buf);
-        StatsCells::add(&stats.written, level, 1);
-        if budget.is_some() {
-            policy.budget().charge(buf.len());
-        }
-        if self.summary.due(since_epoch.as_secs()) {
-            let now = UNIX_EPOCH + since_epoch;
-            if let Some(line_level) = self.summary.write(buf, self.format, now, &stats.snapshot()) {
-                self.sink.write_line(&line_level, true, buf);
-            }
-        }
-        drop(compiled);
     }
 }
 

@@ -32,6 +32,7 @@
 
 mod directives;
 mod sampling;
+mod spec;
 mod target;
 
 use std::fmt;
@@ -41,6 +42,9 @@ pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS
 pub use sampling::{
     Burst, RangeError, SamplingRule, Scope, BYTES_PER_SECOND_RANGE, MAX_ONE_IN, MAX_PER_SECOND,
     MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
+};
+pub use spec::{
+    BurstSpec, LayerSpec, SamplingScope, SamplingSpec, SpecError, SpecErrors, TargetSpec,
 };
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
@@ -158,7 +162,7 @@ impl PolicyLayer {
 
 /// An ordered list of layers.
 ///
-/// Its JSON form is `{"layers": [...]}`, each layer
+/// Its JSON form is `{"layers": [...]}`, each layer a [`LayerSpec`]:
 /// `{"source", "priority", "expiresAt", "defaultLevel", "targets": [{"target", "level"}],
 /// "alwaysKeep", "sampling": [{"target", "keepOneIn", "scope": "event"|"request", "span"}],
 /// "burst": {"perSecond", "thenOneIn"}, "maxBytesPerSecond"}` with everything but `source`
@@ -213,6 +217,11 @@ impl Policy {
     /// The layers, in order.
     pub fn layers(&self) -> &[PolicyLayer] {
         &self.layers
+    }
+
+    /// The layers, in order, by value.
+    pub fn into_layers(self) -> Vec<PolicyLayer> {
+        self.layers
     }
 
     /// Replaces the layer with the same source, or adds it at the end.
@@ -294,25 +303,17 @@ impl Policy {
     /// Parses the JSON form; errors name the path of the offending field.
     pub fn from_json(json: &str) -> Result<Self, PolicyError> {
         let de = &mut serde_json::Deserializer::from_str(json);
-        let doc: json::PolicyDoc =
+        let spec: spec::PolicySpec =
             serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Json {
                 path: e.path().to_string(),
                 message: strip_position(e.inner()),
             })?;
-        doc.try_into()
-    }
-
-    /// Validates layers in their wire form into a policy; errors name the field
-    /// (`layers[1].targets[0].target: ...`).
-    pub(crate) fn from_wire_layers(
-        layers: Vec<crate::wire::WireLayer>,
-    ) -> Result<Self, PolicyError> {
-        json::PolicyDoc { layers }.try_into()
+        Policy::try_from(&spec)
     }
 
     /// The JSON form.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&json::PolicyDoc::from(self)).unwrap_or_default()
+        serde_json::to_string(&spec::PolicySpec::from(self)).unwrap_or_default()
     }
 }
 
@@ -370,127 +371,6 @@ impl fmt::Display for Policy {
             write!(f, " {}", l.directives)?;
         }
         Ok(())
-    }
-}
-
-mod json {
-    //! The serde form is the wire form ([`crate::wire::WireLayer`]): one definition of a
-    //! layer's JSON shape, converted once into the typed model here.
-    use super::*;
-    use crate::wire::{WireLayer, WireScope};
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct PolicyDoc {
-        pub layers: Vec<WireLayer>,
-    }
-
-    impl TryFrom<PolicyDoc> for Policy {
-        type Error = PolicyError;
-        fn try_from(doc: PolicyDoc) -> Result<Self, PolicyError> {
-            let mut layers = Vec::with_capacity(doc.layers.len());
-            for (i, l) in doc.layers.into_iter().enumerate() {
-                let at = |field: &str, message: String| PolicyError::Json {
-                    path: format!("layers[{i}]{field}"),
-                    message,
-                };
-                if l.targets.len() > MAX_TARGETS {
-                    return Err(at(
-                        ".targets",
-                        format!("too many targets (at most {MAX_TARGETS})"),
-                    ));
-                }
-                let mut directives = Directives {
-                    default_level: l.default_level,
-                    targets: Vec::with_capacity(l.targets.len()),
-                    ..Directives::default()
-                };
-                for (j, t) in l.targets.into_iter().enumerate() {
-                    if directives.targets.iter().any(|(x, _)| *x == t.target) {
-                        return Err(at(
-                            &format!(".targets[{j}].target"),
-                            format!("duplicate target {:?}", t.target.as_str()),
-                        ));
-                    }
-                    directives.targets.push((t.target, t.level));
-                }
-                if l.always_keep == Some(Level::Off) {
-                    return Err(at(
-                        ".alwaysKeep",
-                        "alwaysKeep cannot be off: errors must always be kept".into(),
-                    ));
-                }
-                directives.always_keep = l.always_keep;
-                if l.sampling.len() > MAX_SAMPLING_RULES {
-                    return Err(at(
-                        ".sampling",
-                        format!("too many sampling rules (at most {MAX_SAMPLING_RULES})"),
-                    ));
-                }
-                for (j, r) in l.sampling.into_iter().enumerate() {
-                    let here = |f: &str| format!(".sampling[{j}]{f}");
-                    if directives.sampling.iter().any(|x| x.target == r.target) {
-                        return Err(at(
-                            &here(".target"),
-                            format!("duplicate sampling target {:?}", r.target.as_str()),
-                        ));
-                    }
-                    let keep_one_in = sampling::one_in("keepOneIn", r.keep_one_in)
-                        .map_err(|e| at(&here(".keepOneIn"), e.to_string()))?;
-                    let scope = match (r.scope, r.span) {
-                        (WireScope::Event, None) => Scope::Event,
-                        (WireScope::Event, Some(_)) => {
-                            return Err(at(
-                                &here(".span"),
-                                "span is only meaningful with scope: request".into(),
-                            ))
-                        }
-                        (WireScope::Request, span) => Scope::Request {
-                            span: span
-                                .map(|s| sampling::span_name(&s))
-                                .transpose()
-                                .map_err(|e| at(&here(".span"), e))?,
-                        },
-                    };
-                    directives.sampling.push(SamplingRule {
-                        target: r.target,
-                        keep_one_in,
-                        scope,
-                    });
-                }
-                if let Some(b) = l.burst {
-                    directives.burst = Some(Burst {
-                        per_second: sampling::per_second(b.per_second)
-                            .map_err(|e| at(".burst.perSecond", e.to_string()))?,
-                        then_one_in: sampling::one_in("thenOneIn", b.then_one_in)
-                            .map_err(|e| at(".burst.thenOneIn", e.to_string()))?,
-                    });
-                }
-                if let Some(b) = l.max_bytes_per_second {
-                    directives.max_bytes_per_second = Some(
-                        sampling::bytes_per_second(b)
-                            .map_err(|e| at(".maxBytesPerSecond", e.to_string()))?,
-                    );
-                }
-                let mut layer = PolicyLayer::new(l.source, l.priority, directives)
-                    .map_err(|e| at(".source", e.to_string()))?;
-                layer.expires_at = l.expires_at;
-                layers.push(layer);
-            }
-            Policy::try_new(layers).map_err(|e| PolicyError::Json {
-                path: "layers".into(),
-                message: e.to_string(),
-            })
-        }
-    }
-
-    impl From<&Policy> for PolicyDoc {
-        fn from(p: &Policy) -> Self {
-            PolicyDoc {
-                layers: p.layers.iter().map(WireLayer::from_policy_layer).collect(),
-            }
-        }
     }
 }
 

@@ -6,10 +6,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::format_rfc3339;
-use crate::level::Level;
-use crate::policy::{
-    Directives, Policy, PolicyError, PolicyLayer, Scope, Target, BASELINE_SOURCE, MAX_LAYERS,
-};
+use crate::policy::{LayerSpec, Policy, PolicyError, PolicyLayer, BASELINE_SOURCE, MAX_LAYERS};
 
 /// The most layers one document may carry: every layer but the pod's baseline.
 pub const MAX_DOCUMENT_LAYERS: usize = MAX_LAYERS - 1;
@@ -57,11 +54,11 @@ pub struct PolicyDocument {
     /// Every pushed layer the pod should have; they replace all its pushed layers (an
     /// empty list leaves only the baseline).
     #[serde(default)]
-    pub layers: Vec<WireLayer>,
+    pub layers: Vec<LayerSpec>,
 }
 
 /// Which pod a document is for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PodRef {
@@ -72,127 +69,6 @@ pub struct PodRef {
     /// The pod's uid (`metadata.uid`): a pod that knows its own (`POD_UID`) refuses a
     /// document for another.
     pub uid: String,
-}
-
-/// One layer of a document: the same shape as a layer of
-/// [`Policy::from_json`](crate::Policy::from_json).
-///
-/// # Examples
-///
-/// ```
-/// use logpolicy::wire::WireLayer;
-/// let layer = WireLayer::from_directives("shop/raise", 10, "info,shop::payment=debug".parse().unwrap());
-/// assert_eq!(layer.targets[0].target.as_str(), "shop::payment");
-/// assert_eq!(layer.to_policy_layer().unwrap().directives.to_string(), "info,shop::payment=debug");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WireLayer {
-    /// Where the layer comes from: the LogPolicy's `namespace/name`. `env` is reserved
-    /// for the pod's baseline.
-    pub source: String,
-    /// Higher wins per target; between equal priorities, the layer listed first wins.
-    #[serde(default)]
-    pub priority: i32,
-    /// When the layer stops applying (RFC 3339); the pod enforces it by itself.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::clock::serde_rfc3339_opt"
-    )]
-    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
-    pub expires_at: Option<SystemTime>,
-    /// The level of targets no entry names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(with = "Option<LevelName>"))]
-    pub default_level: Option<Level>,
-    /// Per-target levels (`::`-boundary prefix, longest wins).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub targets: Vec<WireTarget>,
-    /// The level at and above which nothing is sampled or dropped for budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(with = "Option<LevelName>"))]
-    pub always_keep: Option<Level>,
-    /// Sampling rules for events below `alwaysKeep`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sampling: Vec<WireSampling>,
-    /// A per-callsite burst limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<WireBurst>,
-    /// An output budget in bytes per second; events below `alwaysKeep` beyond it are
-    /// dropped and counted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_bytes_per_second: Option<u64>,
-}
-
-/// A per-target level.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct WireTarget {
-    /// A tracing target prefix, e.g. `shop::payment`.
-    #[cfg_attr(feature = "schema", schemars(with = "String"))]
-    pub target: Target,
-    /// Its level.
-    #[cfg_attr(feature = "schema", schemars(with = "LevelName"))]
-    pub level: Level,
-}
-
-/// A sampling rule: keep one in `keepOneIn` of the events (or requests) of a target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WireSampling {
-    /// The target prefix the rule governs.
-    #[cfg_attr(feature = "schema", schemars(with = "String"))]
-    pub target: Target,
-    /// One in this many is kept (1 to 1,000,000).
-    pub keep_one_in: u64,
-    /// Decide per event or once per request.
-    #[serde(default)]
-    pub scope: WireScope,
-    /// With `scope: request`, the name of the span that marks a request (default: the
-    /// outermost span).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span: Option<String>,
-}
-
-/// Where a sampling decision is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum WireScope {
-    /// Every event on its own.
-    #[default]
-    Event,
-    /// Once per request; a kept request is kept whole.
-    Request,
-}
-
-/// After `perSecond` events in one second from one callsite, keep one in `thenOneIn`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WireBurst {
-    /// Events per second per callsite written before the limit applies.
-    pub per_second: u64,
-    /// Beyond it, one in this many is kept.
-    pub then_one_in: u64,
-}
-
-/// The level names, for the JSON schema.
-#[cfg(feature = "schema")]
-#[derive(schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum LevelName {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-    Off,
 }
 
 /// What kind of problem a [`DocumentError`] is.
@@ -264,15 +140,21 @@ impl PolicyDocument {
 
     /// This document with `layer` added at the end.
     #[must_use]
-    pub fn with_layer(mut self, layer: WireLayer) -> Self {
+    pub fn with_layer(mut self, layer: LayerSpec) -> Self {
         self.layers.push(layer);
         self
     }
 
     /// Parses and validates a document: JSON syntax, the types of every field (levels,
-    /// targets, timestamps), the pod reference, and every layer as the policy would
-    /// take it. Never panics, whatever the bytes.
+    /// timestamps), the pod reference, and every layer as the policy would take it.
+    /// Never panics, whatever the bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Self, DocumentError> {
+        Self::decode(bytes).map(|(doc, _)| doc)
+    }
+
+    /// [`from_json`](Self::from_json), with the layers as the policy takes them: what a
+    /// pod applies, converted once.
+    pub fn decode(bytes: &[u8]) -> Result<(Self, Vec<PolicyLayer>), DocumentError> {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let doc: PolicyDocument = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = match e.path().to_string() {
@@ -282,8 +164,8 @@ impl PolicyDocument {
             json_error(path, e.inner())
         })?;
         de.end().map_err(|e| json_error(".".into(), &e))?;
-        doc.validate()?;
-        Ok(doc)
+        let layers = doc.checked_layers()?;
+        Ok((doc, layers))
     }
 
     /// The JSON form (what the operator signs and sends).
@@ -294,6 +176,11 @@ impl PolicyDocument {
     /// Checks what the types alone do not: the pod reference, the number of layers, the
     /// reserved source `env`, and every layer's ranges.
     pub fn validate(&self) -> Result<(), DocumentError> {
+        self.checked_layers().map(drop)
+    }
+
+    /// [`validate`](Self::validate), returning the layers as the policy takes them.
+    fn checked_layers(&self) -> Result<Vec<PolicyLayer>, DocumentError> {
         for (field, value) in [
             ("pod.namespace", &self.pod.namespace),
             ("pod.name", &self.pod.name),
@@ -312,7 +199,7 @@ impl PolicyDocument {
                 ));
             }
         }
-        self.policy_layers().map(drop)
+        self.policy_layers()
     }
 
     /// The layers as the policy takes them, validated; errors name the field
@@ -335,13 +222,8 @@ impl PolicyDocument {
                 ));
             }
         }
-        layers_to_policy(&self.layers).map(|p| p.layers().to_vec())
+        Ok(Policy::from_layer_specs(&self.layers)?.into_layers())
     }
-}
-
-/// The policy's own parser validates the layers: one set of rules for both forms.
-fn layers_to_policy(layers: &[WireLayer]) -> Result<Policy, DocumentError> {
-    Ok(Policy::from_wire_layers(layers.to_vec())?)
 }
 
 fn json_error(path: String, e: &serde_json::Error) -> DocumentError {
@@ -365,74 +247,6 @@ fn json_error(path: String, e: &serde_json::Error) -> DocumentError {
             DocumentErrorKind::Invalid => path,
         },
         message,
-    }
-}
-
-impl WireLayer {
-    /// A layer with these directives, no expiry.
-    pub fn from_directives(
-        source: impl Into<String>,
-        priority: i32,
-        directives: Directives,
-    ) -> Self {
-        WireLayer {
-            source: source.into(),
-            priority,
-            expires_at: None,
-            default_level: directives.default_level,
-            targets: directives
-                .targets
-                .into_iter()
-                .map(|(target, level)| WireTarget { target, level })
-                .collect(),
-            always_keep: directives.always_keep,
-            sampling: directives
-                .sampling
-                .into_iter()
-                .map(|r| WireSampling {
-                    target: r.target,
-                    keep_one_in: u64::from(r.keep_one_in.get()),
-                    scope: match r.scope {
-                        Scope::Event => WireScope::Event,
-                        Scope::Request { .. } => WireScope::Request,
-                    },
-                    span: match r.scope {
-                        Scope::Request { span } => span,
-                        Scope::Event => None,
-                    },
-                })
-                .collect(),
-            burst: directives.burst.map(|b| WireBurst {
-                per_second: u64::from(b.per_second.get()),
-                then_one_in: u64::from(b.then_one_in.get()),
-            }),
-            max_bytes_per_second: directives.max_bytes_per_second.map(|b| b.get()),
-        }
-    }
-
-    /// The wire form of a policy layer.
-    pub fn from_policy_layer(layer: &PolicyLayer) -> Self {
-        WireLayer {
-            expires_at: layer.expires_at,
-            ..WireLayer::from_directives(layer.source(), layer.priority, layer.directives.clone())
-        }
-    }
-
-    /// This layer, expiring at `at`.
-    #[must_use]
-    pub fn expires_at(mut self, at: SystemTime) -> Self {
-        self.expires_at = Some(at);
-        self
-    }
-
-    /// The policy layer, validated (errors name the field under `layers[0]`).
-    pub fn to_policy_layer(&self) -> Result<PolicyLayer, DocumentError> {
-        let policy = layers_to_policy(std::slice::from_ref(self))?;
-        policy
-            .layers()
-            .first()
-            .cloned()
-            .ok_or_else(|| DocumentError::invalid("layers", "no layer"))
     }
 }
 
@@ -475,7 +289,7 @@ mod tests {
         let d = PolicyDocument::from_json(&json).unwrap();
         let layers = d.policy_layers().unwrap();
         assert_eq!(layers.len(), 1);
-        let back = WireLayer::from_policy_layer(&layers[0]);
+        let back = LayerSpec::from(&layers[0]);
         assert_eq!(back, d.layers[0]);
         assert_eq!(
             layers[0].expires_at,

@@ -23,9 +23,9 @@
 //! }
 //! ```
 //!
-//! A layer has exactly the shape of a layer in [`Policy::from_json`](crate::Policy::from_json)
-//! (camelCase, unknown fields refused, everything but `source` optional), and is validated
-//! by it. `version` orders the documents one pod receives: the pod accepts only a newer one
+//! A layer is a [`LayerSpec`](crate::policy::LayerSpec), the one JSON shape of a layer
+//! (as in [`Policy::from_json`](crate::Policy::from_json): camelCase, unknown fields
+//! refused, everything but `source` optional), and is validated by its one conversion. `version` orders the documents one pod receives: the pod accepts only a newer one
 //! (an equal version with identical content is accepted again, changing nothing). The
 //! source `env` is reserved for the pod's baseline.
 //!
@@ -46,6 +46,12 @@
 //! lets a pod trust several keys (rotation: publish the new public key, switch the
 //! signer, retire the old key) and find the right one without trying each.
 //!
+//! # Replies
+//!
+//! The endpoint's answers are typed too ([`ErrorReply`], [`PolicyView`]): the pod
+//! writes them, the operator reads them. A `409` carries the version the pod holds
+//! (`heldVersion`).
+//!
 //! # Keys
 //!
 //! A signing key is stored as the standard base64 of its 32-byte seed; a public key as the
@@ -53,13 +59,14 @@
 //! blank lines and `#` comments are ignored.
 //!
 //! ```
+//! use logpolicy::policy::LayerSpec;
 //! use logpolicy::wire::{self, PolicyDocument, PodRef, TrustedKeys};
 //!
 //! let key = wire::generate_signing_key()?;
 //! let trusted = TrustedKeys::parse(&wire::encode_public_key(&key.verifying_key()))?;
 //!
 //! let doc = PolicyDocument::new(PodRef::new("shop", "checkout-1", "uid-1"), 7)
-//!     .with_layer(wire::WireLayer::from_directives("shop/debug", 10, "shop::payment=debug".parse()?));
+//!     .with_layer(LayerSpec::from_directives("shop/debug", 10, "shop::payment=debug".parse()?));
 //! let body = doc.to_json();
 //! let header = wire::sign(body.as_bytes(), &key);
 //!
@@ -77,17 +84,19 @@
 
 mod document;
 mod keys;
+mod reply;
 mod signature;
 
 pub use document::{
-    DocumentError, DocumentErrorKind, PodRef, PolicyDocument, WireBurst, WireLayer, WireSampling,
-    WireScope, WireTarget, MAX_DOCUMENT_LAYERS, MAX_POD_FIELD_LEN,
+    DocumentError, DocumentErrorKind, PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS,
+    MAX_POD_FIELD_LEN,
 };
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use keys::{
     encode_public_key, encode_signing_key, generate_signing_key, key_id, parse_public_key,
     parse_signing_key, KeyError, KeyId, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV,
 };
+pub use reply::{EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView};
 pub use signature::{
     sign, verify, VerifyError, SIGNATURE_HEADER, SIGNATURE_SCHEME, SIGNING_CONTEXT,
 };

@@ -7,6 +7,11 @@
 //!
 //! # Design
 //!
+//! This module is the handle ([`Writer`]) and the guard ([`WriterGuard`]); the
+//! background thread's loop is in `worker.rs`, the state they share (behind one mutex)
+//! in `state.rs`, the queue in `queue.rs` and the output (files, pipes, rotation) in
+//! `output.rs`.
+//!
 //! The queue is a list of fixed-size chunks (1/32 of the capacity, between 4 KiB and
 //! 64 KiB) behind one mutex. A call to [`Writer::write_line`] takes the lock, checks the
 //! byte budget, copies the line into the tail chunk (or a new one: a line never straddles
@@ -142,28 +147,28 @@
 mod config;
 mod output;
 mod queue;
+mod state;
 mod stats;
 mod summary;
+mod worker;
 
 pub use config::{
     Output, Overflow, ReserveFull, Rotation, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
     MAX_RESERVE_PERCENT, MAX_ROTATION_KEEP, MIN_CAPACITY_BYTES, MIN_ROTATION_BYTES,
 };
-pub use stats::{
-    level_index, DropCounts, DropReason, LevelStats, WriterStats, LEVELS, LEVEL_ORDER, REASONS,
-};
+pub use stats::{DropCounts, DropReason, LevelStats, WriterStats, REASONS};
 
-use std::io::ErrorKind;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tracing_core::Level;
 
-use crate::clock::Clock;
-use queue::{clear_chunks, fresh_chunk, Fit, Queue};
-use summary::Unreported;
+use crate::level::level_index;
+use crate::sink::LineSink;
+use queue::Fit;
+use state::{Shared, LOCKLESS_CONTENDED, LOCKLESS_QUEUE_FULL};
 
 /// How long the panic hook waits for queued lines to be written.
 pub const PANIC_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
@@ -171,36 +176,6 @@ pub const PANIC_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
 /// The name of the background thread.
 pub const THREAD_NAME: &str = "logpolicy-writer";
 
-/// How often an idle writer thread looks for drops counted without the lock, so that they
-/// are reported even if nothing else is logged.
-const IDLE_TICK: Duration = Duration::from_secs(1);
-
-/// After a batch, the writer thread keeps looking for new lines every nap for up to
-/// `LINGER` before it sleeps until woken. While it does, callers never wake it. A nap
-/// lasts as long as callers took, at the last batch's pace, to fill `1 / NAP_FILL_DIVISOR`
-/// of the queue, between `NAP_MIN` and `NAP_MAX`: each nap costs two context switches,
-/// so a steady flow is written in fewer, larger batches, and a fast one never waits
-/// long enough to fill the queue.
-const NAP_MIN: Duration = Duration::from_millis(1);
-const NAP_MAX: Duration = Duration::from_millis(4);
-const NAP_FILL_DIVISOR: u64 = 16;
-const LINGER: Duration = Duration::from_millis(20);
-
-/// How long to nap before looking for lines again, when `bytes` were queued in `elapsed`
-/// (the last batch) and the queue holds `capacity` bytes.
-fn nap_for(bytes: usize, elapsed: Duration, capacity: usize) -> Duration {
-    let target = capacity as u64 / NAP_FILL_DIVISOR;
-    if bytes == 0 {
-        return NAP_MAX;
-    }
-    let nanos = u128::from(target).saturating_mul(elapsed.as_nanos()) / bytes as u128;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)).clamp(NAP_MIN, NAP_MAX)
-}
-
-/// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
-const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
-const LOCKLESS_QUEUE_FULL: usize = 0;
-const LOCKLESS_CONTENDED: usize = 1;
 /// A handle to the writer: cheap to clone, shared by every thread that logs.
 ///
 /// Built with [`Writer::new`], which also returns the [`WriterGuard`] that owns the
@@ -263,232 +238,6 @@ pub struct WriterGuard {
     thread: Option<JoinHandle<()>>,
 }
 
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<State>,
-    /// Wakes the writer thread: lines pending, a report due, or stop.
-    work: Condvar,
-    /// Wakes callers waiting for queue space.
-    space: Condvar,
-    /// Wakes `flush` and the guard after each batch.
-    progress: Condvar,
-    /// Set when the thread must give up waiting for a non-blocking output.
-    stop_flag: AtomicBool,
-    /// Queued bytes, mirrored from the queue under the lock, read without it.
-    queued_hint: AtomicUsize,
-    /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
-    /// [`Queue::evict_below_keep`]), mirrored under the lock, read without it.
-    evicting: AtomicBool,
-    /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
-    /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
-    /// folded into the counters under the lock by `State::fold`.
-    lockless_drops: [[AtomicU64; LEVELS]; 2],
-    normal_limit: usize,
-    overflow: Overflow,
-    reserve_full: ReserveFull,
-    flush_timeout: Duration,
-    lock_spin: Duration,
-    clock: Arc<dyn Clock>,
-}
-
-/// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
-#[derive(Debug, Clone, Copy, Default)]
-struct LevelCounters {
-    emitted: u64,
-    accepted: u64,
-    written: u64,
-    dropped: [u64; REASONS],
-}
-
-#[derive(Debug)]
-struct State {
-    queue: Queue,
-    levels: [LevelCounters; LEVELS],
-    /// The values of `Shared::lockless_drops` already folded into the counters.
-    folded: [[u64; LEVELS]; 2],
-    /// Drops not yet reported in-band, `[reason][level]`.
-    unreported: Unreported,
-    /// Reportable drops so far; `reported_seq` is the value covered by the last finished
-    /// report attempt.
-    drops_seq: u64,
-    reported_seq: u64,
-    /// Lines accepted so far, and lines that have left the queue (written or dropped).
-    accepted_seq: u64,
-    resolved_seq: u64,
-    bytes_written: u64,
-    write_syscalls: u64,
-    io_errors: u64,
-    last_io_error: Option<ErrorKind>,
-    rotations: u64,
-    summary_lines: u64,
-    /// The last write succeeded (reports are only written on their own when it did).
-    healthy: bool,
-    /// The writer thread waits on `work`.
-    writer_idle: bool,
-    /// The writer thread is writing a batch outside the lock.
-    writer_busy: bool,
-    space_waiters: usize,
-    progress_waiters: usize,
-    /// The guard was dropped: no more lines are accepted.
-    closed: bool,
-    /// The thread must exit at its next look at the state.
-    stop: bool,
-    /// The guard gave up on the queue and counted it as `Shutdown`.
-    abandoned: bool,
-}
-
-impl State {
-    /// Counts `n` dropped lines of level `li`; reportable drops also go to the next
-    /// in-band report. Returns whether the writer thread should be woken for a report.
-    fn count_drop(&mut self, li: usize, reason: DropReason, n: u64, reportable: bool) -> bool {
-        self.levels[li].dropped[reason.index()] += n;
-        if !reportable || n == 0 {
-            return false;
-        }
-        self.unreported[reason.index()][li] += n;
-        self.drops_seq += n;
-        self.healthy && self.writer_idle
-    }
-
-    /// Moves the lock-free drop counts into the counters (each such drop is one emitted
-    /// and one dropped line, so the balance holds at every snapshot). Returns whether the
-    /// writer thread should be woken for a report.
-    fn fold(&mut self, lockless: &[[AtomicU64; LEVELS]; 2]) -> bool {
-        let mut wake = false;
-        for (ri, reason) in LOCKLESS_REASONS.iter().enumerate() {
-            for (li, a) in lockless[ri].iter().enumerate() {
-                let now = a.load(Ordering::Acquire);
-                let n = now - self.folded[ri][li];
-                if n > 0 {
-                    self.folded[ri][li] = now;
-                    self.levels[li].emitted += n;
-                    wake |= self.count_drop(li, *reason, n, true);
-                }
-            }
-        }
-        wake
-    }
-
-    fn report_due(&self) -> bool {
-        self.healthy && summary::total(&self.unreported) > 0
-    }
-
-    fn snapshot(&self) -> WriterStats {
-        let queued = self.queue.queued_lines();
-        let mut levels = [LevelStats::default(); LEVELS];
-        for (li, out) in levels.iter_mut().enumerate() {
-            let c = &self.levels[li];
-            *out = LevelStats {
-                emitted: c.emitted,
-                accepted: c.accepted,
-                written: c.written,
-                dropped: DropCounts {
-                    by_reason: c.dropped,
-                },
-                queued: queued[li],
-            };
-        }
-        WriterStats {
-            levels,
-            bytes_written: self.bytes_written,
-            queue_bytes: self.queue.queued_bytes(),
-            peak_queue_bytes: self.queue.peak_bytes(),
-            write_syscalls: self.write_syscalls,
-            rotations: self.rotations,
-            io_errors: self.io_errors,
-            last_io_error: self.last_io_error,
-            summary_lines: self.summary_lines,
-        }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // No code panics while holding the lock; if some did, the counters are still
-        // consistent enough to keep logging.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The lock if it can be had within `spin` (busy-waiting, never sleeping), else
-    /// `None`.
-    fn lock_within(&self, spin: Duration) -> Option<MutexGuard<'_, State>> {
-        let mut started: Option<Instant> = None;
-        loop {
-            match self.state.try_lock() {
-                Ok(st) => return Some(st),
-                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
-            }
-            let t0 = *started.get_or_insert_with(Instant::now);
-            if t0.elapsed() >= spin {
-                return None;
-            }
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-        }
-    }
-
-    /// The lock, with the lock-free drops folded in.
-    fn lock_folded(&self) -> MutexGuard<'_, State> {
-        let mut st = self.lock();
-        if st.fold(&self.lockless_drops) {
-            self.wake_writer(&mut st);
-        }
-        st
-    }
-
-    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`],
-    /// which also refuses further ones until the writer gets a batch out) and counts
-    /// them. Returns whether anything was evicted.
-    fn evict(&self, st: &mut State) -> bool {
-        let evicted = st.queue.evict_below_keep();
-        let total: u64 = evicted.iter().sum();
-        if total == 0 {
-            return false;
-        }
-        let mut wake = false;
-        for (li, n) in evicted.into_iter().enumerate() {
-            wake |= st.count_drop(li, DropReason::Evicted, n, true);
-        }
-        st.resolved_seq += total;
-        self.publish_queued(st);
-        if wake {
-            self.wake_writer(st);
-        }
-        true
-    }
-
-    fn publish_queued(&self, st: &State) {
-        self.queued_hint
-            .store(st.queue.queued_bytes(), Ordering::Release);
-        self.evicting
-            .store(st.queue.refusing_below_keep(), Ordering::Release);
-    }
-
-    /// Counts a line of level `li` just queued, unlocks, and wakes the writer if it
-    /// waits: after unlocking, so the syscall is not made under the lock (the writer
-    /// rechecks the queue under the lock; no wakeup is lost). Returns `true`.
-    #[inline]
-    fn accepted(&self, mut st: MutexGuard<'_, State>, li: usize) -> bool {
-        st.levels[li].accepted += 1;
-        st.accepted_seq += 1;
-        let wake = std::mem::replace(&mut st.writer_idle, false);
-        drop(st);
-        if wake {
-            self.work.notify_one();
-        }
-        true
-    }
-
-    fn wake_writer(&self, st: &mut State) {
-        if st.writer_idle {
-            st.writer_idle = false;
-            self.work.notify_one();
-        }
-    }
-}
-
 /// How long a caller may wait for space.
 enum Wait {
     No,
@@ -513,61 +262,12 @@ impl Writer {
     /// ```
     pub fn new(config: WriterConfig) -> Result<(Writer, WriterGuard), WriterError> {
         config.validate()?;
-        let normal_limit = config.normal_limit_bytes();
-        let WriterConfig {
-            output,
-            capacity_bytes,
-            overflow,
-            reserve_full,
-            flush_timeout,
-            lock_spin,
-            clock,
-            ..
-        } = config;
-        let out = output::open(output)?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                queue: Queue::new(capacity_bytes, normal_limit),
-                levels: [LevelCounters::default(); LEVELS],
-                folded: [[0; LEVELS]; 2],
-                unreported: [[0; LEVELS]; REASONS],
-                drops_seq: 0,
-                reported_seq: 0,
-                accepted_seq: 0,
-                resolved_seq: 0,
-                bytes_written: 0,
-                write_syscalls: 0,
-                rotations: 0,
-                io_errors: 0,
-                last_io_error: None,
-                summary_lines: 0,
-                healthy: true,
-                writer_idle: false,
-                writer_busy: false,
-                space_waiters: 0,
-                progress_waiters: 0,
-                closed: false,
-                stop: false,
-                abandoned: false,
-            }),
-            work: Condvar::new(),
-            space: Condvar::new(),
-            progress: Condvar::new(),
-            stop_flag: AtomicBool::new(false),
-            queued_hint: AtomicUsize::new(0),
-            evicting: AtomicBool::new(false),
-            lockless_drops: Default::default(),
-            normal_limit,
-            overflow,
-            reserve_full,
-            flush_timeout,
-            lock_spin,
-            clock,
-        });
+        let (out, shared) = Shared::open(config)?;
+        let shared = Arc::new(shared);
         let for_thread = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name(THREAD_NAME.to_owned())
-            .spawn(move || run(&for_thread, out))
+            .spawn(move || worker::run(&for_thread, out))
             .map_err(WriterError::Spawn)?;
         Ok((
             Writer {
@@ -840,154 +540,10 @@ impl Drop for WriterGuard {
     }
 }
 
-/// Naps, `nap` at a time, until lines are queued, the thread must stop, or [`LINGER`]
-/// has passed.
-fn linger(shared: &Shared, nap: Duration) {
-    let until = Instant::now() + LINGER;
-    while shared.queued_hint.load(Ordering::Acquire) == 0
-        && !shared.stop_flag.load(Ordering::Acquire)
-        && Instant::now() < until
-    {
-        std::thread::sleep(nap);
-    }
-}
-
-/// Allocates, outside the lock, the spare chunks the queue wants, and hands them in.
-fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-    let want = st.queue.spare_wanted();
-    if want == 0 {
-        return st;
-    }
-    let chunk_len = st.queue.chunk_len();
-    drop(st);
-    let mut spare: Vec<queue::Chunk> = (0..want).map(|_| fresh_chunk(chunk_len)).collect();
-    let mut st = shared.lock();
-    st.queue.add_spare(&mut spare);
-    st
-}
-
-/// The background thread. It holds the lock only to swap the pending chunks out, to
-/// give them back and to update counters; writing, emptying chunks, allocating new
-/// ones and waking waiters all happen outside it.
-fn run(shared: &Shared, mut out: output::Sink) {
-    let mut st = top_up_spares(shared, shared.lock());
-    let mut batch: Vec<queue::Chunk> = Vec::with_capacity(st.queue.max_chunks());
-    let mut head: Vec<u8> = Vec::with_capacity(512);
-    let capacity = st.queue.capacity();
-    let mut nap = NAP_MIN;
-    let mut last_take = Instant::now();
-    loop {
-        let mut lingered = false;
-        loop {
-            if st.stop {
-                return;
-            }
-            st.fold(&shared.lockless_drops);
-            if st.queue.pending_bytes() > 0 || st.report_due() {
-                break;
-            }
-            if !lingered {
-                // Look again every `NAP` for a while, without the lock, before asking
-                // callers to wake us: a wake-up is a syscall on the caller's thread, and
-                // the woken thread often preempts the caller right there, in the middle
-                // of its log call, for as long as the scheduler likes.
-                drop(st);
-                linger(shared, nap);
-                lingered = true;
-                st = shared.lock();
-                continue;
-            }
-            st.writer_idle = true;
-            st = shared
-                .work
-                .wait_timeout(st, IDLE_TICK)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            st.writer_idle = false;
-        }
-        let report = if summary::total(&st.unreported) > 0 {
-            Some(std::mem::take(&mut st.unreported))
-        } else {
-            None
-        };
-        let report_seq = st.drops_seq;
-        let taken = st.queue.take(&mut batch);
-        let now = Instant::now();
-        nap = nap_for(taken, now - last_take, capacity);
-        last_take = now;
-        st.writer_busy = true;
-        drop(st);
-
-        head.clear();
-        if let Some(counts) = &report {
-            summary::write_summary_line(&mut head, shared.clock.now(), counts);
-        }
-        let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
-        clear_chunks(&mut batch);
-
-        st = shared.lock();
-        st.writer_busy = false;
-        if st.abandoned {
-            // The guard counted this batch as `Shutdown`; count nothing more.
-            return;
-        }
-        st.write_syscalls += outcome.syscalls;
-        st.rotations += outcome.rotations;
-        if let Some(e) = &outcome.rotation_error {
-            // The batch went on into the file at hand: nothing is lost, the error counts.
-            st.io_errors += 1;
-            st.last_io_error = Some(e.kind());
-        }
-        st.bytes_written += outcome.bytes;
-        if let Some(counts) = report {
-            if outcome.bytes >= head.len() as u64 {
-                st.summary_lines += 1;
-            } else {
-                for (slot, n) in st
-                    .unreported
-                    .iter_mut()
-                    .flatten()
-                    .zip(counts.iter().flatten())
-                {
-                    *slot += n;
-                }
-            }
-        }
-        st.reported_seq = report_seq;
-        let lines = st
-            .queue
-            .finish(&mut batch, outcome.error.is_none() && outcome.bytes > 0);
-        shared.publish_queued(&st);
-        st.resolved_seq += lines.iter().sum::<u64>();
-        match outcome.error {
-            None => {
-                for (c, n) in st.levels.iter_mut().zip(lines) {
-                    c.written += n;
-                }
-                st.healthy = true;
-            }
-            Some(e) => {
-                st.io_errors += 1;
-                st.last_io_error = Some(e.kind());
-                st.healthy = false;
-                let reportable = !st.closed;
-                for (li, n) in lines.iter().enumerate() {
-                    st.count_drop(li, DropReason::OutputClosed, *n, reportable);
-                }
-            }
-        }
-        let notify_space = st.space_waiters > 0;
-        let notify_progress = st.progress_waiters > 0;
-        if notify_space || notify_progress || st.queue.spare_wanted() > 0 {
-            drop(st);
-            if notify_space {
-                shared.space.notify_all();
-            }
-            if notify_progress {
-                shared.progress.notify_all();
-            }
-            st = top_up_spares(shared, shared.lock());
-        }
+impl LineSink for Writer {
+    #[inline]
+    fn write_line(&self, level: &Level, always_keep: bool, line: &[u8]) {
+        Writer::write_line(self, *level, always_keep, line);
     }
 }
 
@@ -1010,28 +566,4 @@ pub fn install_panic_hook(writer: Writer) {
         previous(info);
         writer.flush(PANIC_FLUSH_TIMEOUT);
     }));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_nap_fills_a_sixteenth_of_the_queue_between_one_and_four_ms() {
-        let mib = 1024 * 1024;
-        // 4 MiB queue: a sixteenth is 256 KiB. 64 KiB per ms fills it in 4 ms.
-        assert_eq!(
-            nap_for(64 * 1024, Duration::from_millis(1), 4 * mib),
-            Duration::from_millis(4)
-        );
-        assert_eq!(
-            nap_for(128 * 1024, Duration::from_millis(1), 4 * mib),
-            Duration::from_millis(2)
-        );
-        // Faster than 256 KiB per ms: never below 1 ms; slower: never above 4 ms.
-        assert_eq!(nap_for(mib, Duration::from_millis(1), 4 * mib), NAP_MIN);
-        assert_eq!(nap_for(100, Duration::from_secs(5), 4 * mib), NAP_MAX);
-        assert_eq!(nap_for(0, Duration::ZERO, 4 * mib), NAP_MAX);
-        assert_eq!(nap_for(1, Duration::MAX, usize::MAX), NAP_MAX);
-    }
 }

@@ -22,7 +22,7 @@ const POLL_SLICE: Timespec = Timespec {
 
 /// Where the writer thread writes: a plain descriptor, or a file it rotates.
 #[derive(Debug)]
-pub(crate) enum Sink {
+pub(crate) enum Destination {
     Plain(Appender),
     Rotating(RotatingFile),
 }
@@ -139,27 +139,29 @@ fn open_append(path: &Path) -> io::Result<File> {
 
 /// Opens the output. Stdout and stderr are duplicated so that the writer does not go
 /// through (or lock) Rust's own buffered `Stdout`.
-pub(crate) fn open(output: Output) -> Result<Sink, WriterError> {
+pub(crate) fn open(output: Output) -> Result<Destination, WriterError> {
     let described = output.to_string();
     let opened = match output {
         Output::Stdout => io::stdout()
             .as_fd()
             .try_clone_to_owned()
-            .map(|fd| Sink::Plain(Appender::new(File::from(fd), false))),
+            .map(|fd| Destination::Plain(Appender::new(File::from(fd), false))),
         Output::Stderr => io::stderr()
             .as_fd()
             .try_clone_to_owned()
-            .map(|fd| Sink::Plain(Appender::new(File::from(fd), false))),
-        Output::File(path) => open_append(&path).map(|f| Sink::Plain(Appender::new(f, true))),
+            .map(|fd| Destination::Plain(Appender::new(File::from(fd), false))),
+        Output::File(path) => {
+            open_append(&path).map(|f| Destination::Plain(Appender::new(f, true)))
+        }
         Output::RotatingFile(rotation) => open_append(&rotation.path).and_then(|file| {
             let size = file.metadata()?.len();
-            Ok(Sink::Rotating(RotatingFile {
+            Ok(Destination::Rotating(RotatingFile {
                 rotation,
                 out: Appender::new(file, true),
                 size,
             }))
         }),
-        Output::Fd(fd) => Ok(Sink::Plain(Appender::new(File::from(fd), false))),
+        Output::Fd(fd) => Ok(Destination::Plain(Appender::new(File::from(fd), false))),
     };
     opened.map_err(|source| WriterError::Open {
         output: described,
@@ -187,7 +189,7 @@ pub(crate) struct WriteOutcome {
 /// other error (or when `stop` is set while waiting for writability). A rotating file
 /// is rotated between lines, wherever the next line would not fit.
 pub(crate) fn write_batch<C: AsRef<[u8]>>(
-    out: &mut Sink,
+    out: &mut Destination,
     head: &[u8],
     chunks: &[C],
     stop: &AtomicBool,
@@ -195,10 +197,10 @@ pub(crate) fn write_batch<C: AsRef<[u8]>>(
     let stream = Stream::new(head, chunks);
     let mut outcome = WriteOutcome::default();
     match out {
-        Sink::Plain(out) => {
+        Destination::Plain(out) => {
             write_range(out, &stream, 0, stream.len, stop, &mut outcome);
         }
-        Sink::Rotating(r) => r.write(&stream, stop, &mut outcome),
+        Destination::Rotating(r) => r.write(&stream, stop, &mut outcome),
     }
     outcome
 }

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::stats::LEVELS;
+use crate::level::LEVELS;
 
 /// Whether a line can enter the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

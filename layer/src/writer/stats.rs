@@ -4,42 +4,11 @@ use std::io::ErrorKind;
 
 use tracing_core::Level;
 
-/// The number of tracing levels; counters are indexed by [`level_index`].
-pub const LEVELS: usize = 5;
+use crate::level::{level_index, LEVELS};
 
 /// The number of [`DropReason`]s; per-reason counters are indexed in
 /// [`DropReason::ALL`] order.
 pub const REASONS: usize = 6;
-
-/// The levels in counter order: trace, debug, info, warn, error.
-pub const LEVEL_ORDER: [Level; LEVELS] = [
-    Level::TRACE,
-    Level::DEBUG,
-    Level::INFO,
-    Level::WARN,
-    Level::ERROR,
-];
-
-/// The index of `level` in every per-level array of this module: trace 0 … error 4.
-///
-/// # Examples
-///
-/// ```
-/// use logpolicy::writer::level_index;
-/// use tracing_core::Level;
-/// assert_eq!(level_index(Level::TRACE), 0);
-/// assert_eq!(level_index(Level::ERROR), 4);
-/// ```
-#[inline]
-pub fn level_index(level: Level) -> usize {
-    match level {
-        Level::TRACE => 0,
-        Level::DEBUG => 1,
-        Level::INFO => 2,
-        Level::WARN => 3,
-        _ => 4,
-    }
-}
 
 /// Why a line was not written.
 ///
@@ -237,7 +206,7 @@ mod tests {
 
     #[test]
     fn indexes_follow_verbosity() {
-        for (i, level) in LEVEL_ORDER.iter().enumerate() {
+        for (i, level) in crate::level::LEVEL_ORDER.iter().enumerate() {
             assert_eq!(level_index(*level), i);
         }
         for (i, reason) in DropReason::ALL.iter().enumerate() {

@@ -2,14 +2,12 @@
 
 use std::time::SystemTime;
 
-use super::stats::{DropReason, LEVELS, REASONS};
-use crate::clock::write_rfc3339;
+use super::stats::{DropReason, REASONS};
+use crate::format::own_line;
+use crate::level::LEVELS;
 
 /// Lines dropped but not yet reported, `[reason][level]`.
 pub(crate) type Unreported = [[u64; LEVELS]; REASONS];
-
-/// The level names used as keys of the summary line, in counter order.
-const LEVEL_KEYS: [&str; LEVELS] = ["trace", "debug", "info", "warn", "error"];
 
 /// The total of an [`Unreported`] table.
 pub(crate) fn total(counts: &Unreported) -> u64 {
@@ -19,33 +17,14 @@ pub(crate) fn total(counts: &Unreported) -> u64 {
 /// Appends one summary line (with its `\n`) to `buf`, e.g.
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,…,"contended":0},"trace":0,…,"total":31}`.
 pub(crate) fn write_summary_line(buf: &mut Vec<u8>, ts: SystemTime, counts: &Unreported) {
-    let mut num = itoa::Buffer::new();
-    buf.extend_from_slice(b"{\"ts\":\"");
-    write_rfc3339(buf, ts);
-    buf.extend_from_slice(
-        b"\",\"level\":\"WARN\",\"target\":\"logpolicy\",\"msg\":\"dropped events\",\"reason\":{",
-    );
-    for (i, reason) in DropReason::ALL.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
+    let by_reason = DropReason::ALL.map(|r| (r.as_str(), counts[r.index()].iter().sum::<u64>()));
+    let mut by_level = [0u64; LEVELS];
+    for row in counts {
+        for (total, n) in by_level.iter_mut().zip(row) {
+            *total += n;
         }
-        buf.push(b'"');
-        buf.extend_from_slice(reason.as_str().as_bytes());
-        buf.extend_from_slice(b"\":");
-        let n: u64 = counts[reason.index()].iter().sum();
-        buf.extend_from_slice(num.format(n).as_bytes());
     }
-    buf.push(b'}');
-    for (level, key) in LEVEL_KEYS.iter().enumerate() {
-        buf.extend_from_slice(b",\"");
-        buf.extend_from_slice(key.as_bytes());
-        buf.extend_from_slice(b"\":");
-        let n: u64 = counts.iter().map(|by_level| by_level[level]).sum();
-        buf.extend_from_slice(num.format(n).as_bytes());
-    }
-    buf.extend_from_slice(b",\"total\":");
-    buf.extend_from_slice(num.format(total(counts)).as_bytes());
-    buf.extend_from_slice(b"}\n");
+    own_line::write_dropped_events(buf, ts, &by_reason, &by_level);
 }
 
 #[cfg(test)]
@@ -95,7 +74,7 @@ mod tests {
             let mut buf = Vec::new();
             write_summary_line(&mut buf, UNIX_EPOCH, &counts);
             let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
-            let by_level: u64 = LEVEL_KEYS.iter().map(|k| v[*k].as_u64().unwrap()).sum();
+            let by_level: u64 = crate::level::LEVEL_NAMES.iter().map(|k| v[*k].as_u64().unwrap()).sum();
             let by_reason: u64 = DropReason::ALL
                 .iter()
                 .map(|r| v["reason"][r.as_str()].as_u64().unwrap())

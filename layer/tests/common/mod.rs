@@ -14,11 +14,11 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use logpolicy::writer::level_index;
+pub use logpolicy::level_index;
 use logpolicy::writer::{
-    install_panic_hook, DropReason, Output, Overflow, Writer, WriterConfig, WriterStats, LEVELS,
-    LEVEL_ORDER, REASONS,
+    install_panic_hook, DropReason, Output, Overflow, Writer, WriterConfig, WriterStats, REASONS,
 };
+use logpolicy::{LEVELS, LEVEL_ORDER};
 use serde_json::{json, Value};
 use tracing_core::Level;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use logpolicy::clock::ManualClock;
-use logpolicy::format::RequestLimits;
+use logpolicy::enforce::RequestLimits;
 use logpolicy::{Format, FormatLayer, Policy, PolicyFilter, PolicyHandle, PolicyLayer};
 use tracing_subscriber::prelude::*;
 

@@ -5,7 +5,8 @@ use super::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
-use logpolicy::wire::{verify, PodRef, PolicyDocument, TrustedKeys, WireLayer};
+use logpolicy::policy::LayerSpec;
+use logpolicy::wire::{verify, PodRef, PolicyDocument, TrustedKeys};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -135,7 +136,7 @@ fn fast() -> PusherConfig {
 
 fn push_to(addr: SocketAddr, name: &str) -> Push {
     let layer =
-        WireLayer::from_directives("shop/debug", 10, "shop::payment=debug".parse().unwrap());
+        LayerSpec::from_directives("shop/debug", 10, "shop::payment=debug".parse().unwrap());
     Push {
         pod: PodKey::new("shop", name),
         addr,
@@ -322,31 +323,47 @@ async fn nothing_listening_is_unreachable() {
 
 #[tokio::test]
 async fn a_stale_version_learns_what_the_pod_holds() {
-    let s = server(
-        20,
-        vec![
-            http(
-                "409 Conflict",
-                r#"{"error":"stale_version","reason":"version 7 is older than the version held, 9000"}"#,
-            ),
-            http(
-                "200 OK",
-                r#"{"document":{"version":9000},"layers":[{"source":"shop/other"}]}"#,
-            ),
-        ],
-    )
-    .await;
-    let report = Pusher::new(key(), fast())
-        .push(&push_to(s.addr, "web-1"))
-        .await;
-    assert_eq!(
-        report.outcome,
-        PushOutcome::Stale {
-            held: Some(9000),
-            reason: "stale_version: version 7 is older than the version held, 9000".into()
-        }
-    );
-    assert_eq!(s.received.lock().await[1].method, "GET");
+    let stale = "version 7 is older than the version held, 9000";
+    // The layer's endpoint says in its 409 which version it holds (its typed reply):
+    // the PUT is the only request.
+    let typed = serde_json::to_string(&logpolicy::wire::ErrorReply {
+        held_version: Some(9000),
+        ..logpolicy::wire::ErrorReply::new("stale_version", stale)
+    })
+    .unwrap();
+    // A pod whose 409 does not say: the pusher asks with a GET.
+    let untyped = format!(r#"{{"error":"stale_version","reason":"{stale}"}}"#);
+    let held = r#"{"document":{"version":9000},"layers":[{"source":"shop/other"}]}"#;
+    for (host, answers, requests) in [
+        (27, vec![http("409 Conflict", &typed)], &["PUT"][..]),
+        (
+            20,
+            vec![http("409 Conflict", &untyped), http("200 OK", held)],
+            &["PUT", "GET"][..],
+        ),
+    ] {
+        let s = server(host, answers).await;
+        let report = Pusher::new(key(), fast())
+            .push(&push_to(s.addr, "web-1"))
+            .await;
+        assert_eq!(
+            report.outcome,
+            PushOutcome::Stale {
+                held: Some(9000),
+                reason: format!("stale_version: {stale}")
+            }
+        );
+        assert_eq!(report.attempts, 1);
+        let methods: Vec<String> = s
+            .received
+            .lock()
+            .await
+            .iter()
+            .map(|r| r.method.clone())
+            .collect();
+        assert_eq!(methods, requests, "{host}");
+        assert_eq!(s.hits.load(Ordering::SeqCst), requests.len());
+    }
 }
 
 #[tokio::test]
@@ -355,7 +372,7 @@ async fn read_back_reports_the_version_and_layers() {
         21,
         vec![http(
             "200 OK",
-            r#"{"version":12,"layers":[{"source":"shop/a"},{"source":"env"}],"nextExpiry":null}"#,
+            r#"{"document":{"version":12},"layers":[{"source":"shop/a"},{"source":"env"}],"nextExpiry":null}"#,
         )],
     )
     .await;

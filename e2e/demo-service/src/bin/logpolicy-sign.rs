@@ -18,7 +18,8 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use logpolicy::wire::{self, PodRef, PolicyDocument, WireLayer};
+use logpolicy::policy::LayerSpec;
+use logpolicy::wire::{self, PodRef, PolicyDocument};
 
 /// Keys, signatures and pushes for logpolicy admin endpoints.
 #[derive(Debug, Parser)]
@@ -140,7 +141,7 @@ fn keygen(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn document(target: &Target, layers: Vec<WireLayer>) -> PolicyDocument {
+fn document(target: &Target, layers: Vec<LayerSpec>) -> PolicyDocument {
     let now = SystemTime::now();
     let version = target.version.unwrap_or_else(|| {
         now.duration_since(UNIX_EPOCH)
@@ -156,16 +157,16 @@ fn document(target: &Target, layers: Vec<WireLayer>) -> PolicyDocument {
     doc
 }
 
-fn push_layers(args: &PushArgs) -> Result<Vec<WireLayer>, String> {
+fn push_layers(args: &PushArgs) -> Result<Vec<LayerSpec>, String> {
     let mut layers = Vec::new();
     for (i, json) in args.layer.iter().enumerate() {
-        let layer: WireLayer =
+        let layer: LayerSpec =
             serde_json::from_str(json).map_err(|e| format!("--layer #{}: {e}", i + 1))?;
         layers.push(layer);
     }
     if let Some(d) = &args.directives {
         let directives = d.parse().map_err(|e| format!("--directives: {e}"))?;
-        let mut layer = WireLayer::from_directives(&args.source, args.priority, directives);
+        let mut layer = LayerSpec::from_directives(&args.source, args.priority, directives);
         if let Some(for_) = args.duration {
             layer = layer.expires_at(SystemTime::now() + for_);
         }
@@ -217,7 +218,7 @@ fn send(method: &str, url: &str, header: &str, body: &str) -> Result<(u16, Strin
     Ok((status, body))
 }
 
-fn push(method: &str, target: &Target, layers: Vec<WireLayer>) -> Result<bool, String> {
+fn push(method: &str, target: &Target, layers: Vec<LayerSpec>) -> Result<bool, String> {
     let key = read_key(&target.key)?;
     let doc = document(target, layers);
     doc.validate().map_err(|e| e.to_string())?;

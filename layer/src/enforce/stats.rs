@@ -4,26 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-/// Levels in `tracing` order, as the per-level tables are indexed.
-pub const LEVELS: [tracing_core::Level; 5] = [
-    tracing_core::Level::TRACE,
-    tracing_core::Level::DEBUG,
-    tracing_core::Level::INFO,
-    tracing_core::Level::WARN,
-    tracing_core::Level::ERROR,
-];
-
-/// The index of `level` in [`LEVELS`].
-#[inline]
-pub fn level_index(level: &tracing_core::Level) -> usize {
-    match *level {
-        tracing_core::Level::TRACE => 0,
-        tracing_core::Level::DEBUG => 1,
-        tracing_core::Level::INFO => 2,
-        tracing_core::Level::WARN => 3,
-        _ => 4,
-    }
-}
+use crate::level::{level_index, LEVELS};
 
 /// Why an event the levels enabled was not written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,7 +69,7 @@ impl LevelCounts {
     }
 }
 
-/// A snapshot of the layer's accounting, per level (indexed as [`LEVELS`]).
+/// A snapshot of the layer's accounting, per level (indexed by [`level_index`](crate::level_index)).
 ///
 /// At any quiet moment (no event in flight), for every level,
 /// `emitted == written + sampled + burst + budget + held`, where `emitted` counts every
@@ -118,14 +99,14 @@ impl LevelCounts {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Per level, in [`LEVELS`] order.
-    pub levels: [LevelCounts; 5],
+    /// Per level, in [`LEVEL_ORDER`](crate::LEVEL_ORDER).
+    pub levels: [LevelCounts; LEVELS],
 }
 
 impl Stats {
     /// The counts of one level.
     pub fn level(&self, level: &tracing_core::Level) -> LevelCounts {
-        self.levels[level_index(level)]
+        self.levels[level_index(*level)]
     }
 
     /// The sum over levels.
@@ -142,7 +123,7 @@ impl Stats {
     }
 }
 
-type Row = [AtomicU64; 5];
+type Row = [AtomicU64; LEVELS];
 
 /// The live counters behind [`Stats`].
 #[derive(Debug, Default)]
@@ -161,12 +142,12 @@ pub(crate) struct StatsCells {
 impl StatsCells {
     #[inline]
     pub(crate) fn add(row: &Row, level: &tracing_core::Level, n: u64) {
-        row[level_index(level)].fetch_add(n, Ordering::Relaxed);
+        row[level_index(*level)].fetch_add(n, Ordering::Relaxed);
     }
 
     #[inline]
     pub(crate) fn sub(row: &Row, level: &tracing_core::Level, n: u64) {
-        row[level_index(level)].fetch_sub(n, Ordering::Relaxed);
+        row[level_index(*level)].fetch_sub(n, Ordering::Relaxed);
     }
 
     pub(crate) fn register_rule(&self, rule: &Arc<RuleCounters>) {
@@ -231,7 +212,7 @@ impl RuleCounters {
     /// Counts one event (or request) and says whether it is the one in N kept.
     #[inline]
     pub(crate) fn keep(&self, level: &tracing_core::Level) -> bool {
-        let c = self.seen[level_index(level)].fetch_add(1, Ordering::Relaxed);
+        let c = self.seen[level_index(*level)].fetch_add(1, Ordering::Relaxed);
         self.multiple.divides(c)
     }
 
@@ -282,7 +263,7 @@ impl Multiple {
 impl Drop for RuleCounters {
     fn drop(&mut self) {
         if let Some(stats) = self.stats.upgrade() {
-            for i in 0..5 {
+            for i in 0..LEVELS {
                 stats.retired[i].fetch_add(self.sampled(i), Ordering::Relaxed);
             }
         }

@@ -1,0 +1,222 @@
+//! The compiled policy: what the event path reads, flat tables sorted so that the first
+//! match is the longest, compiled once per policy change and swapped in atomically.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tracing_core::Metadata;
+
+use super::fast_path::{CallsiteState, Verdict};
+use super::stats::{RuleCounters, StatsCells};
+use crate::level::Level;
+use crate::policy::{prefix_matches, Burst, EffectivePolicy, Policy, Scope, FALLBACK_LEVEL};
+
+/// The most request-scope rules the effective policy applies (a request's decisions are
+/// a 64-bit mask); further request rules keep everything.
+pub(crate) const MAX_REQUEST_RULES: usize = 64;
+
+/// One sampling entry of the compiled policy.
+#[derive(Debug)]
+pub(crate) struct CompiledRule {
+    target: Box<str>,
+    pub(super) scope: Scope,
+    pub(crate) counters: Arc<RuleCounters>,
+    /// For request rules: the bit of this rule in a request's decision masks.
+    pub(crate) request_bit: Option<u32>,
+}
+
+impl CompiledRule {
+    /// The span name that marks a request for this rule (`None`: the outermost span).
+    pub(crate) fn request_span(&self) -> Option<&str> {
+        match &self.scope {
+            Scope::Request { span } => span.as_deref(),
+            Scope::Event => None,
+        }
+    }
+}
+
+/// The policy as the event path reads it: flat tables, longest target first.
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    default: Level,
+    /// Sorted by descending length, so the first match is the longest.
+    targets: Box<[(Box<str>, Level)]>,
+    pub(super) max_level: Level,
+    pub(crate) always_keep: Level,
+    /// Sorted by descending target length.
+    rules: Box<[CompiledRule]>,
+    pub(crate) has_request_rules: bool,
+    pub(crate) burst: Option<Burst>,
+    pub(crate) max_bytes_per_second: Option<u64>,
+    pub(crate) effective: EffectivePolicy,
+    pub(crate) generation: u64,
+}
+
+impl Compiled {
+    pub(super) fn new(
+        policy: &Policy,
+        now: SystemTime,
+        generation: u64,
+        prev: Option<&Compiled>,
+        stats: &Arc<StatsCells>,
+    ) -> Self {
+        let effective = policy.effective_at(now);
+        let d = &effective.directives;
+        let default = d.default_level.unwrap_or(FALLBACK_LEVEL);
+        let mut targets: Vec<(Box<str>, Level)> = d
+            .targets
+            .iter()
+            .map(|(t, l)| (Box::from(t.as_str()), *l))
+            .collect();
+        targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let max_level = targets.iter().map(|(_, l)| *l).fold(default, Level::max);
+
+        let mut next_bit = 0u32;
+        let mut rules: Vec<CompiledRule> = d
+            .sampling
+            .iter()
+            .map(|r| {
+                let n = u64::from(r.keep_one_in.get());
+                let is_request = matches!(r.scope, Scope::Request { .. });
+                // Keep counting where the previous policy left off when a rule is unchanged.
+                let counters = prev
+                    .and_then(|p| {
+                        p.rules.iter().find(|c| {
+                            *c.target == *r.target.as_str()
+                                && c.scope == r.scope
+                                && c.counters.n == n
+                        })
+                    })
+                    .map(|c| c.counters.clone())
+                    .unwrap_or_else(|| RuleCounters::new(n, !is_request, stats));
+                let request_bit =
+                    (is_request && (next_bit as usize) < MAX_REQUEST_RULES).then(|| {
+                        next_bit += 1;
+                        next_bit - 1
+                    });
+                CompiledRule {
+                    target: Box::from(r.target.as_str()),
+                    scope: r.scope.clone(),
+                    counters,
+                    request_bit,
+                }
+            })
+            .collect();
+        rules.sort_by(|a, b| {
+            b.target
+                .len()
+                .cmp(&a.target.len())
+                .then_with(|| a.target.cmp(&b.target))
+        });
+        Compiled {
+            default,
+            targets: targets.into_boxed_slice(),
+            max_level,
+            always_keep: effective.always_keep(),
+            has_request_rules: rules.iter().any(|r| r.request_bit.is_some()),
+            rules: rules.into_boxed_slice(),
+            burst: d.burst,
+            max_bytes_per_second: d.max_bytes_per_second.map(|b| b.get()),
+            effective,
+            generation,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn level_for(&self, target: &str) -> Level {
+        for (prefix, level) in self.targets.iter() {
+            if prefix_matches(prefix, target) {
+                return *level;
+            }
+        }
+        self.default
+    }
+
+    /// The sampling entry governing `target`, if any.
+    #[inline]
+    pub(crate) fn rule_for(&self, target: &str) -> Option<&CompiledRule> {
+        self.rules
+            .iter()
+            .find(|r| prefix_matches(&r.target, target))
+    }
+
+    /// The request rules, for deciding at a span's start.
+    pub(crate) fn request_rules(&self) -> impl Iterator<Item = &CompiledRule> {
+        self.rules.iter().filter(|r| r.request_bit.is_some())
+    }
+
+    /// Whether events of this level are at or above `alwaysKeep`.
+    #[inline]
+    pub(crate) fn keeps_always(&self, level: &tracing_core::Level) -> bool {
+        Level::of(level) <= self.always_keep
+    }
+
+    #[inline]
+    pub(super) fn level_enabled(&self, meta: &Metadata<'_>) -> bool {
+        let level = Level::of(meta.level());
+        level <= self.max_level && level <= self.level_for(meta.target())
+    }
+
+    /// What the filter must decide per event for this callsite.
+    pub(super) fn verdict(
+        &self,
+        meta: &Metadata<'_>,
+        callsite: Option<Arc<CallsiteState>>,
+    ) -> Verdict {
+        if !self.level_enabled(meta) {
+            return Verdict::DISABLED;
+        }
+        if meta.is_span() || self.keeps_always(meta.level()) {
+            return Verdict::ENABLED;
+        }
+        let rule = self
+            .rule_for(meta.target())
+            .filter(|r| {
+                r.request_bit.is_none() && matches!(r.scope, Scope::Event) && r.counters.n > 1
+            })
+            .map(|r| r.counters.clone());
+        let burst = match (self.burst, callsite) {
+            (Some(b), Some(c)) => Some((b, c)),
+            _ => None,
+        };
+        Verdict {
+            enabled: true,
+            rule,
+            burst,
+        }
+    }
+}
+
+/// What a linked [`FormatLayer`](crate::FormatLayer) needs of the policy on every event,
+/// mirrored from the compiled policy into one word: `alwaysKeep`, and whether request
+/// rules or a byte budget are in force (only then does the event path load the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventPath(pub(super) u32);
+
+impl EventPath {
+    const REQUEST_RULES: u32 = 1 << 8;
+    const BUDGET: u32 = 1 << 9;
+
+    pub(super) fn of(c: &Compiled) -> Self {
+        let mut bits = c.always_keep as u32;
+        if c.has_request_rules {
+            bits |= Self::REQUEST_RULES;
+        }
+        if c.max_bytes_per_second.is_some() {
+            bits |= Self::BUDGET;
+        }
+        EventPath(bits)
+    }
+
+    /// Whether events of this level are at or above `alwaysKeep`.
+    #[inline]
+    pub(crate) fn keeps_always(self, level: &tracing_core::Level) -> bool {
+        Level::of(level) as u32 <= self.0 & 0xff
+    }
+
+    /// Whether the event path must read the compiled policy.
+    #[inline]
+    pub(crate) fn needs_compiled(self) -> bool {
+        self.0 & (Self::REQUEST_RULES | Self::BUDGET) != 0
+    }
+}

@@ -1,0 +1,267 @@
+//! The event path of a filter: per registered callsite, the last verdict in one word of
+//! a process-wide lock-free table, and behind it a per-thread cache of verdicts.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tracing_core::Metadata;
+
+use super::filter::Shared;
+use super::limits::{BurstDecision, BurstWindow, Notice};
+use super::stats::{RuleCounters, StatsCells};
+use crate::policy::Burst;
+use crate::sites::{self, Site};
+
+/// Per-callsite state that outlives policy changes: the burst window.
+#[derive(Debug)]
+pub(super) struct CallsiteState {
+    pub(super) meta: &'static Metadata<'static>,
+    pub(super) burst: BurstWindow,
+}
+
+/// The per-event decision for one callsite under one compiled policy.
+#[derive(Debug, Clone)]
+pub(super) struct Verdict {
+    pub(super) enabled: bool,
+    pub(super) rule: Option<Arc<RuleCounters>>,
+    pub(super) burst: Option<(Burst, Arc<CallsiteState>)>,
+}
+
+impl Verdict {
+    pub(super) const DISABLED: Verdict = Verdict {
+        enabled: false,
+        rule: None,
+        burst: None,
+    };
+    pub(super) const ENABLED: Verdict = Verdict {
+        enabled: true,
+        rule: None,
+        burst: None,
+    };
+}
+
+/// The lock-free event path: per registered callsite, the verdict of the last filter
+/// and policy generation that decided it, in one word, in a process-wide table
+/// ([`sites`]). An event whose callsite's word is for this filter and its current
+/// generation is decided by the word alone: disabled, enabled, or sampled by the rule in
+/// slot `slot` of the filter's rule table (one atomic add). Anything else (no word yet,
+/// another filter's or an older policy's word, a burst limit) takes the cached path.
+struct SiteVerdict {
+    key: usize,
+    word: AtomicU64,
+}
+
+impl Site for SiteVerdict {
+    fn key(&self) -> usize {
+        self.key
+    }
+}
+
+static SITE_VERDICTS: [OnceLock<&'static SiteVerdict>; 4096] = [const { OnceLock::new() }; 4096];
+
+/// Rules of a filter that the lock-free path can reach (more take the cached path).
+pub(super) const RULE_SLOTS: usize = 256;
+
+/// `generation (24 bits) | filter (24) | rule slot (14) | kind (2)`: truncated ids, so a
+/// stale word could pass only after 2^24 filters or policy changes between two events of
+/// a callsite, and would then only misjudge that callsite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FastWord(u64);
+
+impl FastWord {
+    const DISABLED: u64 = 1;
+    const ENABLED: u64 = 2;
+    const SAMPLED: u64 = 3;
+
+    #[inline]
+    fn tag(filter: usize, generation: u64) -> u64 {
+        ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
+    }
+
+    fn new(filter: usize, generation: u64, kind: u64, slot: usize) -> Self {
+        FastWord(Self::tag(filter, generation) | ((slot as u64 & 0x3fff) << 2) | kind)
+    }
+
+    #[inline]
+    fn kind_for(self, tag: u64) -> u64 {
+        if self.0 & !0xffff == tag {
+            self.0 & 3
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn slot(self) -> usize {
+        ((self.0 >> 2) & 0x3fff) as usize
+    }
+}
+
+/// A per-thread, direct-mapped cache of verdicts, keyed by (filter, callsite,
+/// generation): a sampled callsite's decision costs a thread-local lookup and one
+/// counter, with no string matching and no shared load beyond the generation.
+struct CachedVerdict {
+    filter: usize,
+    meta: usize,
+    generation: u64,
+    verdict: Verdict,
+}
+
+const CACHE_SLOTS: usize = 64;
+
+thread_local! {
+    static VERDICTS: RefCell<[Option<CachedVerdict>; CACHE_SLOTS]> = const { RefCell::new([const { None }; CACHE_SLOTS]) };
+}
+
+#[inline]
+fn slot_of(meta: usize) -> usize {
+    ((meta >> 4) ^ (meta >> 12)) % CACHE_SLOTS
+}
+
+impl Shared {
+    /// Whether the current policy lets this event or span through (see
+    /// [`PolicyFilter::enabled`]).
+    #[inline]
+    pub(super) fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        let sh = self;
+        let generation = sh.generation.load(Ordering::Acquire);
+        let key = meta as *const Metadata<'_> as usize;
+        // Only registered (static) callsites have a word: a key is an identity.
+        if let Some(site) = sites::find(&SITE_VERDICTS, key) {
+            let word = FastWord(site.word.load(Ordering::Acquire));
+            match word.kind_for(FastWord::tag(sh.id, generation)) {
+                FastWord::DISABLED => return false,
+                FastWord::ENABLED => return true,
+                FastWord::SAMPLED => {
+                    if let Some(rule) = sh.rules.get(word.slot()).and_then(OnceLock::get) {
+                        return rule.keep(meta.level());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.enabled_cached(meta, generation, key)
+    }
+
+    /// [`enabled`](Self::enabled) through the per-thread verdict cache; publishes the
+    /// verdict for the lock-free path when it can take it.
+    fn enabled_cached(&self, meta: &Metadata<'_>, generation: u64, key: usize) -> bool {
+        let filter = self.id;
+        VERDICTS.with(|cache| {
+            let Ok(mut cache) = cache.try_borrow_mut() else {
+                return self.decide(&self.verdict_uncached(meta).0, meta);
+            };
+            let slot = &mut cache[slot_of(key)];
+            if let Some(c) = slot {
+                if c.filter == filter && c.meta == key && c.generation == generation {
+                    return self.decide(&c.verdict, meta);
+                }
+            }
+            let (verdict, generation, cacheable) = self.verdict_uncached(meta);
+            let out = self.decide(&verdict, meta);
+            if cacheable {
+                self.publish(key, &verdict, generation);
+                *slot = Some(CachedVerdict {
+                    filter,
+                    meta: key,
+                    generation,
+                    verdict,
+                });
+            }
+            out
+        })
+    }
+
+    /// Gives the lock-free path `verdict` for the callsite at `key` (registered, static),
+    /// decided under `generation`, unless it needs more than one word (a burst limit, or
+    /// a rule beyond the filter's rule slots).
+    #[cold]
+    fn publish(&self, key: usize, verdict: &Verdict, generation: u64) {
+        let (kind, slot) = if !verdict.enabled {
+            (FastWord::DISABLED, 0)
+        } else if verdict.burst.is_some() {
+            return;
+        } else if let Some(rule) = &verdict.rule {
+            match self.rule_slot(rule) {
+                Some(slot) => (FastWord::SAMPLED, slot),
+                None => return,
+            }
+        } else {
+            (FastWord::ENABLED, 0)
+        };
+        let make = || SiteVerdict {
+            key,
+            word: AtomicU64::new(0),
+        };
+        if let Some(site) = sites::find_or_insert(&SITE_VERDICTS, key, make) {
+            let word = FastWord::new(self.id, generation, kind, slot);
+            site.word.store(word.0, Ordering::Release);
+        }
+    }
+
+    /// `rule`'s slot in this filter's rule table, given on first use.
+    fn rule_slot(&self, rule: &Arc<RuleCounters>) -> Option<usize> {
+        if let Some(&slot) = rule.fast_slot.get() {
+            return Some(slot);
+        }
+        let slot = self.next_rule.fetch_add(1, Ordering::AcqRel);
+        let cell = self.rules.get(slot)?;
+        let _ = cell.set(rule.clone());
+        // Another thread may have given the rule a slot meanwhile: one of the two is
+        // used, the other holds the same counters.
+        Some(*rule.fast_slot.get_or_init(|| slot))
+    }
+
+    /// Computes the verdict from the compiled policy; cacheable only for callsites
+    /// registered with the filter (their metadata is static, so its address is an identity).
+    #[cold]
+    fn verdict_uncached(&self, meta: &Metadata<'_>) -> (Verdict, u64, bool) {
+        let compiled = self.compiled.load();
+        let callsite = self
+            .callsites
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(meta as *const Metadata<'_> as usize))
+            .cloned();
+        let cacheable = callsite.is_some();
+        (
+            compiled.verdict(meta, callsite),
+            compiled.generation,
+            cacheable,
+        )
+    }
+
+    #[inline]
+    fn decide(&self, v: &Verdict, meta: &Metadata<'_>) -> bool {
+        if !v.enabled {
+            return false;
+        }
+        if let Some(rule) = &v.rule {
+            if !rule.keep(meta.level()) {
+                return false;
+            }
+        }
+        if let Some((burst, callsite)) = &v.burst {
+            let second = self.clock.unix_seconds();
+            let (decision, summary) = callsite.burst.admit(second, *burst);
+            if let Some(summary) = summary {
+                self.notices.push(Notice::BurstEnded {
+                    meta: callsite.meta,
+                    summary,
+                });
+            }
+            if let BurstDecision::Drop { first } = decision {
+                StatsCells::add(&self.stats.burst, meta.level(), 1);
+                if first {
+                    self.notices.push(Notice::BurstStarted {
+                        meta: callsite.meta,
+                        burst: *burst,
+                    });
+                }
+                return false;
+            }
+        }
+        true
+    }
+}

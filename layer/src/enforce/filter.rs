@@ -1,0 +1,424 @@
+//! The filter and its handle: the policy compiled, swapped in atomically, answered to
+//! `tracing`'s questions, and changed from any thread.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::thread::Thread;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use tracing_core::metadata::LevelFilter;
+use tracing_core::subscriber::Interest;
+use tracing_core::{Metadata, Subscriber};
+use tracing_subscriber::layer::{self, Context};
+
+use super::compiled::{Compiled, EventPath};
+use super::fast_path::{CallsiteState, RULE_SLOTS};
+use super::limits::{Budget, BurstWindow, Notices};
+use super::stats::{RuleCounters, Stats, StatsCells};
+use crate::clock::{Clock, SystemClock};
+use crate::policy::{
+    DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Scope,
+};
+
+pub(super) struct State {
+    pub(super) policy: Policy,
+}
+
+/// Gives every filter a distinct id for the verdict cache (an address could be reused).
+static NEXT_FILTER_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(super) struct Shared {
+    /// This filter's id in the verdict cache.
+    pub(super) id: usize,
+    pub(super) compiled: ArcSwap<Compiled>,
+    /// The generation of `compiled`, published after it is stored.
+    pub(super) generation: AtomicU64,
+    /// [`EventPath`] of `compiled`, published after it is stored.
+    pub(super) event_path: AtomicU32,
+    pub(super) state: Mutex<State>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) stats: Arc<StatsCells>,
+    /// Callsites registered with the filter (static metadata only): their burst state.
+    pub(super) callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
+    /// Sampling rules the lock-free path reaches by slot (kept for the filter's life, so
+    /// their counts stay in the stats as those of live rules).
+    pub(super) rules: Box<[OnceLock<Arc<RuleCounters>>]>,
+    pub(super) next_rule: AtomicUsize,
+    pub(super) notices: Notices,
+    pub(super) budget: Budget,
+    /// Whether this filter runs its own expiry timer (system clock only).
+    pub(super) own_timer: bool,
+    pub(super) timer_started: AtomicBool,
+    pub(super) timer: OnceLock<Thread>,
+}
+
+/// A `tracing-subscriber` filter that enforces a [`Policy`], usable as a global
+/// [`Layer`](tracing_subscriber::Layer) or as a per-layer
+/// [`Filter`](tracing_subscriber::layer::Filter); its [`PolicyHandle`] changes the
+/// policy at runtime from any thread.
+///
+/// Clones share the same policy.
+///
+/// # Examples
+///
+/// As a global layer, with the policy changed at runtime:
+///
+/// ```
+/// use logpolicy::PolicyFilter;
+/// use tracing_subscriber::prelude::*;
+///
+/// let filter = PolicyFilter::from_directives("info,noisy=warn").unwrap();
+/// let handle = filter.handle();
+/// let subscriber = tracing_subscriber::registry().with(filter);
+/// tracing::subscriber::with_default(subscriber, || {
+///     assert!(tracing::enabled!(tracing::Level::INFO));
+///     assert!(!tracing::enabled!(target: "noisy", tracing::Level::INFO));
+///     handle.set_directives("info,noisy=debug").unwrap();
+///     assert!(tracing::enabled!(target: "noisy", tracing::Level::INFO));
+///     assert!(!tracing::enabled!(tracing::Level::DEBUG));
+/// });
+/// ```
+///
+/// As a per-layer filter, so it governs one output and not another:
+///
+/// ```
+/// use logpolicy::PolicyFilter;
+/// use tracing_subscriber::{prelude::*, filter::LevelFilter};
+///
+/// let subscriber = tracing_subscriber::registry()
+///     .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink)
+///         .with_filter(PolicyFilter::from_directives("warn,shop::payment=debug").unwrap()))
+///     .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink)
+///         .with_filter(LevelFilter::TRACE));
+/// tracing::subscriber::with_default(subscriber, || tracing::debug!(target: "shop::payment", "kept"));
+/// ```
+#[derive(Clone)]
+pub struct PolicyFilter {
+    pub(super) shared: Arc<Shared>,
+}
+
+/// Changes a [`PolicyFilter`]'s policy from any thread.
+///
+/// Every change is validated before it takes effect (the previous policy stays on any
+/// error), compiled once, swapped in atomically, and followed by a rebuild of
+/// `tracing`'s interest cache and max-level hint.
+///
+/// Install the subscriber as the global default (as [`init`](crate::init) does) when
+/// changes come from other threads: when the only subscriber in the process is a
+/// *scoped* one (`tracing::subscriber::with_default`), `tracing` rebuilds its interest
+/// cache against the default of the thread that made the change, which on another
+/// thread is no subscriber at all.
+#[derive(Clone)]
+pub struct PolicyHandle {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PolicyFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyFilter")
+            .field(
+                "effective",
+                &self.shared.compiled.load().effective.directives.to_string(),
+            )
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for PolicyHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyHandle")
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl PolicyFilter {
+    /// A filter for `policy`, on the system clock.
+    pub fn new(policy: Policy) -> Self {
+        Self::build(policy, Arc::new(SystemClock), true)
+    }
+
+    /// A filter for `policy` that reads time from `clock`. No timer thread is started:
+    /// call [`PolicyHandle::refresh`] after moving the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::{clock::{Clock, ManualClock}, Level, Policy, PolicyFilter, PolicyLayer};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let clock = ManualClock::new(SystemTime::now());
+    /// let raise = PolicyLayer::new("ns/raise", 1, "debug".parse().unwrap()).unwrap()
+    ///     .expires_at(clock.now() + Duration::from_secs(900));
+    /// let filter = PolicyFilter::with_clock(
+    ///     Policy::new(vec![PolicyLayer::baseline("info".parse().unwrap()), raise]),
+    ///     clock.clone(),
+    /// );
+    /// let handle = filter.handle();
+    /// assert_eq!(handle.effective().level_for("app"), Level::Debug);
+    /// clock.advance(Duration::from_secs(900));
+    /// assert!(handle.refresh());
+    /// assert_eq!(handle.effective().level_for("app"), Level::Info);
+    /// ```
+    pub fn with_clock(policy: Policy, clock: impl Clock) -> Self {
+        Self::build(policy, Arc::new(clock), false)
+    }
+
+    /// A filter whose only layer is the baseline parsed from `directives`.
+    pub fn from_directives(directives: &str) -> Result<Self, DirectiveError> {
+        let d: Directives = directives.parse()?;
+        Ok(Self::new(Policy::new(vec![PolicyLayer::baseline(d)])))
+    }
+
+    fn build(policy: Policy, clock: Arc<dyn Clock>, own_timer: bool) -> Self {
+        let stats = Arc::new(StatsCells::default());
+        let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
+        let shared = Arc::new(Shared {
+            id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
+            event_path: AtomicU32::new(EventPath::of(&compiled).0),
+            compiled: ArcSwap::from_pointee(compiled),
+            generation: AtomicU64::new(0),
+            state: Mutex::new(State { policy }),
+            clock,
+            stats,
+            callsites: RwLock::new(HashMap::new()),
+            rules: (0..RULE_SLOTS).map(|_| OnceLock::new()).collect(),
+            next_rule: AtomicUsize::new(0),
+            notices: Notices::default(),
+            budget: Budget::new(),
+            own_timer,
+            timer_started: AtomicBool::new(false),
+            timer: OnceLock::new(),
+        });
+        // No interest rebuild here: no subscriber uses this filter yet, and registering
+        // the `Dispatch` that will asks it about every callsite. (Rebuilding now could
+        // even be wrong: with a single scoped dispatcher alive, tracing rebuilds against
+        // *this* thread's default.)
+        if shared.compiled.load().effective.next_expiry.is_some() {
+            shared.arm_timer();
+        }
+        PolicyFilter { shared }
+    }
+
+    /// A handle that changes this filter's policy.
+    pub fn handle(&self) -> PolicyHandle {
+        PolicyHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Whether the current policy lets this event or span through: its level is
+    /// enabled for its target and, for an event below `alwaysKeep`, its sampling rule
+    /// and the burst limit keep it. Counts what it does not keep.
+    #[inline]
+    pub fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        self.shared.enabled(meta)
+    }
+
+    fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
+        let compiled = self.shared.compiled.load();
+        if !compiled.level_enabled(meta) {
+            return Interest::never();
+        }
+        if meta.is_span() || compiled.keeps_always(meta.level()) {
+            return Interest::always();
+        }
+        let key = meta as *const Metadata<'static> as usize;
+        self.shared
+            .callsites
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(CallsiteState {
+                    meta,
+                    burst: BurstWindow::default(),
+                })
+            });
+        let sampled = compiled
+            .rule_for(meta.target())
+            .is_some_and(|r| matches!(r.scope, Scope::Event) && r.counters.n > 1);
+        if sampled || compiled.burst.is_some() {
+            Interest::sometimes()
+        } else {
+            Interest::always()
+        }
+    }
+
+    #[inline]
+    fn hint(&self) -> Option<LevelFilter> {
+        Some(self.shared.compiled.load().max_level.to_level_filter())
+    }
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the policy half-written: it is
+        // replaced whole. Keep serving.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Recompiles `policy` at the clock's time and swaps it in (under the state lock,
+    /// so generations increase in the order policies are installed).
+    pub(super) fn install(&self, state: &State) {
+        let prev = self.compiled.load();
+        let generation = prev.generation + 1;
+        let next = Compiled::new(
+            &state.policy,
+            self.clock.now(),
+            generation,
+            Some(&prev),
+            &self.stats,
+        );
+        drop(prev);
+        let path = EventPath::of(&next);
+        self.compiled.store(Arc::new(next));
+        self.event_path.store(path.0, Ordering::Release);
+        self.generation.store(generation, Ordering::Release);
+    }
+
+    /// After a swap: refresh tracing's caches and (re)arm the expiry timer.
+    pub(super) fn after_change(self: &Arc<Self>) {
+        tracing_core::callsite::rebuild_interest_cache();
+        if self.compiled.load().effective.next_expiry.is_some() {
+            self.arm_timer();
+        }
+    }
+}
+
+impl PolicyHandle {
+    /// The whole policy: every layer, expired or not.
+    pub fn policy(&self) -> Policy {
+        self.shared.lock().policy.clone()
+    }
+
+    /// The effective policy as it was last compiled.
+    pub fn effective(&self) -> EffectivePolicy {
+        self.shared.compiled.load().effective.clone()
+    }
+
+    /// Increases by one with every compiled change, expiry included.
+    pub fn generation(&self) -> u64 {
+        self.shared.compiled.load().generation
+    }
+
+    /// What happened to the events the levels enabled: written, sampled out, dropped by
+    /// the burst limit or the budget, or held with a request. Writes are counted by a
+    /// [`FormatLayer`](crate::FormatLayer) linked with
+    /// [`with_policy`](crate::FormatLayer::with_policy).
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.snapshot()
+    }
+
+    /// The time on this filter's clock.
+    pub fn now(&self) -> SystemTime {
+        self.shared.clock.now()
+    }
+
+    /// Edits the policy: `f` works on a copy, which replaces the policy only if `f`
+    /// returns `Ok`; on `Err` the previous policy stays in force.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::{Level, PolicyFilter, PolicyLayer};
+    /// let handle = PolicyFilter::from_directives("info").unwrap().handle();
+    /// let r = handle.update(|p| p.upsert(PolicyLayer::new("", 1, "debug".parse().unwrap())?));
+    /// assert!(r.is_err());
+    /// assert_eq!(handle.effective().level_for("x"), Level::Info);
+    /// ```
+    pub fn update<R, E>(&self, f: impl FnOnce(&mut Policy) -> Result<R, E>) -> Result<R, E> {
+        let result = {
+            let mut state = self.shared.lock();
+            let mut next = state.policy.clone();
+            let r = f(&mut next)?;
+            state.policy = next;
+            self.shared.install(&state);
+            r
+        };
+        self.shared.after_change();
+        Ok(result)
+    }
+
+    /// Replaces the whole policy.
+    pub fn set_policy(&self, policy: Policy) {
+        let _ = self.update(|p| {
+            *p = policy;
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// Adds a layer, or replaces the layer with the same source.
+    pub fn upsert_layer(&self, layer: PolicyLayer) -> Result<(), PolicyError> {
+        self.update(|p| p.upsert(layer))
+    }
+
+    /// Removes the layer of `source`; returns whether there was one.
+    pub fn remove_layer(&self, source: &str) -> bool {
+        self.update(|p| Ok::<bool, std::convert::Infallible>(p.remove(source)))
+            .unwrap_or(false)
+    }
+
+    /// Replaces the baseline layer (source `env`) with `directives` parsed from text.
+    /// On an error the previous policy stays.
+    pub fn set_directives(&self, directives: &str) -> Result<(), PolicyError> {
+        let d: Directives = directives.parse()?;
+        self.update(|p| p.upsert(PolicyLayer::baseline(d)))
+    }
+
+    /// Re-evaluates expiry at the clock's time; returns whether the effective policy
+    /// changed (some layer expired since the last compile).
+    pub fn refresh(&self) -> bool {
+        let changed = {
+            let state = self.shared.lock();
+            let now = self.shared.clock.now();
+            let due = self
+                .shared
+                .compiled
+                .load()
+                .effective
+                .next_expiry
+                .is_some_and(|at| at <= now);
+            if due {
+                self.shared.install(&state);
+            }
+            due
+        };
+        if changed {
+            self.shared.after_change();
+        }
+        changed
+    }
+}
+
+impl<S: Subscriber> tracing_subscriber::Layer<S> for PolicyFilter {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        self.interest(meta)
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        PolicyFilter::enabled(self, meta)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.hint()
+    }
+}
+
+impl<S> layer::Filter<S> for PolicyFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        PolicyFilter::enabled(self, meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        self.interest(meta)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.hint()
+    }
+}

@@ -1,0 +1,291 @@
+//! What an output layer asks of the policy for each event the filter let through:
+//! written, held with its request, or not written (and why). The output formats bytes;
+//! every decision about an event, and every count, is made here.
+//!
+//! The filter decides per callsite and per event *before* any field is evaluated
+//! (levels, event sampling, the burst limit); what needs the request the event belongs
+//! to, or the size of its line, is decided here, when an output receives the event:
+//! request-scope sampling, the byte budget, the counting of written events, and when the
+//! in-band reports (burst notices, the summary of what was not written) are due.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing_core::span::Attributes;
+use tracing_core::{Event, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
+
+use super::compiled::EventPath;
+use super::filter::{PolicyFilter, Shared};
+use super::limits::Notice;
+use super::request::{self, Held, HoldCheck, RequestLimits, RequestState};
+use super::stats::{Reason, StatsCells};
+use super::summary::{NotWritten, Summary, DEFAULT_SUMMARY_INTERVAL_SECS};
+use crate::clock::Clock;
+use crate::level::Level;
+
+/// The decisions one output layer (a [`FormatLayer`](crate::FormatLayer)) makes about
+/// the events it receives, and the state they need: the linked filter (if any), the
+/// bounds of request holding, and the summary's schedule.
+#[derive(Debug)]
+pub(crate) struct OutputGate {
+    /// `alwaysKeep` when no filter is linked.
+    always_keep: Level,
+    filter: Option<PolicyFilter>,
+    requests: RequestLimits,
+    /// Requests holding lines now (against `requests.max_requests`).
+    tracked: Arc<AtomicUsize>,
+    summary: Arc<Summary>,
+}
+
+/// What to do with one event.
+pub(crate) enum Decision<'a, S: LookupSpan<'a>> {
+    /// Write its line.
+    Write(Write),
+    /// Format its line and give it to this holder: its request was not kept.
+    Hold(Holder<'a, S>),
+    /// Do not write it, for this reason (count it with [`OutputGate::dropped`]).
+    Drop(Reason),
+}
+
+/// A line to write.
+#[derive(Debug)]
+pub(crate) struct Write {
+    /// The event is at or above `alwaysKeep` (the sink sheds the others first).
+    pub(crate) always_keep: bool,
+    /// The lines its request held, to be written first, in order (already counted as
+    /// written): the context of an error.
+    pub(crate) context: Option<Held>,
+    /// The line is charged to the byte budget.
+    budget: bool,
+}
+
+/// Takes the line of an event whose request was not kept.
+pub(crate) struct Holder<'a, S: LookupSpan<'a>> {
+    span: SpanRef<'a, S>,
+    level: tracing_core::Level,
+    limits: &'a RequestLimits,
+    stats: &'a StatsCells,
+}
+
+impl OutputGate {
+    /// A gate with no filter linked: every event is written.
+    pub(crate) fn new() -> Self {
+        OutputGate {
+            always_keep: Level::Warn,
+            filter: None,
+            requests: RequestLimits::default(),
+            tracked: Arc::default(),
+            summary: Arc::new(Summary::new(DEFAULT_SUMMARY_INTERVAL_SECS)),
+        }
+    }
+
+    /// Decides with `filter`'s policy from now on; returns the filter's clock.
+    pub(crate) fn link(&mut self, filter: &PolicyFilter) -> Arc<dyn Clock> {
+        self.filter = Some(filter.clone());
+        filter.shared.clock.clone()
+    }
+
+    /// `alwaysKeep` when no filter is linked.
+    pub(crate) fn set_always_keep(&mut self, level: Level) {
+        self.always_keep = level;
+    }
+
+    pub(crate) fn set_request_limits(&mut self, limits: RequestLimits) {
+        self.requests = limits;
+    }
+
+    pub(crate) fn set_summary_interval(&mut self, secs: u64) {
+        self.summary = Arc::new(Summary::new(secs.max(1)));
+    }
+
+    #[inline]
+    fn shared(&self) -> Option<&Shared> {
+        self.filter.as_ref().map(|f| &*f.shared)
+    }
+
+    /// A span opened: under request-scope rules, decides once whether its request is
+    /// kept.
+    pub(crate) fn open_span<'a, S>(&self, attrs: &Attributes<'_>, span: &SpanRef<'a, S>)
+    where
+        S: Subscriber + LookupSpan<'a>,
+    {
+        let Some(sh) = self.shared() else { return };
+        let compiled = sh.compiled.load();
+        if !compiled.has_request_rules {
+            return;
+        }
+        if let Some(state) =
+            RequestState::decide(&compiled, attrs, span, &self.requests, &self.tracked)
+        {
+            span.extensions_mut().insert(state);
+        }
+    }
+
+    /// A span closed: what its request still holds was sampled out.
+    pub(crate) fn close_span<'a, S>(&self, span: &SpanRef<'a, S>)
+    where
+        S: Subscriber + LookupSpan<'a>,
+    {
+        let Some(sh) = self.shared() else { return };
+        let state = span.extensions_mut().remove::<RequestState>();
+        if let Some(state) = state {
+            state.discard(&sh.stats, &self.tracked);
+        }
+    }
+
+    /// The in-band notices waiting (burst limiter), to be written before the next line
+    /// (one atomic load when there are none).
+    #[inline]
+    pub(crate) fn take_notices(&self) -> Option<VecDeque<Notice>> {
+        self.shared()?.notices.take()
+    }
+
+    /// Decides `event` at `now` (since the Unix epoch).
+    #[inline]
+    pub(crate) fn decide<'a, S>(
+        &'a self,
+        event: &Event<'_>,
+        ctx: &'a Context<'_, S>,
+        now: Duration,
+    ) -> Decision<'a, S>
+    where
+        S: Subscriber + for<'l> LookupSpan<'l>,
+    {
+        let level = event.metadata().level();
+        let Some(sh) = self.shared() else {
+            return Decision::Write(Write {
+                always_keep: Level::of(level) <= self.always_keep,
+                context: None,
+                budget: false,
+            });
+        };
+        let path = EventPath(sh.event_path.load(Ordering::Acquire));
+        let always_keep = path.keeps_always(level);
+        if !path.needs_compiled() {
+            // Most events: no request rules and no budget, nothing more to decide.
+            return Decision::Write(Write {
+                always_keep,
+                context: None,
+                budget: false,
+            });
+        }
+        self.decide_compiled(sh, always_keep, event, ctx, now)
+    }
+
+    /// [`decide`](Self::decide) when request rules or a byte budget are in force.
+    fn decide_compiled<'a, S>(
+        &'a self,
+        sh: &'a Shared,
+        always_keep: bool,
+        event: &Event<'_>,
+        ctx: &'a Context<'_, S>,
+        now: Duration,
+    ) -> Decision<'a, S>
+    where
+        S: Subscriber + for<'l> LookupSpan<'l>,
+    {
+        let compiled = sh.compiled.load();
+        let level = event.metadata().level();
+        let budget = compiled.max_bytes_per_second;
+        let mut context = None;
+        if compiled.has_request_rules {
+            if always_keep {
+                // The context of an error: what its request held, written first.
+                if let Some(mut held) = request::promote(event, ctx) {
+                    for (lvl, _) in held.lines() {
+                        StatsCells::sub(&sh.stats.held, &lvl, 1);
+                        StatsCells::add(&sh.stats.written, &lvl, 1);
+                    }
+                    if budget.is_some() {
+                        sh.budget.charge(held.byte_len());
+                    }
+                    context = Some(held);
+                }
+            } else {
+                match request::check(&compiled, event, ctx) {
+                    HoldCheck::Write => {}
+                    HoldCheck::Sampled => return Decision::Drop(Reason::Sampled),
+                    HoldCheck::Hold(span) => {
+                        return Decision::Hold(Holder {
+                            span,
+                            level: *level,
+                            limits: &self.requests,
+                            stats: &sh.stats,
+                        })
+                    }
+                }
+            }
+        }
+        if let (Some(rate), false) = (budget, always_keep) {
+            let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+            if !sh.budget.admit(now_ns, rate) {
+                return Decision::Drop(Reason::Budget);
+            }
+        }
+        Decision::Write(Write {
+            always_keep,
+            context,
+            budget: budget.is_some(),
+        })
+    }
+
+    /// The line `write` was for (`len` bytes, of an event of `level`) was handed to the
+    /// sink: counts it, and charges the budget.
+    #[inline]
+    pub(crate) fn written(&self, write: &Write, level: &tracing_core::Level, len: usize) {
+        let Some(sh) = self.shared() else { return };
+        StatsCells::add(&sh.stats.written, level, 1);
+        if write.budget {
+            sh.budget.charge(len);
+        }
+    }
+
+    /// An event of `level` was not written, for `reason`: counts it.
+    #[inline]
+    pub(crate) fn dropped(&self, level: &tracing_core::Level, reason: Reason) {
+        let Some(sh) = self.shared() else { return };
+        let row = match reason {
+            Reason::Sampled => &sh.stats.sampled,
+            Reason::Burst => &sh.stats.burst,
+            Reason::Budget => &sh.stats.budget,
+        };
+        StatsCells::add(row, level, 1);
+    }
+
+    /// After a line was written at `now`: the summary of events not written, when it is
+    /// due and something went unwritten since the last one.
+    #[inline]
+    pub(crate) fn summary_due(&self, now: Duration) -> Option<NotWritten> {
+        let sh = self.shared()?;
+        if !self.summary.due(now.as_secs()) {
+            return None;
+        }
+        self.summary.since_last(&sh.stats.snapshot())
+    }
+}
+
+impl<'a, S> Holder<'a, S>
+where
+    S: Subscriber + LookupSpan<'a>,
+{
+    /// Holds the event's formatted `line` with its request, and counts it (and the older
+    /// lines dropped to make room, as sampled).
+    pub(crate) fn hold(self, line: &[u8]) {
+        let stats = self.stats;
+        match request::store(&self.span, self.limits, self.level, line) {
+            Some(evicted) => {
+                StatsCells::add(&stats.held, &self.level, 1);
+                for lvl in evicted {
+                    StatsCells::sub(&stats.held, &lvl, 1);
+                    StatsCells::add(&stats.sampled, &lvl, 1);
+                }
+            }
+            // The request stopped holding lines meanwhile.
+            None => StatsCells::add(&stats.sampled, &self.level, 1),
+        }
+    }
+}

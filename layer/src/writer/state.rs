@@ -1,0 +1,311 @@
+//! The state a writer's handles and its thread share, behind one mutex, and the few
+//! values mirrored out of it to be read without the lock.
+
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
+
+use super::config::{Overflow, ReserveFull, WriterConfig, WriterError};
+use super::output::{self, Destination};
+use super::queue::Queue;
+use super::stats::{DropCounts, DropReason, LevelStats, WriterStats, REASONS};
+use super::summary::{self, Unreported};
+use crate::clock::Clock;
+use crate::level::LEVELS;
+
+/// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
+pub(super) const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
+pub(super) const LOCKLESS_QUEUE_FULL: usize = 0;
+pub(super) const LOCKLESS_CONTENDED: usize = 1;
+
+/// What the handles and the writer thread share: the state behind the lock, the
+/// condition variables, and the few values read without the lock.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    /// Wakes the writer thread: lines pending, a report due, or stop.
+    pub(super) work: Condvar,
+    /// Wakes callers waiting for queue space.
+    pub(super) space: Condvar,
+    /// Wakes `flush` and the guard after each batch.
+    pub(super) progress: Condvar,
+    /// Set when the thread must give up waiting for a non-blocking output.
+    pub(super) stop_flag: AtomicBool,
+    /// Queued bytes, mirrored from the queue under the lock, read without it.
+    pub(super) queued_hint: AtomicUsize,
+    /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
+    /// [`Queue::evict_below_keep`]), mirrored under the lock, read without it.
+    pub(super) evicting: AtomicBool,
+    /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
+    /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
+    /// folded into the counters under the lock by `State::fold`.
+    pub(super) lockless_drops: [[AtomicU64; LEVELS]; 2],
+    pub(super) normal_limit: usize,
+    pub(super) overflow: Overflow,
+    pub(super) reserve_full: ReserveFull,
+    pub(super) flush_timeout: Duration,
+    pub(super) lock_spin: Duration,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+/// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct LevelCounters {
+    pub(super) emitted: u64,
+    pub(super) accepted: u64,
+    pub(super) written: u64,
+    pub(super) dropped: [u64; REASONS],
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub(super) queue: Queue,
+    pub(super) levels: [LevelCounters; LEVELS],
+    /// The values of `Shared::lockless_drops` already folded into the counters.
+    pub(super) folded: [[u64; LEVELS]; 2],
+    /// Drops not yet reported in-band, `[reason][level]`.
+    pub(super) unreported: Unreported,
+    /// Reportable drops so far; `reported_seq` is the value covered by the last finished
+    /// report attempt.
+    pub(super) drops_seq: u64,
+    pub(super) reported_seq: u64,
+    /// Lines accepted so far, and lines that have left the queue (written or dropped).
+    pub(super) accepted_seq: u64,
+    pub(super) resolved_seq: u64,
+    pub(super) bytes_written: u64,
+    pub(super) write_syscalls: u64,
+    pub(super) io_errors: u64,
+    pub(super) last_io_error: Option<ErrorKind>,
+    pub(super) rotations: u64,
+    pub(super) summary_lines: u64,
+    /// The last write succeeded (reports are only written on their own when it did).
+    pub(super) healthy: bool,
+    /// The writer thread waits on `work`.
+    pub(super) writer_idle: bool,
+    /// The writer thread is writing a batch outside the lock.
+    pub(super) writer_busy: bool,
+    pub(super) space_waiters: usize,
+    pub(super) progress_waiters: usize,
+    /// The guard was dropped: no more lines are accepted.
+    pub(super) closed: bool,
+    /// The thread must exit at its next look at the state.
+    pub(super) stop: bool,
+    /// The guard gave up on the queue and counted it as `Shutdown`.
+    pub(super) abandoned: bool,
+}
+
+impl State {
+    /// Counts `n` dropped lines of level `li`; reportable drops also go to the next
+    /// in-band report. Returns whether the writer thread should be woken for a report.
+    pub(super) fn count_drop(
+        &mut self,
+        li: usize,
+        reason: DropReason,
+        n: u64,
+        reportable: bool,
+    ) -> bool {
+        self.levels[li].dropped[reason.index()] += n;
+        if !reportable || n == 0 {
+            return false;
+        }
+        self.unreported[reason.index()][li] += n;
+        self.drops_seq += n;
+        self.healthy && self.writer_idle
+    }
+
+    /// Moves the lock-free drop counts into the counters (each such drop is one emitted
+    /// and one dropped line, so the balance holds at every snapshot). Returns whether the
+    /// writer thread should be woken for a report.
+    pub(super) fn fold(&mut self, lockless: &[[AtomicU64; LEVELS]; 2]) -> bool {
+        let mut wake = false;
+        for (ri, reason) in LOCKLESS_REASONS.iter().enumerate() {
+            for (li, a) in lockless[ri].iter().enumerate() {
+                let now = a.load(Ordering::Acquire);
+                let n = now - self.folded[ri][li];
+                if n > 0 {
+                    self.folded[ri][li] = now;
+                    self.levels[li].emitted += n;
+                    wake |= self.count_drop(li, *reason, n, true);
+                }
+            }
+        }
+        wake
+    }
+
+    pub(super) fn report_due(&self) -> bool {
+        self.healthy && summary::total(&self.unreported) > 0
+    }
+
+    pub(super) fn snapshot(&self) -> WriterStats {
+        let queued = self.queue.queued_lines();
+        let mut levels = [LevelStats::default(); LEVELS];
+        for (li, out) in levels.iter_mut().enumerate() {
+            let c = &self.levels[li];
+            *out = LevelStats {
+                emitted: c.emitted,
+                accepted: c.accepted,
+                written: c.written,
+                dropped: DropCounts {
+                    by_reason: c.dropped,
+                },
+                queued: queued[li],
+            };
+        }
+        WriterStats {
+            levels,
+            bytes_written: self.bytes_written,
+            queue_bytes: self.queue.queued_bytes(),
+            peak_queue_bytes: self.queue.peak_bytes(),
+            write_syscalls: self.write_syscalls,
+            rotations: self.rotations,
+            io_errors: self.io_errors,
+            last_io_error: self.last_io_error,
+            summary_lines: self.summary_lines,
+        }
+    }
+}
+
+impl Shared {
+    /// Opens the output of a validated `config`, and the state of a writer that has
+    /// queued nothing yet.
+    pub(super) fn open(config: WriterConfig) -> Result<(Destination, Shared), WriterError> {
+        let normal_limit = config.normal_limit_bytes();
+        let WriterConfig {
+            output,
+            capacity_bytes,
+            overflow,
+            reserve_full,
+            flush_timeout,
+            lock_spin,
+            clock,
+            ..
+        } = config;
+        let out = output::open(output)?;
+        let shared = Shared {
+            state: Mutex::new(State {
+                queue: Queue::new(capacity_bytes, normal_limit),
+                levels: [LevelCounters::default(); LEVELS],
+                folded: [[0; LEVELS]; 2],
+                unreported: [[0; LEVELS]; REASONS],
+                drops_seq: 0,
+                reported_seq: 0,
+                accepted_seq: 0,
+                resolved_seq: 0,
+                bytes_written: 0,
+                write_syscalls: 0,
+                rotations: 0,
+                io_errors: 0,
+                last_io_error: None,
+                summary_lines: 0,
+                healthy: true,
+                writer_idle: false,
+                writer_busy: false,
+                space_waiters: 0,
+                progress_waiters: 0,
+                closed: false,
+                stop: false,
+                abandoned: false,
+            }),
+            work: Condvar::new(),
+            space: Condvar::new(),
+            progress: Condvar::new(),
+            stop_flag: AtomicBool::new(false),
+            queued_hint: AtomicUsize::new(0),
+            evicting: AtomicBool::new(false),
+            lockless_drops: Default::default(),
+            normal_limit,
+            overflow,
+            reserve_full,
+            flush_timeout,
+            lock_spin,
+            clock,
+        };
+        Ok((out, shared))
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock; if some did, the counters are still
+        // consistent enough to keep logging.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock if it can be had within `spin` (busy-waiting, never sleeping), else
+    /// `None`.
+    pub(super) fn lock_within(&self, spin: Duration) -> Option<MutexGuard<'_, State>> {
+        let mut started: Option<Instant> = None;
+        loop {
+            match self.state.try_lock() {
+                Ok(st) => return Some(st),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            let t0 = *started.get_or_insert_with(Instant::now);
+            if t0.elapsed() >= spin {
+                return None;
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// The lock, with the lock-free drops folded in.
+    pub(super) fn lock_folded(&self) -> MutexGuard<'_, State> {
+        let mut st = self.lock();
+        if st.fold(&self.lockless_drops) {
+            self.wake_writer(&mut st);
+        }
+        st
+    }
+
+    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`],
+    /// which also refuses further ones until the writer gets a batch out) and counts
+    /// them. Returns whether anything was evicted.
+    pub(super) fn evict(&self, st: &mut State) -> bool {
+        let evicted = st.queue.evict_below_keep();
+        let total: u64 = evicted.iter().sum();
+        if total == 0 {
+            return false;
+        }
+        let mut wake = false;
+        for (li, n) in evicted.into_iter().enumerate() {
+            wake |= st.count_drop(li, DropReason::Evicted, n, true);
+        }
+        st.resolved_seq += total;
+        self.publish_queued(st);
+        if wake {
+            self.wake_writer(st);
+        }
+        true
+    }
+
+    pub(super) fn publish_queued(&self, st: &State) {
+        self.queued_hint
+            .store(st.queue.queued_bytes(), Ordering::Release);
+        self.evicting
+            .store(st.queue.refusing_below_keep(), Ordering::Release);
+    }
+
+    /// Counts a line of level `li` just queued, unlocks, and wakes the writer if it
+    /// waits: after unlocking, so the syscall is not made under the lock (the writer
+    /// rechecks the queue under the lock; no wakeup is lost). Returns `true`.
+    #[inline]
+    pub(super) fn accepted(&self, mut st: MutexGuard<'_, State>, li: usize) -> bool {
+        st.levels[li].accepted += 1;
+        st.accepted_seq += 1;
+        let wake = std::mem::replace(&mut st.writer_idle, false);
+        drop(st);
+        if wake {
+            self.work.notify_one();
+        }
+        true
+    }
+
+    pub(super) fn wake_writer(&self, st: &mut State) {
+        if st.writer_idle {
+            st.writer_idle = false;
+            self.work.notify_one();
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The writer thread: takes the pending chunks in batches, writes them (with the
+//! in-band report of drops in front), gives the chunks back and wakes who waits.
+
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::output;
+use super::queue::{self, clear_chunks, fresh_chunk};
+use super::state::{Shared, State};
+use super::stats::DropReason;
+use super::summary;
+
+/// How often an idle writer thread looks for drops counted without the lock, so that they
+/// are reported even if nothing else is logged.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// After a batch, the writer thread keeps looking for new lines every nap for up to
+/// `LINGER` before it sleeps until woken. While it does, callers never wake it. A nap
+/// lasts as long as callers took, at the last batch's pace, to fill `1 / NAP_FILL_DIVISOR`
+/// of the queue, between `NAP_MIN` and `NAP_MAX`: each nap costs two context switches,
+/// so a steady flow is written in fewer, larger batches, and a fast one never waits
+/// long enough to fill the queue.
+const NAP_MIN: Duration = Duration::from_millis(1);
+const NAP_MAX: Duration = Duration::from_millis(4);
+const NAP_FILL_DIVISOR: u64 = 16;
+const LINGER: Duration = Duration::from_millis(20);
+
+/// How long to nap before looking for lines again, when `bytes` were queued in `elapsed`
+/// (the last batch) and the queue holds `capacity` bytes.
+fn nap_for(bytes: usize, elapsed: Duration, capacity: usize) -> Duration {
+    let target = capacity as u64 / NAP_FILL_DIVISOR;
+    if bytes == 0 {
+        return NAP_MAX;
+    }
+    let nanos = u128::from(target).saturating_mul(elapsed.as_nanos()) / bytes as u128;
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)).clamp(NAP_MIN, NAP_MAX)
+}
+
+/// Naps, `nap` at a time, until lines are queued, the thread must stop, or [`LINGER`]
+/// has passed.
+fn linger(shared: &Shared, nap: Duration) {
+    let until = Instant::now() + LINGER;
+    while shared.queued_hint.load(Ordering::Acquire) == 0
+        && !shared.stop_flag.load(Ordering::Acquire)
+        && Instant::now() < until
+    {
+        std::thread::sleep(nap);
+    }
+}
+
+/// Allocates, outside the lock, the spare chunks the queue wants, and hands them in.
+fn top_up_spares<'a>(shared: &'a Shared, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let want = st.queue.spare_wanted();
+    if want == 0 {
+        return st;
+    }
+    let chunk_len = st.queue.chunk_len();
+    drop(st);
+    let mut spare: Vec<queue::Chunk> = (0..want).map(|_| fresh_chunk(chunk_len)).collect();
+    let mut st = shared.lock();
+    st.queue.add_spare(&mut spare);
+    st
+}
+
+/// The background thread. It holds the lock only to swap the pending chunks out, to
+/// give them back and to update counters; writing, emptying chunks, allocating new
+/// ones and waking waiters all happen outside it.
+pub(super) fn run(shared: &Shared, mut out: output::Destination) {
+    let mut st = top_up_spares(shared, shared.lock());
+    let mut batch: Vec<queue::Chunk> = Vec::with_capacity(st.queue.max_chunks());
+    let mut head: Vec<u8> = Vec::with_capacity(512);
+    let capacity = st.queue.capacity();
+    let mut nap = NAP_MIN;
+    let mut last_take = Instant::now();
+    loop {
+        let mut lingered = false;
+        loop {
+            if st.stop {
+                return;
+            }
+            st.fold(&shared.lockless_drops);
+            if st.queue.pending_bytes() > 0 || st.report_due() {
+                break;
+            }
+            if !lingered {
+                // Look again every `NAP` for a while, without the lock, before asking
+                // callers to wake us: a wake-up is a syscall on the caller's thread, and
+                // the woken thread often preempts the caller right there, in the middle
+                // of its log call, for as long as the scheduler likes.
+                drop(st);
+                linger(shared, nap);
+                lingered = true;
+                st = shared.lock();
+                continue;
+            }
+            st.writer_idle = true;
+            st = shared
+                .work
+                .wait_timeout(st, IDLE_TICK)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            st.writer_idle = false;
+        }
+        let report = if summary::total(&st.unreported) > 0 {
+            Some(std::mem::take(&mut st.unreported))
+        } else {
+            None
+        };
+        let report_seq = st.drops_seq;
+        let taken = st.queue.take(&mut batch);
+        let now = Instant::now();
+        nap = nap_for(taken, now - last_take, capacity);
+        last_take = now;
+        st.writer_busy = true;
+        drop(st);
+
+        head.clear();
+        if let Some(counts) = &report {
+            summary::write_summary_line(&mut head, shared.clock.now(), counts);
+        }
+        let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
+        clear_chunks(&mut batch);
+
+        st = shared.lock();
+        st.writer_busy = false;
+        if st.abandoned {
+            // The guard counted this batch as `Shutdown`; count nothing more.
+            return;
+        }
+        st.write_syscalls += outcome.syscalls;
+        st.rotations += outcome.rotations;
+        if let Some(e) = &outcome.rotation_error {
+            // The batch went on into the file at hand: nothing is lost, the error counts.
+            st.io_errors += 1;
+            st.last_io_error = Some(e.kind());
+        }
+        st.bytes_written += outcome.bytes;
+        if let Some(counts) = report {
+            if outcome.bytes >= head.len() as u64 {
+                st.summary_lines += 1;
+            } else {
+                for (slot, n) in st
+                    .unreported
+                    .iter_mut()
+                    .flatten()
+                    .zip(counts.iter().flatten())
+                {
+                    *slot += n;
+                }
+            }
+        }
+        st.reported_seq = report_seq;
+        let lines = st
+            .queue
+            .finish(&mut batch, outcome.error.is_none() && outcome.bytes > 0);
+        shared.publish_queued(&st);
+        st.resolved_seq += lines.iter().sum::<u64>();
+        match outcome.error {
+            None => {
+                for (c, n) in st.levels.iter_mut().zip(lines) {
+                    c.written += n;
+                }
+                st.healthy = true;
+            }
+            Some(e) => {
+                st.io_errors += 1;
+                st.last_io_error = Some(e.kind());
+                st.healthy = false;
+                let reportable = !st.closed;
+                for (li, n) in lines.iter().enumerate() {
+                    st.count_drop(li, DropReason::OutputClosed, *n, reportable);
+                }
+            }
+        }
+        let notify_space = st.space_waiters > 0;
+        let notify_progress = st.progress_waiters > 0;
+        if notify_space || notify_progress || st.queue.spare_wanted() > 0 {
+            drop(st);
+            if notify_space {
+                shared.space.notify_all();
+            }
+            if notify_progress {
+                shared.progress.notify_all();
+            }
+            st = top_up_spares(shared, shared.lock());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nap_fills_a_sixteenth_of_the_queue_between_one_and_four_ms() {
+        let mib = 1024 * 1024;
+        // 4 MiB queue: a sixteenth is 256 KiB. 64 KiB per ms fills it in 4 ms.
+        assert_eq!(
+            nap_for(64 * 1024, Duration::from_millis(1), 4 * mib),
+            Duration::from_millis(4)
+        );
+        assert_eq!(
+            nap_for(128 * 1024, Duration::from_millis(1), 4 * mib),
+            Duration::from_millis(2)
+        );
+        // Faster than 256 KiB per ms: never below 1 ms; slower: never above 4 ms.
+        assert_eq!(nap_for(mib, Duration::from_millis(1), 4 * mib), NAP_MIN);
+        assert_eq!(nap_for(100, Duration::from_secs(5), 4 * mib), NAP_MAX);
+        assert_eq!(nap_for(0, Duration::ZERO, 4 * mib), NAP_MAX);
+        assert_eq!(nap_for(1, Duration::MAX, usize::MAX), NAP_MAX);
+    }
+}
