@@ -77,7 +77,7 @@ spec:
         .as_str()
         .map(logpolicy::clock::parse_rfc3339)
         .ok_or_else(|| Error("no nextExpiry in the pod's policy".into()))?
-        .map_err(Error)?;
+        .map_err(|e| Error(e.to_string()))?;
     let in_force = secs_between(expiry, t0);
     if !(9.0..=11.5).contains(&in_force) {
         return Err(Error(format!(

@@ -289,6 +289,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// A timestamp that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// Not an RFC 3339 timestamp (or not a real date).
+    #[error("invalid RFC 3339 timestamp {0:?} (expected e.g. \"2026-11-29T20:06:15Z\")")]
+    Invalid(String),
+    /// A time before the Unix epoch.
+    #[error("timestamp {0:?} is before 1970")]
+    BeforeEpoch(String),
+}
+
 /// Parses an RFC 3339 timestamp (`2026-11-29T20:06:15Z`, fractional seconds and a
 /// numeric offset allowed) into a `SystemTime`.
 ///
@@ -300,14 +311,13 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// assert_eq!(t, UNIX_EPOCH + Duration::from_millis(82_801_500));
 /// assert!(logpolicy::clock::parse_rfc3339("yesterday").is_err());
 /// ```
-pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
-    let bad =
-        || format!("invalid RFC 3339 timestamp {s:?} (expected e.g. \"2026-11-29T20:06:15Z\")");
+pub fn parse_rfc3339(s: &str) -> Result<SystemTime, TimeError> {
+    let bad = || TimeError::Invalid(s.to_owned());
     let b = s.as_bytes();
     if b.len() < 20 || !s.is_ascii() {
         return Err(bad());
     }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+    let num = |r: std::ops::Range<usize>| -> Result<i64, TimeError> {
         let part = &s[r];
         if part.bytes().all(|c| c.is_ascii_digit()) {
             part.parse::<i64>().map_err(|_| bad())
@@ -377,7 +387,7 @@ pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
     let days = days_from_civil(y, mo as u32, d as u32);
     let secs = days * 86_400 + h * 3600 + mi * 60 + se.min(59) - offset_secs;
     if secs < 0 {
-        return Err(format!("timestamp {s:?} is before 1970"));
+        return Err(TimeError::BeforeEpoch(s.to_owned()));
     }
     Ok(UNIX_EPOCH + Duration::new(secs as u64, nanos as u32))
 }

@@ -156,7 +156,7 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
         (Some(d), None) => match parse_duration(d) {
             Ok(d) => Expiry::After(d),
             Err(e) => {
-                errors.push(FieldError::new("spec.duration", e));
+                errors.push(FieldError::new("spec.duration", e.to_string()));
                 Expiry::Never
             }
         },
@@ -197,6 +197,20 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
     }
 }
 
+/// A `duration` that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not numbers with units `ms`, `s`, `m`, `h`.
+    #[error("{0:?} is not a duration like 15m, 1h30m or 90s")]
+    Malformed(String),
+    /// Zero in all.
+    #[error("{0:?} is zero: give a positive duration")]
+    Zero(String),
+    /// Longer than [`MAX_DURATION`].
+    #[error("{0:?} is longer than 8760h")]
+    TooLong(String),
+}
+
 /// Parses `15m`, `1h30m`, `90s`, `250ms` (the CRD's pattern), up to [`MAX_DURATION`].
 ///
 /// ```
@@ -207,8 +221,8 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
 /// assert!(parse_duration("15").is_err());
 /// assert!(parse_duration("0s").is_err());
 /// ```
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration like 15m, 1h30m or 90s");
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let bad = || DurationError::Malformed(s.to_owned());
     let bytes = s.as_bytes();
     if bytes.is_empty() {
         return Err(bad());
@@ -244,10 +258,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total = total.checked_add(part).ok_or_else(bad)?;
     }
     if total.is_zero() {
-        return Err(format!("{s:?} is zero: give a positive duration"));
+        return Err(DurationError::Zero(s.to_owned()));
     }
     if total > MAX_DURATION {
-        return Err(format!("{s:?} is longer than 8760h"));
+        return Err(DurationError::TooLong(s.to_owned()));
     }
     Ok(total)
 }

@@ -110,7 +110,7 @@ async fn demo() -> Result<()> {
     let expiry = lp["status"]["expirationTime"]
         .as_str()
         .ok_or_else(|| Error("the policy has no status.expirationTime".into()))
-        .and_then(|t| logpolicy::clock::parse_rfc3339(t).map_err(Error))?;
+        .and_then(|t| logpolicy::clock::parse_rfc3339(t).map_err(|e| Error(e.to_string())))?;
     view.header();
     let until_expiry = expiry
         .duration_since(SystemTime::now())

@@ -238,7 +238,7 @@ impl Directives {
                     None | Some("event") => Scope::Event,
                     Some("request") => Scope::Request { span: None },
                     Some(s) if s.starts_with("request(") && s.ends_with(')') => Scope::Request {
-                        span: Some(sampling::span_name(&s["request(".len()..s.len() - 1]).map_err(bad)?),
+                        span: Some(sampling::span_name(&s["request(".len()..s.len() - 1]).map_err(|e| bad(e.to_string()))?),
                     },
                     Some(other) => {
                         return Err(bad(format!(

@@ -40,8 +40,8 @@ use std::time::SystemTime;
 
 pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS};
 pub use sampling::{
-    Burst, RangeError, SamplingRule, Scope, BYTES_PER_SECOND_RANGE, MAX_ONE_IN, MAX_PER_SECOND,
-    MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
+    Burst, RangeError, RuleError, SamplingRule, Scope, SpanNameError, BYTES_PER_SECOND_RANGE,
+    MAX_ONE_IN, MAX_PER_SECOND, MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
 };
 pub use spec::{
     BurstSpec, LayerSpec, SamplingScope, SamplingSpec, SpecError, SpecErrors, TargetSpec,

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
 
-use super::target::Target;
+use super::target::{Target, TargetError};
 
 /// The largest `keepOneIn` and `thenOneIn` accepted.
 pub const MAX_ONE_IN: u32 = 1_000_000;
@@ -109,27 +109,58 @@ pub(crate) fn bytes_per_second(v: u64) -> Result<NonZeroU64, RangeError> {
         })
 }
 
+/// A span name a request rule cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpanNameError {
+    /// Empty, or longer than [`MAX_SPAN_NAME_LEN`].
+    #[error("span name must be 1 to {MAX_SPAN_NAME_LEN} characters")]
+    Length,
+    /// A character other than letters, digits, `_`, `:`, `.` and `-`.
+    #[error("span name {name:?} contains {ch:?}")]
+    BadChar {
+        /// The span name.
+        name: String,
+        /// The first offending character.
+        ch: char,
+    },
+}
+
+/// A sampling rule that is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The target.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// `keepOneIn`.
+    #[error(transparent)]
+    Range(#[from] RangeError),
+    /// The span name of a request rule.
+    #[error(transparent)]
+    SpanName(#[from] SpanNameError),
+}
+
 /// Validates a span name given to a request rule.
-pub(crate) fn span_name(s: &str) -> Result<String, String> {
+pub(crate) fn span_name(s: &str) -> Result<String, SpanNameError> {
     if s.is_empty() || s.len() > MAX_SPAN_NAME_LEN {
-        return Err(format!(
-            "span name must be 1 to {MAX_SPAN_NAME_LEN} characters"
-        ));
+        return Err(SpanNameError::Length);
     }
     match s
         .chars()
         .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | ':' | '.' | '-')))
     {
-        Some(c) => Err(format!("span name {s:?} contains {c:?}")),
+        Some(ch) => Err(SpanNameError::BadChar {
+            name: s.to_owned(),
+            ch,
+        }),
         None => Ok(s.to_owned()),
     }
 }
 
 impl SamplingRule {
     /// A validated rule.
-    pub fn new(target: &str, keep_one_in: u64, scope: Scope) -> Result<Self, String> {
-        let target = Target::new(target).map_err(|e| e.to_string())?;
-        let keep_one_in = one_in("keepOneIn", keep_one_in).map_err(|e| e.to_string())?;
+    pub fn new(target: &str, keep_one_in: u64, scope: Scope) -> Result<Self, RuleError> {
+        let target = Target::new(target)?;
+        let keep_one_in = one_in("keepOneIn", keep_one_in)?;
         if let Scope::Request { span: Some(s) } = &scope {
             span_name(s)?;
         }

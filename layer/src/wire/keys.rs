@@ -73,12 +73,17 @@ impl fmt::Display for KeyId {
     }
 }
 
+/// A string that is not a key id: 16 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("key id {0:?} is not 16 lowercase hex digits")]
+pub struct KeyIdError(pub String);
+
 impl std::str::FromStr for KeyId {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = KeyIdError;
+    fn from_str(s: &str) -> Result<Self, KeyIdError> {
         let b = s.as_bytes();
         if b.len() != 16 {
-            return Err(format!("key id {s:?} is not 16 hex digits"));
+            return Err(KeyIdError(s.to_owned()));
         }
         let mut out = [0u8; 8];
         for (i, slot) in out.iter_mut().enumerate() {
@@ -89,7 +94,7 @@ impl std::str::FromStr for KeyId {
             };
             match (hex(b[2 * i]), hex(b[2 * i + 1])) {
                 (Some(h), Some(l)) => *slot = h << 4 | l,
-                _ => return Err(format!("key id {s:?} is not 16 lowercase hex digits")),
+                _ => return Err(KeyIdError(s.to_owned())),
             }
         }
         Ok(KeyId(out))

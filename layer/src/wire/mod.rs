@@ -94,7 +94,8 @@ pub use document::{
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use keys::{
     encode_public_key, encode_signing_key, generate_signing_key, key_id, parse_public_key,
-    parse_signing_key, KeyError, KeyId, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV,
+    parse_signing_key, KeyError, KeyId, KeyIdError, TrustedKeys, TRUSTED_KEYS_ENV,
+    TRUSTED_KEYS_FILE_ENV,
 };
 pub use reply::{EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView};
 pub use signature::{

@@ -102,7 +102,9 @@ pub fn verify(body: &[u8], header: Option<&str>, keys: &TrustedKeys) -> Result<K
     let (id, sig) = rest
         .split_once(':')
         .ok_or_else(|| VerifyError::Malformed("expected <key-id>:<signature>".into()))?;
-    let id: KeyId = id.parse().map_err(VerifyError::Malformed)?;
+    let id: KeyId = id
+        .parse()
+        .map_err(|e: super::keys::KeyIdError| VerifyError::Malformed(e.to_string()))?;
     let sig = BASE64
         .decode(sig)
         .map_err(|e| VerifyError::Malformed(format!("signature is not base64: {e}")))?;
