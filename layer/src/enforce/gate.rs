@@ -41,6 +41,14 @@ pub(crate) struct OutputGate {
     summary: Arc<Summary>,
 }
 
+/// An [`OutputGate`] with its filter: what decides each event when the output is linked
+/// to a policy (the filter is looked up once per event, not once per question).
+#[derive(Clone, Copy)]
+pub(crate) struct Linked<'a> {
+    gate: &'a OutputGate,
+    sh: &'a Shared,
+}
+
 /// What to do with one event.
 pub(crate) enum Decision<'a, S: LookupSpan<'a>> {
     /// Write its line.
@@ -137,32 +145,44 @@ impl OutputGate {
         }
     }
 
+    /// The gate with its filter, if one is linked.
+    #[inline]
+    pub(crate) fn linked(&self) -> Option<Linked<'_>> {
+        Some(Linked {
+            gate: self,
+            sh: self.shared()?,
+        })
+    }
+
+    /// Whether an event of `level` is at or above `alwaysKeep`, when no filter is linked.
+    #[inline]
+    pub(crate) fn keeps_always(&self, level: &tracing_core::Level) -> bool {
+        Level::of(level) <= self.always_keep
+    }
+}
+
+impl<'a> Linked<'a> {
     /// The in-band notices waiting (burst limiter), to be written before the next line
     /// (one atomic load when there are none).
     #[inline]
-    pub(crate) fn take_notices(&self) -> Option<VecDeque<Notice>> {
-        self.shared()?.notices.take()
+    pub(crate) fn take_notices(self) -> Option<VecDeque<Notice>> {
+        self.sh.notices.take()
     }
 
     /// Decides `event` at `now` (since the Unix epoch).
     #[inline]
-    pub(crate) fn decide<'a, S>(
-        &'a self,
+    pub(crate) fn decide<'c, S>(
+        self,
         event: &Event<'_>,
-        ctx: &'a Context<'_, S>,
+        ctx: &'c Context<'_, S>,
         now: Duration,
-    ) -> Decision<'a, S>
+    ) -> Decision<'c, S>
     where
+        'a: 'c,
         S: Subscriber + for<'l> LookupSpan<'l>,
     {
         let level = event.metadata().level();
-        let Some(sh) = self.shared() else {
-            return Decision::Write(Write {
-                always_keep: Level::of(level) <= self.always_keep,
-                context: None,
-                budget: false,
-            });
-        };
+        let sh = self.sh;
         let path = EventPath(sh.event_path.load(Ordering::Acquire));
         let always_keep = path.keeps_always(level);
         if !path.needs_compiled() {
@@ -173,21 +193,22 @@ impl OutputGate {
                 budget: false,
             });
         }
-        self.decide_compiled(sh, always_keep, event, ctx, now)
+        self.decide_compiled(always_keep, event, ctx, now)
     }
 
     /// [`decide`](Self::decide) when request rules or a byte budget are in force.
-    fn decide_compiled<'a, S>(
-        &'a self,
-        sh: &'a Shared,
+    fn decide_compiled<'c, S>(
+        self,
         always_keep: bool,
         event: &Event<'_>,
-        ctx: &'a Context<'_, S>,
+        ctx: &'c Context<'_, S>,
         now: Duration,
-    ) -> Decision<'a, S>
+    ) -> Decision<'c, S>
     where
+        'a: 'c,
         S: Subscriber + for<'l> LookupSpan<'l>,
     {
+        let sh = self.sh;
         let compiled = sh.compiled.load();
         let level = event.metadata().level();
         let budget = compiled.max_bytes_per_second;
@@ -213,7 +234,7 @@ impl OutputGate {
                         return Decision::Hold(Holder {
                             span,
                             level: *level,
-                            limits: &self.requests,
+                            limits: &self.gate.requests,
                             stats: &sh.stats,
                         })
                     }
@@ -236,18 +257,17 @@ impl OutputGate {
     /// The line `write` was for (`len` bytes, of an event of `level`) was handed to the
     /// sink: counts it, and charges the budget.
     #[inline]
-    pub(crate) fn written(&self, write: &Write, level: &tracing_core::Level, len: usize) {
-        let Some(sh) = self.shared() else { return };
-        StatsCells::add(&sh.stats.written, level, 1);
+    pub(crate) fn written(self, write: &Write, level: &tracing_core::Level, len: usize) {
+        StatsCells::add(&self.sh.stats.written, level, 1);
         if write.budget {
-            sh.budget.charge(len);
+            self.sh.budget.charge(len);
         }
     }
 
     /// An event of `level` was not written, for `reason`: counts it.
     #[inline]
-    pub(crate) fn dropped(&self, level: &tracing_core::Level, reason: Reason) {
-        let Some(sh) = self.shared() else { return };
+    pub(crate) fn dropped(self, level: &tracing_core::Level, reason: Reason) {
+        let sh = self.sh;
         let row = match reason {
             Reason::Sampled => &sh.stats.sampled,
             Reason::Burst => &sh.stats.burst,
@@ -259,12 +279,11 @@ impl OutputGate {
     /// After a line was written at `now`: the summary of events not written, when it is
     /// due and something went unwritten since the last one.
     #[inline]
-    pub(crate) fn summary_due(&self, now: Duration) -> Option<NotWritten> {
-        let sh = self.shared()?;
-        if !self.summary.due(now.as_secs()) {
+    pub(crate) fn summary_due(self, now: Duration) -> Option<NotWritten> {
+        if !self.gate.summary.due(now.as_secs()) {
             return None;
         }
-        self.summary.since_last(&sh.stats.snapshot())
+        self.gate.summary.since_last(&self.sh.stats.snapshot())
     }
 }
 

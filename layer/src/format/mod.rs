@@ -300,15 +300,22 @@ impl<K: LineSink> FormatLayer<K> {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let now = self.clock.since_epoch();
-        if let Some(notices) = self.gate.take_notices() {
+        let level = event.metadata().level();
+        let Some(gate) = self.gate.linked() else {
+            // No policy linked: every event is written.
+            self.format_into(buf, event, ctx, now);
+            self.sink
+                .write_line(level, self.gate.keeps_always(level), buf);
+            return;
+        };
+        if let Some(notices) = gate.take_notices() {
             for notice in notices {
                 buf.clear();
                 own_line::write_notice(buf, self.format, UNIX_EPOCH + now, &notice);
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
-        let level = event.metadata().level();
-        match self.gate.decide(event, ctx, now) {
+        match gate.decide(event, ctx, now) {
             Decision::Write(mut write) => {
                 if let Some(held) = write.context.as_mut() {
                     for (lvl, line) in held.lines() {
@@ -317,8 +324,8 @@ impl<K: LineSink> FormatLayer<K> {
                 }
                 self.format_into(buf, event, ctx, now);
                 self.sink.write_line(level, write.always_keep, buf);
-                self.gate.written(&write, level, buf.len());
-                if let Some(summary) = self.gate.summary_due(now) {
+                gate.written(&write, level, buf.len());
+                if let Some(summary) = gate.summary_due(now) {
                     buf.clear();
                     own_line::write_not_written(buf, self.format, UNIX_EPOCH + now, &summary);
                     self.sink.write_line(&summary.level(), true, buf);
@@ -328,7 +335,7 @@ impl<K: LineSink> FormatLayer<K> {
                 self.format_into(buf, event, ctx, now);
                 holder.hold(buf);
             }
-            Decision::Drop(reason) => self.gate.dropped(level, reason),
+            Decision::Drop(reason) => gate.dropped(level, reason),
         }
     }
 }
