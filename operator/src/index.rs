@@ -210,10 +210,9 @@ pub struct ReadBackTarget {
     pub ticket: PushTicket,
 }
 
-/// How a push ended, as the index records it. The pusher's
-/// [`PushOutcome`](crate::push::PushOutcome) converts into it (`From<&PushOutcome>`), so
-/// that the index knows nothing of HTTP: only whether the pod holds its document, and if
-/// not, why.
+/// How a push ended, as the index records it. The pusher (a module above this one) converts
+/// its `PushOutcome` into it, so that the index knows nothing of HTTP: only whether the
+/// pod holds its document, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PushResult {
     /// The pod holds the document.

@@ -9,7 +9,7 @@
 //!   [`metrics`], [`health`], [`ownership`] (field manager, managed-by label), [`crd`]
 //!   (the `LogPolicy` resource, its schema, status and printer columns) and [`pods`] (a
 //!   pod stripped to what the index needs, [`PodInfo`]);
-//! - [`validate`]: what the schema cannot say, checked once into a [`ValidatedPolicy`];
+//! - [`validate`](mod@validate): what the schema cannot say, checked once into a [`ValidatedPolicy`];
 //! - [`index`]: the pure, synchronous decision logic: policies + pods → each pod's
 //!   document, the pushes to make and each policy's view;
 //! - [`status`]: a policy's view as its `status`, with conditions; [`push`]: the HTTP

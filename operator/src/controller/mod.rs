@@ -5,7 +5,7 @@
 //! replica leads). Its [`run`](Controller::run) waits for the next input and hands it to
 //! the method for its kind: a LogPolicy event, a pod event, an expiry, a push report, a
 //! read-back, a status written, the resync tick, the per-pod view's timer, a change of
-//! leadership or the shutdown. Then [`settle`](Controller::settle) does what the pass
+//! leadership or the shutdown. Then `settle` does what the pass
 //! calls for: push, debounce and write status, record Events, publish the trust
 //! ConfigMaps and the per-pod view.
 //!
