@@ -164,8 +164,8 @@ fn the_rbac_is_the_operator_readmes_permissions_table() {
 
 #[test]
 fn the_names_the_chart_hard_codes_are_the_operators() {
-    let key_secret = operator_const("operator/src/main.rs", "KEY_SECRET");
-    let key_field = operator_const("operator/src/main.rs", "KEY_SECRET_FIELD");
+    let key_secret = operator_const("operator/src/signing_key.rs", "KEY_SECRET");
+    let key_field = operator_const("operator/src/signing_key.rs", "KEY_SECRET_FIELD");
     let lease = operator_const("operator/src/main.rs", "LEASE_NAME");
     let trust = operator_const("operator/src/trust.rs", "TRUST_CONFIG_MAP");
 

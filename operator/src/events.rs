@@ -10,18 +10,18 @@
 //! controller never waits for the API server, a full queue drops the Event (counted),
 //! and a failed write is logged, never fatal.
 
-use crate::status::truncate;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
 use crate::index::{PolicyKey, PolicyView};
+use crate::log;
+use crate::metrics::{self, ByResult};
+use crate::text::truncate;
 
 /// The `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "logpolicy.dev/operator";
@@ -229,20 +229,18 @@ pub fn policy_reference(key: &PolicyKey, uid: Option<&str>) -> ObjectReference {
     }
 }
 
-/// Events by what happened to them: `sent`, `failed`, `dropped` (queue full).
-pub type EventCounter = Family<Vec<(&'static str, &'static str)>, Counter>;
-
 /// Publishes Events from one background task; see [the module](self).
 #[derive(Debug, Clone)]
 pub struct EventSink {
     tx: mpsc::Sender<(EventSpec, ObjectReference)>,
-    counter: EventCounter,
+    /// Events by what happened to them: `sent`, `failed`, `dropped` (queue full).
+    counter: ByResult,
 }
 
 impl EventSink {
     /// Starts the publishing task, with a queue of `capacity` Events. `instance` is the
     /// `reportingInstance` (the pod name).
-    pub fn spawn(client: Client, instance: String, capacity: usize, counter: EventCounter) -> Self {
+    pub fn spawn(client: Client, instance: String, capacity: usize, counter: ByResult) -> Self {
         let (tx, mut rx) = mpsc::channel::<(EventSpec, ObjectReference)>(capacity.max(1));
         let recorder = Recorder::new(
             client,
@@ -269,15 +267,15 @@ impl EventSink {
                 let label = match result {
                     Ok(Ok(())) => "sent",
                     Ok(Err(e)) => {
-                        tracing::warn!(target: "logpolicy_operator", policy = %spec.policy, reason = spec.reason, error = %e, "cannot record an Event");
+                        log::warn!(policy = %spec.policy, reason = spec.reason, error = %e, "cannot record an Event");
                         "failed"
                     }
                     Err(_) => {
-                        tracing::warn!(target: "logpolicy_operator", policy = %spec.policy, reason = spec.reason, "recording an Event timed out");
+                        log::warn!(policy = %spec.policy, reason = spec.reason, "recording an Event timed out");
                         "failed"
                     }
                 };
-                task_counter.get_or_create(&vec![("result", label)]).inc();
+                metrics::count(&task_counter, label);
             }
         });
         EventSink { tx, counter }
@@ -290,10 +288,8 @@ impl EventSink {
             let spec = match e {
                 mpsc::error::TrySendError::Full(v) | mpsc::error::TrySendError::Closed(v) => v.0,
             };
-            self.counter
-                .get_or_create(&vec![("result", "dropped")])
-                .inc();
-            tracing::warn!(target: "logpolicy_operator", policy = %spec.policy, reason = spec.reason, "Event queue full; Event dropped");
+            metrics::count(&self.counter, "dropped");
+            log::warn!(policy = %spec.policy, reason = spec.reason, "Event queue full; Event dropped");
         }
     }
 }

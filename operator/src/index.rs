@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
-//! use logpolicy_operator::{Index, PodInfo, PolicyInput, PushOutcome};
+//! use logpolicy_operator::{Index, PodInfo, PolicyInput, PushResult};
 //!
 //! let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
 //! let mut index = Index::new();
@@ -37,7 +37,7 @@
 //! assert_eq!(pushes[0].document.layers[0].source, "shop/debug-payments");
 //! assert_eq!(pushes[0].document.layers[0].expires_at, Some(now + Duration::from_secs(900)));
 //!
-//! index.record_push(&pushes[0].pod, pushes[0].ticket, &PushOutcome::Applied);
+//! index.record_push(&pushes[0].pod, pushes[0].ticket, PushResult::Applied);
 //! let view = index.policy_view(&"shop/debug-payments".parse()?).unwrap();
 //! assert_eq!((view.matched, view.applied), (1, 1));
 //! assert_eq!(index.next_expiry(), Some(now + Duration::from_secs(900)));
@@ -55,7 +55,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use kube::core::SelectorExt;
 use kube::ResourceExt;
@@ -84,6 +84,11 @@ pub struct PodKey {
     pub name: String,
 }
 
+/// A key that is not `namespace/name` (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not namespace/name")]
+pub struct NotNamespaceName(pub String);
+
 macro_rules! key_impls {
     ($t:ident) => {
         impl $t {
@@ -101,12 +106,12 @@ macro_rules! key_impls {
             }
         }
         impl FromStr for $t {
-            type Err = String;
+            type Err = NotNamespaceName;
             /// Parses `namespace/name`.
-            fn from_str(s: &str) -> Result<Self, String> {
+            fn from_str(s: &str) -> Result<Self, NotNamespaceName> {
                 match s.split_once('/') {
                     Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok($t::new(ns, name)),
-                    _ => Err(format!("{s:?} is not namespace/name")),
+                    _ => Err(NotNamespaceName(s.to_owned())),
                 }
             }
         }
@@ -206,82 +211,33 @@ pub struct ReadBackTarget {
     pub ticket: PushTicket,
 }
 
-/// How a push ended (after the pusher's retries).
+/// How a push ended, as the index records it. The pusher (a module above this one) converts
+/// its `PushOutcome` into it, so that the index knows nothing of HTTP: only whether the
+/// pod holds its document, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PushOutcome {
-    /// The pod answered 2xx with JSON: it holds the document.
+pub enum PushResult {
+    /// The pod holds the document.
     Applied,
-    /// The pod refused the document (4xx) and said why.
-    Rejected {
-        /// The HTTP status.
-        status: u16,
-        /// The pod's reason.
+    /// The pod does not hold it.
+    Failed {
+        /// A short, bounded label: `rejected`, `stale`, `timeout`... (the per-pod view's
+        /// `lastPush.outcome`).
+        label: &'static str,
+        /// Why, for the per-pod view and the policy's failing pods.
         reason: String,
-    },
-    /// The pod holds a newer version (409); `held` is the version it reported, if any.
-    Stale {
-        /// The version the pod holds.
+        /// The version the pod says it holds, when it refused the push as stale: if it is
+        /// not older than the version pushed, another writer got ahead (an earlier
+        /// operator process) and the pod is issued a newer version of the same content.
         held: Option<u64>,
-        /// The pod's reason.
-        reason: String,
     },
-    /// The pod failed (5xx).
-    ServerError {
-        /// The HTTP status.
-        status: u16,
-        /// What it said.
-        reason: String,
-    },
-    /// No connection (refused, reset, no route).
-    Unreachable(String),
-    /// No complete answer within the timeout.
-    Timeout(Duration),
-    /// Not HTTP, or a 2xx that is not the layer's JSON.
-    BadReply(String),
 }
 
-impl PushOutcome {
-    /// Whether another attempt may succeed (network trouble, 5xx, 429).
-    pub fn is_retryable(&self) -> bool {
+impl PushResult {
+    /// `applied`, or the failure's label.
+    pub fn label(&self) -> &'static str {
         match self {
-            PushOutcome::Applied | PushOutcome::Stale { .. } => false,
-            PushOutcome::Rejected { status, .. } => *status == 429 || *status == 408,
-            PushOutcome::ServerError { .. }
-            | PushOutcome::Unreachable(_)
-            | PushOutcome::Timeout(_)
-            | PushOutcome::BadReply(_) => true,
-        }
-    }
-
-    /// A short, bounded label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            PushOutcome::Applied => "applied",
-            PushOutcome::Rejected { .. } => "rejected",
-            PushOutcome::Stale { .. } => "stale",
-            PushOutcome::ServerError { .. } => "server_error",
-            PushOutcome::Unreachable(_) => "unreachable",
-            PushOutcome::Timeout(_) => "timeout",
-            PushOutcome::BadReply(_) => "bad_reply",
-        }
-    }
-}
-
-impl fmt::Display for PushOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PushOutcome::Applied => write!(f, "applied"),
-            PushOutcome::Rejected { status, reason } => write!(f, "rejected ({status}): {reason}"),
-            PushOutcome::Stale { held, reason } => match held {
-                Some(v) => write!(f, "stale: pod holds version {v}: {reason}"),
-                None => write!(f, "stale: {reason}"),
-            },
-            PushOutcome::ServerError { status, reason } => {
-                write!(f, "pod error ({status}): {reason}")
-            }
-            PushOutcome::Unreachable(e) => write!(f, "unreachable: {e}"),
-            PushOutcome::Timeout(d) => write!(f, "timeout after {d:?}"),
-            PushOutcome::BadReply(e) => write!(f, "bad reply: {e}"),
+            PushResult::Applied => "applied",
+            PushResult::Failed { label, .. } => label,
         }
     }
 }
@@ -713,7 +669,13 @@ impl Index {
 
     /// Records how a push ended. Returns `false` (and changes nothing) for a result
     /// about an older version or an older process of the pod, or a pod now gone.
-    pub fn record_push(&mut self, key: &PodKey, ticket: PushTicket, outcome: &PushOutcome) -> bool {
+    pub fn record_push(
+        &mut self,
+        key: &PodKey,
+        ticket: PushTicket,
+        result: impl Into<PushResult>,
+    ) -> bool {
+        let result = result.into();
         let now = self.now();
         let Some(pod) = self.pods.get_mut(key) else {
             return false;
@@ -724,24 +686,27 @@ impl Index {
         pod.last_push = Some(LastPush {
             at: now,
             version: ticket.version,
-            outcome: outcome.metric_label(),
-            error: (!matches!(outcome, PushOutcome::Applied)).then(|| outcome.to_string()),
+            outcome: result.label(),
+            error: match &result {
+                PushResult::Applied => None,
+                PushResult::Failed { reason, .. } => Some(reason.clone()),
+            },
         });
-        match outcome {
-            PushOutcome::Applied => {
+        match result {
+            PushResult::Applied => {
                 pod.acked = Some((pod.version, pod.layers.clone()));
                 pod.failure = None;
             }
-            PushOutcome::Stale {
+            PushResult::Failed {
                 held: Some(held), ..
-            } if *held >= pod.version => {
+            } if held >= pod.version => {
                 // Another writer (an earlier operator process) got ahead: issue a newer
                 // version of the same content.
-                pod.version = next_version(*held, now);
+                pod.version = next_version(held, now);
                 pod.failure = None;
                 self.to_push.insert(key.clone());
             }
-            other => pod.failure = Some(other.to_string()),
+            PushResult::Failed { reason, .. } => pod.failure = Some(reason),
         }
         for p in pod.sources.iter().chain(&pod.overflow) {
             self.changed.insert(p.clone());
@@ -839,7 +804,7 @@ impl Index {
                 uid: pod.info.uid.clone(),
                 ip: pod.info.ip,
                 port: pod.info.port.as_ref().ok().copied(),
-                port_error: pod.info.port.as_ref().err().cloned(),
+                port_error: pod.info.port.as_ref().err().map(ToString::to_string),
                 version: pod.version,
                 layers: pod.sources.iter().map(|p| p.name.clone()).collect(),
                 acknowledged_version: pod.acked.as_ref().map(|(v, _)| *v),
@@ -888,7 +853,7 @@ impl Index {
             } else if let Some(f) = &pod.failure {
                 Some(f.clone())
             } else if let Err(e) = &pod.info.port {
-                Some(e.clone())
+                Some(e.to_string())
             } else {
                 None
             };
@@ -919,7 +884,7 @@ pub struct LastPush {
     pub at: SystemTime,
     /// The version pushed.
     pub version: u64,
-    /// `PushOutcome::metric_label`: `applied`, `rejected`, `timeout`...
+    /// [`PushResult::label`]: `applied`, `rejected`, `timeout`...
     pub outcome: &'static str,
     /// The failure, for anything but `applied`.
     pub error: Option<String>,

@@ -25,6 +25,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{PostParams, ResourceExt};
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::log;
+use crate::ownership::MANAGED_BY;
 
 /// Timings and identity of the election.
 #[derive(Debug, Clone)]
@@ -178,6 +182,62 @@ impl Leadership {
     }
 }
 
+/// This replica's identity (the Lease's holder, the Events' `reportingInstance`):
+/// `pod_name` (`--pod-name`, `POD_NAME`), else the hostname, else a name with the
+/// process id.
+pub fn identity(pod_name: Option<&str>) -> String {
+    pod_name
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("logpolicy-operator-{}", std::process::id()))
+}
+
+/// Who leads: with an election, the holder of the Lease; without, this replica, always.
+#[derive(Debug)]
+pub struct Election {
+    task: Option<JoinHandle<()>>,
+    /// Without an election the sender stays here, and this replica always leads.
+    _always: Option<watch::Sender<bool>>,
+}
+
+impl Election {
+    /// Starts the election of `config` ([`run`], until `stop` turns true), or none
+    /// (`None`: this replica leads). The receiver says whether this replica leads.
+    pub fn start(
+        client: Client,
+        config: Option<LeaseConfig>,
+        stop: watch::Receiver<bool>,
+    ) -> (Self, watch::Receiver<bool>) {
+        let (leader_tx, leader_rx) = watch::channel(config.is_none());
+        let election = match config {
+            Some(config) => Election {
+                task: Some(tokio::spawn(run(client, config, leader_tx, stop))),
+                _always: None,
+            },
+            None => Election {
+                task: None,
+                _always: Some(leader_tx),
+            },
+        };
+        (election, leader_rx)
+    }
+
+    /// Waits (at most 5 s) for the election to end, which releases the Lease, so that a
+    /// successor takes over at once.
+    pub async fn finish(self) {
+        if let Some(task) = self.task {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
 fn now_micro() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
@@ -221,7 +281,7 @@ pub async fn run(
         leader.send_if_modified(|l| {
             let changed = *l != leading;
             if changed {
-                tracing::info!(target: "logpolicy_operator", identity = me, leader = leading, lease = %config.name, "leadership changed");
+                log::info!(identity = me, leader = leading, lease = %config.name, "leadership changed");
             }
             *l = leading;
             changed
@@ -269,7 +329,7 @@ async fn attempt(
         Ok(Some(l)) => l,
         Ok(None) => return create(api, config).await,
         Err(e) => {
-            tracing::warn!(target: "logpolicy_operator", lease = %config.name, error = %e, "cannot read the Lease");
+            log::warn!(lease = %config.name, error = %e, "cannot read the Lease");
             return Attempt::Failed;
         }
     };
@@ -293,13 +353,13 @@ async fn attempt(
     match timed(api.replace(&config.name, &PostParams::default(), &updated)).await {
         Ok(_) => {
             if acquiring {
-                tracing::info!(target: "logpolicy_operator", identity = me, previous = ?record.holder, "acquired the Lease");
+                log::info!(identity = me, previous = ?record.holder, "acquired the Lease");
             }
             Attempt::Wrote
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Attempt::HeldByOther,
         Err(e) => {
-            tracing::warn!(target: "logpolicy_operator", lease = %config.name, resource_version = ?lease.resource_version(), error = %e, "cannot write the Lease");
+            log::warn!(lease = %config.name, resource_version = ?lease.resource_version(), error = %e, "cannot write the Lease");
             Attempt::Failed
         }
     }
@@ -309,13 +369,7 @@ async fn create(api: &Api<Lease>, config: &LeaseConfig) -> Attempt {
     let mut lease = Lease::default();
     lease.metadata.name = Some(config.name.clone());
     lease.metadata.namespace = Some(config.namespace.clone());
-    lease.metadata.labels = Some(
-        [(
-            crate::trust::MANAGED_BY.0.to_owned(),
-            crate::trust::MANAGED_BY.1.to_owned(),
-        )]
-        .into(),
-    );
+    lease.metadata.labels = Some([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())].into());
     let stamp = now_micro();
     lease.spec = Some(LeaseSpec {
         holder_identity: Some(config.identity.clone()),
@@ -327,12 +381,12 @@ async fn create(api: &Api<Lease>, config: &LeaseConfig) -> Attempt {
     });
     match timed(api.create(&PostParams::default(), &lease)).await {
         Ok(_) => {
-            tracing::info!(target: "logpolicy_operator", identity = %config.identity, "created and acquired the Lease");
+            log::info!(identity = %config.identity, "created and acquired the Lease");
             Attempt::Wrote
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Attempt::HeldByOther,
         Err(e) => {
-            tracing::warn!(target: "logpolicy_operator", lease = %config.name, error = %e, "cannot create the Lease");
+            log::warn!(lease = %config.name, error = %e, "cannot create the Lease");
             Attempt::Failed
         }
     }
@@ -356,10 +410,10 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) {
     .await;
     match result {
         Ok(()) => {
-            tracing::info!(target: "logpolicy_operator", identity = %config.identity, "released the Lease")
+            log::info!(identity = %config.identity, "released the Lease")
         }
         Err(e) => {
-            tracing::warn!(target: "logpolicy_operator", error = %e, "cannot release the Lease; it expires by itself")
+            log::warn!(error = %e, "cannot release the Lease; it expires by itself")
         }
     }
 }

@@ -3,39 +3,60 @@
 //! Watches `LogPolicy` objects and opted-in pods, and pushes each pod's effective, signed
 //! logging policy into the pod's admin endpoint.
 //!
-//! The parts, from the outside in:
-//! - [`crd`]: the `LogPolicy` resource, its schema, status and printer columns;
-//! - [`validate`]: what the schema cannot say, checked once into a [`ValidatedPolicy`];
-//! - [`pods`]: a pod stripped to what the index needs ([`PodInfo`]);
+//! The modules, from the bottom up; each imports only modules below it
+//! (`tests/modules_import_only_downward.rs` holds the order):
+//! - leaves, importing nothing of the crate: [`log`] (the one log target), [`text`],
+//!   [`metrics`], [`health`], [`ownership`] (field manager, managed-by label), [`crd`]
+//!   (the `LogPolicy` resource, its schema, status and printer columns) and [`pods`] (a
+//!   pod stripped to what the index needs, [`PodInfo`]);
+//! - [`validate`](mod@validate): what the schema cannot say, checked once into a [`ValidatedPolicy`];
 //! - [`index`]: the pure, synchronous decision logic: policies + pods → each pod's
 //!   document, the pushes to make and each policy's view;
-//! - [`push`]: the HTTP side: signed `PUT`s and read-backs, bounded, timed out, retried;
-//! - [`status`]: a policy's view as its `status`, with conditions;
-//! - [`events`]: which Events a policy's changes deserve, and their publisher;
-//! - [`trust`]: the `logpolicy-trust` ConfigMap holding the public key;
-//! - [`lease`]: leader election with a Lease.
+//! - [`status`]: a policy's view as its `status`, with conditions; [`push`]: the HTTP
+//!   side, signed `PUT`s and read-backs, bounded, timed out, retried;
+//! - the Kubernetes (and process) edges: [`watches`], [`status_writer`], [`trust`] (the
+//!   `logpolicy-trust` ConfigMap), [`events`], [`lease`] (leader election),
+//!   [`signing_key`] and [`shutdown`];
+//! - [`controller`]: the loop that drives the index and the pusher from the watches;
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the per-pod view.
 //!
-//! The controller (watches, status, Events, keys, leader election) drives the index and
-//! the pusher; see the crate's README for how.
+//! `main.rs` parses the flags and wires these together; see the crate's README.
 
-pub mod controller;
+pub mod log;
+pub mod metrics;
+pub mod ownership;
+pub mod text;
+
 pub mod crd;
-pub mod events;
-pub mod index;
-pub mod lease;
+pub mod health;
 pub mod pods;
+
+pub mod validate;
+
+pub mod index;
+
 pub mod push;
 pub mod status;
+
+pub mod events;
+pub mod lease;
+pub mod shutdown;
+pub mod signing_key;
+pub mod status_writer;
 pub mod trust;
-pub mod validate;
+pub mod watches;
+
+pub mod controller;
+
+pub mod http;
 
 pub use crd::{LogPolicy, LogPolicySpec, LogPolicyStatus};
 pub use index::{
-    Index, LastPush, PodKey, PodView, PolicyInput, PolicyKey, PolicyView, Push, PushOutcome,
+    Index, LastPush, PodKey, PodView, PolicyInput, PolicyKey, PolicyView, Push, PushResult,
     PushTicket, ReadBackTarget,
 };
-pub use pods::{PodInfo, DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
-pub use push::{PushReport, Pusher, PusherConfig, ReadBack};
+pub use pods::{NoAdminAddr, PodInfo, DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
+pub use push::{PushOutcome, PushReport, Pusher, PusherConfig, ReadBack};
 pub use validate::{validate, FieldError, ValidatedPolicy};
 
 /// What can go wrong in the operator.

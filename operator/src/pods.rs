@@ -19,6 +19,25 @@ pub const PORT_ANNOTATION: &str = "logpolicy.dev/port";
 /// The admin port used when a pod has no [`PORT_ANNOTATION`]: 9090.
 pub const DEFAULT_ADMIN_PORT: u16 = 9090;
 
+/// A [`PORT_ANNOTATION`] that is not a port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("annotation {annotation}={value:?} is not a port (1 to 65535)", annotation = PORT_ANNOTATION)]
+pub struct BadPortAnnotation {
+    /// The annotation's value.
+    pub value: String,
+}
+
+/// Why a pod has no admin endpoint (yet).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoAdminAddr {
+    /// It has no IP yet.
+    #[error("no pod IP yet")]
+    NoIp,
+    /// Its port annotation is unusable.
+    #[error(transparent)]
+    BadPort(#[from] BadPortAnnotation),
+}
+
 /// One container's run: a change in restart count or start time means a new process.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContainerRun {
@@ -44,7 +63,7 @@ pub struct PodInfo {
     /// `status.podIP`, once it has one.
     pub ip: Option<IpAddr>,
     /// The admin port, or why the annotation is unusable.
-    pub port: Result<u16, String>,
+    pub port: Result<u16, BadPortAnnotation>,
     /// The containers' runs, sorted by name.
     pub containers: Vec<ContainerRun>,
 }
@@ -86,9 +105,7 @@ impl PodInfo {
                 .parse::<u16>()
                 .ok()
                 .filter(|p| *p != 0)
-                .ok_or_else(|| {
-                    format!("annotation {PORT_ANNOTATION}={v:?} is not a port (1 to 65535)")
-                }),
+                .ok_or_else(|| BadPortAnnotation { value: v.clone() }),
         };
         let status = pod.status.as_ref();
         let ip = status
@@ -122,11 +139,11 @@ impl PodInfo {
     }
 
     /// Where its admin endpoint is, or why there is none yet.
-    pub fn admin_addr(&self) -> Result<SocketAddr, String> {
+    pub fn admin_addr(&self) -> Result<SocketAddr, NoAdminAddr> {
         let port = self.port.clone()?;
         match self.ip {
             Some(ip) => Ok(SocketAddr::new(ip, port)),
-            None => Err("no pod IP yet".to_owned()),
+            None => Err(NoAdminAddr::NoIp),
         }
     }
 }
@@ -166,12 +183,19 @@ mod tests {
         let base = serde_json::json!({"metadata": {"namespace": "s", "name": "n", "uid": "u"}});
         let info = PodInfo::from_pod(&pod(base.clone())).unwrap();
         assert_eq!(info.port, Ok(DEFAULT_ADMIN_PORT));
-        assert_eq!(info.admin_addr(), Err("no pod IP yet".into()));
+        assert_eq!(info.admin_addr(), Err(NoAdminAddr::NoIp));
+        assert_eq!(NoAdminAddr::NoIp.to_string(), "no pod IP yet");
         for bad in ["0", "65536", "http", ""] {
             let mut p = base.clone();
             p["metadata"]["annotations"] = serde_json::json!({PORT_ANNOTATION: bad});
             let info = PodInfo::from_pod(&pod(p)).unwrap();
-            assert!(info.port.is_err(), "{bad}");
+            assert_eq!(
+                info.port.map_err(|e| e.to_string()),
+                Err(format!(
+                    "annotation {PORT_ANNOTATION}={bad:?} is not a port (1 to 65535)"
+                )),
+                "{bad}"
+            );
         }
         assert!(PodInfo::from_pod(&pod(serde_json::json!({"metadata": {"name": "n"}}))).is_none());
     }

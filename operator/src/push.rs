@@ -15,6 +15,7 @@
 //! makes the timeout cover everything. No TLS: the document is signed (integrity and
 //! origin) and holds no secret.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,8 +27,9 @@ use hyper_util::rt::TokioIo;
 use logpolicy::wire::{sign, ErrorReply, PolicyView, SigningKey, SIGNATURE_HEADER};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
 
-use crate::index::{PodKey, Push, PushOutcome, PushTicket};
+use crate::index::{PodKey, Push, PushResult, PushTicket};
 
 /// The path of the admin endpoint's policy resource.
 pub const POLICY_PATH: &str = "/logpolicy";
@@ -62,7 +64,105 @@ impl Default for PusherConfig {
     }
 }
 
-/// How a push ended, for [`Index::record_push`](crate::Index::record_push) and metrics.
+/// How a push ended (after the pusher's retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// The pod answered 2xx with JSON: it holds the document.
+    Applied,
+    /// The pod refused the document (4xx) and said why.
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The pod's reason.
+        reason: String,
+    },
+    /// The pod holds a newer version (409); `held` is the version it reported, if any.
+    Stale {
+        /// The version the pod holds.
+        held: Option<u64>,
+        /// The pod's reason.
+        reason: String,
+    },
+    /// The pod failed (5xx).
+    ServerError {
+        /// The HTTP status.
+        status: u16,
+        /// What it said.
+        reason: String,
+    },
+    /// No connection (refused, reset, no route).
+    Unreachable(String),
+    /// No complete answer within the timeout.
+    Timeout(Duration),
+    /// Not HTTP, or a 2xx that is not the layer's JSON.
+    BadReply(String),
+}
+
+impl PushOutcome {
+    /// Whether another attempt may succeed (network trouble, 5xx, 429).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PushOutcome::Applied | PushOutcome::Stale { .. } => false,
+            PushOutcome::Rejected { status, .. } => *status == 429 || *status == 408,
+            PushOutcome::ServerError { .. }
+            | PushOutcome::Unreachable(_)
+            | PushOutcome::Timeout(_)
+            | PushOutcome::BadReply(_) => true,
+        }
+    }
+
+    /// A short, bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            PushOutcome::Applied => "applied",
+            PushOutcome::Rejected { .. } => "rejected",
+            PushOutcome::Stale { .. } => "stale",
+            PushOutcome::ServerError { .. } => "server_error",
+            PushOutcome::Unreachable(_) => "unreachable",
+            PushOutcome::Timeout(_) => "timeout",
+            PushOutcome::BadReply(_) => "bad_reply",
+        }
+    }
+}
+
+impl fmt::Display for PushOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushOutcome::Applied => write!(f, "applied"),
+            PushOutcome::Rejected { status, reason } => write!(f, "rejected ({status}): {reason}"),
+            PushOutcome::Stale { held, reason } => match held {
+                Some(v) => write!(f, "stale: pod holds version {v}: {reason}"),
+                None => write!(f, "stale: {reason}"),
+            },
+            PushOutcome::ServerError { status, reason } => {
+                write!(f, "pod error ({status}): {reason}")
+            }
+            PushOutcome::Unreachable(e) => write!(f, "unreachable: {e}"),
+            PushOutcome::Timeout(d) => write!(f, "timeout after {d:?}"),
+            PushOutcome::BadReply(e) => write!(f, "bad reply: {e}"),
+        }
+    }
+}
+
+/// What the index records of an outcome: the pod holds the document, or why not (with the
+/// version it holds, when it refused a stale one).
+impl From<&PushOutcome> for PushResult {
+    fn from(outcome: &PushOutcome) -> Self {
+        match outcome {
+            PushOutcome::Applied => PushResult::Applied,
+            other => PushResult::Failed {
+                label: other.metric_label(),
+                reason: other.to_string(),
+                held: match other {
+                    PushOutcome::Stale { held, .. } => *held,
+                    _ => None,
+                },
+            },
+        }
+    }
+}
+
+/// How a push ended, for [`Index::record_push`](crate::index::Index::record_push) and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushReport {
     /// Which pod.
@@ -167,17 +267,12 @@ impl Pusher {
         }
     }
 
-    /// Pushes each document in its own task and sends every report to `reports` (a
-    /// report is dropped only if the receiver is gone).
+    /// Pushes each document in its own (detached) task and sends every report to
+    /// `reports` (a report is dropped only if the receiver is gone).
     pub fn spawn_all(&self, pushes: Vec<Push>, reports: &mpsc::Sender<PushReport>) {
-        for push in pushes {
-            let pusher = self.clone();
-            let reports = reports.clone();
-            tokio::spawn(async move {
-                let report = pusher.push(&push).await;
-                let _ = reports.send(report).await;
-            });
-        }
+        let mut tasks = JoinSet::new();
+        self.spawn_all_in(pushes, reports, &mut tasks);
+        tasks.detach_all();
     }
 
     /// [`spawn_all`](Self::spawn_all), each task in `tasks`: dropping the set (or
@@ -186,7 +281,7 @@ impl Pusher {
         &self,
         pushes: Vec<Push>,
         reports: &mpsc::Sender<PushReport>,
-        tasks: &mut tokio::task::JoinSet<()>,
+        tasks: &mut JoinSet<()>,
     ) {
         for push in pushes {
             let pusher = self.clone();

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::crd::{FailingPod, LogPolicyStatus};
 use crate::index::PolicyView;
+use crate::text::truncate;
 
 /// `Ready`: the spec is valid and in force.
 pub const READY: &str = "Ready";
@@ -166,17 +167,4 @@ impl PolicyView {
             expiration_time: expiry,
         }
     }
-}
-
-/// Cuts `s` to at most `max` bytes, at a character boundary, marking the cut with `...`.
-pub(crate) fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max.saturating_sub(3);
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str("...");
-    }
-    s
 }

@@ -21,21 +21,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client};
 use logpolicy::wire::{encode_public_key, key_id, VerifyingKey};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use tokio::sync::Notify;
 
-use crate::controller::FIELD_MANAGER;
+use crate::log;
+use crate::metrics::{self, ByResult};
+use crate::ownership::{self, MANAGED_BY};
 
 /// The ConfigMap's name, in every namespace with opted-in pods.
 pub const TRUST_CONFIG_MAP: &str = "logpolicy-trust";
 /// Its data key: a file the layer reads with `LOGPOLICY_TRUSTED_KEYS_FILE`.
 pub const TRUST_DATA_KEY: &str = "trusted-keys";
-/// The label on everything the operator creates.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "logpolicy-operator");
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -97,11 +95,7 @@ impl TrustQueue {
 
 impl TrustPublisher {
     /// Starts the applying task. `writes` counts applies by result (`ok`, `error`).
-    pub fn spawn(
-        client: Client,
-        key: VerifyingKey,
-        writes: Family<Vec<(&'static str, &'static str)>, Counter>,
-    ) -> Self {
+    pub fn spawn(client: Client, key: VerifyingKey, writes: ByResult) -> Self {
         let queue = Arc::new(TrustQueue::default());
         let worker = queue.clone();
         tokio::spawn(async move {
@@ -110,7 +104,7 @@ impl TrustPublisher {
                 for ns in worker.take() {
                     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
                     let cm = trust_config_map(&ns, &key);
-                    let params = PatchParams::apply(FIELD_MANAGER).force();
+                    let params = ownership::apply_params();
                     let patch = Patch::Apply(&cm);
                     let write = api.patch(TRUST_CONFIG_MAP, &params, &patch);
                     let error = match tokio::time::timeout(WRITE_TIMEOUT, write).await {
@@ -120,12 +114,12 @@ impl TrustPublisher {
                     };
                     match error {
                         None => {
-                            writes.get_or_create(&vec![("result", "ok")]).inc();
-                            tracing::debug!(target: "logpolicy_operator", namespace = %ns, "trust ConfigMap applied");
+                            metrics::count(&writes, "ok");
+                            log::debug!(namespace = %ns, "trust ConfigMap applied");
                         }
                         Some(error) => {
-                            writes.get_or_create(&vec![("result", "error")]).inc();
-                            tracing::warn!(target: "logpolicy_operator", namespace = %ns, %error, "cannot apply the trust ConfigMap; retrying");
+                            metrics::count(&writes, "error");
+                            log::warn!(namespace = %ns, %error, "cannot apply the trust ConfigMap; retrying");
                             let retry = worker.clone();
                             tokio::spawn(async move {
                                 tokio::time::sleep(RETRY_AFTER).await;

@@ -98,7 +98,7 @@ impl ValidatedPolicy {
         if parts.is_empty() {
             return None;
         }
-        Some(crate::status::truncate(parts.join(","), MAX_LEVELS_LEN))
+        Some(crate::text::truncate(parts.join(","), MAX_LEVELS_LEN))
     }
 
     /// The layer as pushed to a pod: the settings, with this source and expiry.

@@ -190,7 +190,7 @@ fn a_namespaced_relist_replaces_only_its_namespace() {
 
 #[test]
 fn watch_scopes_are_all_namespaces_or_each_one_named() {
-    use logpolicy_operator::controller::watch_scopes;
+    use logpolicy_operator::watches::watch_scopes;
     assert_eq!(watch_scopes(&[]), vec![None]);
     assert_eq!(watch_scopes(&[String::new()]), vec![None]);
     assert_eq!(

@@ -3,6 +3,7 @@
 
 use super::*;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 fn t0() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000)
@@ -47,6 +48,15 @@ fn pkey(name: &str) -> PolicyKey {
     PolicyKey::new("shop", name)
 }
 
+/// A failed push, as the pusher's outcomes convert (`push/tests.rs` holds the conversion).
+fn failed(label: &'static str, reason: &str) -> PushResult {
+    PushResult::Failed {
+        label,
+        reason: reason.to_owned(),
+        held: None,
+    }
+}
+
 /// The pods pushed, by name, with their layer sources.
 fn pushed(index: &mut Index, now: SystemTime) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = index
@@ -66,7 +76,7 @@ fn pushed(index: &mut Index, now: SystemTime) -> Vec<(String, Vec<String>)> {
 fn ack_all(index: &mut Index, now: SystemTime) -> Vec<Push> {
     let pushes = index.take_pushes(now);
     for p in &pushes {
-        assert!(index.record_push(&p.pod, p.ticket, &PushOutcome::Applied));
+        assert!(index.record_push(&p.pod, p.ticket, PushResult::Applied));
     }
     pushes
 }
@@ -337,9 +347,9 @@ fn a_restarted_process_or_a_new_address_is_pushed_again() {
     assert_ne!(again.ticket, first.ticket);
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
     // A late answer to the old push counts for nothing.
-    assert!(!index.record_push(&key("web-1"), first.ticket, &PushOutcome::Applied));
+    assert!(!index.record_push(&key("web-1"), first.ticket, PushResult::Applied));
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
-    assert!(index.record_push(&key("web-1"), again.ticket, &PushOutcome::Applied));
+    assert!(index.record_push(&key("web-1"), again.ticket, PushResult::Applied));
 
     // A new IP.
     p.ip = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9)));
@@ -390,14 +400,11 @@ fn failures_are_counted_and_a_sample_named() {
     index.apply_policy(policy("debug", web_debug()), t0());
     for (i, p) in index.take_pushes(t0()).into_iter().enumerate() {
         let outcome = match i {
-            0..=2 => PushOutcome::Applied,
-            3 => PushOutcome::Rejected {
-                status: 401,
-                reason: "untrusted_key".into(),
-            },
-            _ => PushOutcome::Timeout(Duration::from_secs(2)),
+            0..=2 => PushResult::Applied,
+            3 => failed("rejected", "rejected (401): untrusted_key"),
+            _ => failed("timeout", "timeout after 2s"),
         };
-        index.record_push(&p.pod, p.ticket, &outcome);
+        index.record_push(&p.pod, p.ticket, outcome);
     }
     let view = index.policy_view(&pkey("debug")).unwrap();
     assert_eq!(
@@ -453,9 +460,10 @@ fn a_pod_holding_a_newer_version_gets_a_newer_one() {
     index.record_push(
         &push.pod,
         push.ticket,
-        &PushOutcome::Stale {
+        PushResult::Failed {
+            label: "stale",
+            reason: format!("stale: pod holds version {held}: stale_version"),
             held: Some(held),
-            reason: "stale_version".into(),
         },
     );
     let again = index.take_pushes(t0()).remove(0);
@@ -526,7 +534,9 @@ fn policies_see_only_pods_of_their_namespace() {
 fn a_bad_port_annotation_is_a_failure_not_a_push() {
     let mut index = Index::new();
     let mut p = pod("web-1", 1, &[("app", "web")]);
-    p.port = Err("annotation logpolicy.dev/port=\"http\" is not a port".into());
+    p.port = Err(crate::pods::BadPortAnnotation {
+        value: "http".into(),
+    });
     index.apply_pod(p, t0());
     index.apply_policy(policy("debug", web_debug()), t0());
     assert!(index.take_pushes(t0()).is_empty());
@@ -590,7 +600,7 @@ fn only_policies_whose_view_may_change_are_reported() {
     assert!(index.take_changed_policies().is_empty());
 
     let web = pushes.iter().find(|p| p.pod.name == "web-1").unwrap();
-    index.record_push(&web.pod, web.ticket, &PushOutcome::Applied);
+    index.record_push(&web.pod, web.ticket, PushResult::Applied);
     assert_eq!(index.take_changed_policies(), [pkey("web")]);
 
     index.apply_pod(pod("web-1", 1, &[("app", "db")]), t0());
@@ -616,8 +626,8 @@ fn the_per_pod_view_shows_version_layers_and_the_last_push() {
         .map(|p| p.ticket)
         .unwrap();
     index.tick(t0() + secs(1));
-    index.record_push(&key("web-1"), web, &PushOutcome::Applied);
-    index.record_push(&key("api-1"), api, &PushOutcome::Timeout(secs(2)));
+    index.record_push(&key("web-1"), web, PushResult::Applied);
+    index.record_push(&key("api-1"), api, failed("timeout", "timeout after 2s"));
 
     let views = index.pod_views();
     assert_eq!(
@@ -650,7 +660,7 @@ fn the_per_pod_view_shows_version_layers_and_the_last_push() {
 
     // A stale report (an older version) changes nothing.
     index.apply_policy(policy("debug", serde_json::json!({"selector": {"matchLabels": {"app": "web"}}, "defaultLevel": "warn"})), t0() + secs(2));
-    index.record_push(&key("web-1"), web, &PushOutcome::Timeout(secs(2)));
+    index.record_push(&key("web-1"), web, failed("timeout", "timeout after 2s"));
     let v = &index.pod_views()[1];
     assert_eq!(v.last_push.as_ref().map(|p| p.outcome), Some("applied"));
     assert!(!v.in_sync, "a newer version is due");

@@ -467,3 +467,63 @@ fn backoff_grows_is_capped_and_jittered() {
         assert!(d >= cap / 2 && d < cap, "{attempt}: {d:?}");
     }
 }
+
+#[test]
+fn the_index_records_an_outcome_as_its_label_and_its_text() {
+    let failed = |label: &'static str, reason: &str, held: Option<u64>| PushResult::Failed {
+        label,
+        reason: reason.to_owned(),
+        held,
+    };
+    let cases = [
+        (PushOutcome::Applied, PushResult::Applied),
+        (
+            PushOutcome::Rejected {
+                status: 401,
+                reason: "untrusted_key".into(),
+            },
+            failed("rejected", "rejected (401): untrusted_key", None),
+        ),
+        (
+            PushOutcome::Timeout(Duration::from_secs(2)),
+            failed("timeout", "timeout after 2s", None),
+        ),
+        (
+            PushOutcome::Stale {
+                held: Some(7),
+                reason: "stale_version".into(),
+            },
+            failed(
+                "stale",
+                "stale: pod holds version 7: stale_version",
+                Some(7),
+            ),
+        ),
+        (
+            PushOutcome::Stale {
+                held: None,
+                reason: "stale_version".into(),
+            },
+            failed("stale", "stale: stale_version", None),
+        ),
+        (
+            PushOutcome::ServerError {
+                status: 503,
+                reason: "busy".into(),
+            },
+            failed("server_error", "pod error (503): busy", None),
+        ),
+        (
+            PushOutcome::Unreachable("connect: refused".into()),
+            failed("unreachable", "unreachable: connect: refused", None),
+        ),
+        (
+            PushOutcome::BadReply("not JSON".into()),
+            failed("bad_reply", "bad reply: not JSON", None),
+        ),
+    ];
+    for (outcome, result) in cases {
+        assert_eq!(PushResult::from(&outcome), result, "{outcome:?}");
+        assert_eq!(result.label(), outcome.metric_label());
+    }
+}

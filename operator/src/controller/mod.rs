@@ -1,0 +1,713 @@
+//! The controller loop: watches, pushes, read-backs and status writes around one
+//! [`Index`], owned by one task (nothing locks it).
+//!
+//! A [`Controller`] lives for one leadership term ([`lead`] starts one each time this
+//! replica leads). Its [`run`](Controller::run) waits for the next input and hands it to
+//! the method for its kind: a LogPolicy event, a pod event, an expiry, a push report, a
+//! read-back, a status written, the resync tick, the per-pod view's timer, a change of
+//! leadership or the shutdown. Then `settle` does what the pass
+//! calls for: push, debounce and write status, record Events, publish the trust
+//! ConfigMaps and the per-pod view.
+//!
+//! The pure parts ([`InitBuffer`], [`Debounce`], [`apply_policy_event`],
+//! [`apply_pod_event`]) are public so that tests drive them without an API server.
+
+mod apply;
+mod debounce;
+
+pub use apply::{
+    apply_pod_event, apply_policy_event, parse_policy, Applied, InitBuffer, Observed,
+    UnusablePolicy,
+};
+pub use debounce::Debounce;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::runtime::watcher;
+use kube::Client;
+use logpolicy::wire::VerifyingKey;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::events::{EventSink, PolicyEvents};
+use crate::health::Health;
+use crate::index::{Index, PodKey, PodView, PolicyInput, PolicyKey, PushTicket};
+use crate::lease::{Election, LeaseConfig};
+use crate::log;
+use crate::metrics::{self, Metrics};
+use crate::pods::PodInfo;
+use crate::push::{PushOutcome, PushReport, Pusher};
+use crate::status_writer::{StatusWrite, StatusWriter};
+use crate::trust::TrustPublisher;
+use crate::watches::{self, PodEvent, PolicyEvent, Tagged};
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// How often pods are read back (and failed pushes retried).
+    pub resync_interval: Duration,
+    /// At most one status write per policy per this interval.
+    pub status_debounce: Duration,
+    /// Status writes in flight at most.
+    pub status_concurrency: usize,
+    /// At most one `PushFailed` Event per policy per this interval.
+    pub failure_event_interval: Duration,
+    /// The per-pod view is published at most once per this interval.
+    pub view_interval: Duration,
+    /// The namespaces to watch (one watcher per namespace and kind); empty: every
+    /// namespace, with cluster-wide watches.
+    pub namespaces: Vec<String>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            resync_interval: Duration::from_secs(60),
+            status_debounce: Duration::from_millis(500),
+            status_concurrency: 8,
+            failure_event_interval: Duration::from_secs(60),
+            view_interval: Duration::from_millis(200),
+            namespaces: Vec::new(),
+        }
+    }
+}
+
+/// Where the loop's outputs go besides pods and status.
+#[derive(Debug, Clone)]
+pub struct Outputs {
+    /// Events on LogPolicies.
+    pub events: EventSink,
+    /// The trust ConfigMaps.
+    pub trust: TrustPublisher,
+    /// The per-pod view, published after changes.
+    pub pod_views: watch::Sender<Arc<Vec<PodView>>>,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// What `/readyz` reads.
+    pub health: Arc<Health>,
+    /// This replica's identity (the Lease's holder, the Events' `reportingInstance`).
+    pub identity: String,
+}
+
+impl Outputs {
+    /// The outputs of the replica `identity`: Events and trust ConfigMaps (publishing
+    /// `key`) are written by tasks of their own, started here; `metrics` count them.
+    pub fn start(
+        client: &Client,
+        identity: &str,
+        key: VerifyingKey,
+        pod_views: watch::Sender<Arc<Vec<PodView>>>,
+        metrics: Metrics,
+        health: Arc<Health>,
+    ) -> Self {
+        let events = metrics.events.clone();
+        Outputs {
+            events: EventSink::spawn(client.clone(), identity.to_owned(), 256, events),
+            trust: TrustPublisher::spawn(client.clone(), key, metrics.trust_writes.clone()),
+            pod_views,
+            metrics,
+            health,
+            identity: identity.to_owned(),
+        }
+    }
+}
+
+/// Runs a [`Controller`] for each term this replica leads, until `shutdown` turns true:
+/// with `lease`, this replica leads while it holds the Lease ([`Election`]); without, it
+/// leads at once. On the way out the Lease is released (waiting at most 5 s), so that a
+/// successor takes over at once.
+pub async fn lead(
+    client: Client,
+    pusher: Pusher,
+    config: ControllerConfig,
+    outputs: Outputs,
+    lease: Option<LeaseConfig>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let scopes = watches::watch_scopes(&config.namespaces);
+    let namespaces: Vec<&str> = scopes.iter().map(|s| s.as_deref().unwrap_or("*")).collect();
+    let identity = outputs.identity.as_str();
+    log::info!(identity = %identity, leader_election = lease.is_some(), ?namespaces, "starting");
+    let (election, mut leader) = Election::start(client.clone(), lease, shutdown.clone());
+    let mut stop = shutdown.clone();
+    loop {
+        // Wait to lead (at once without leader election).
+        let leading = tokio::select! {
+            r = leader.wait_for(|l| *l) => r.is_ok(),
+            _ = stop.changed() => false,
+        };
+        if !leading || *stop.borrow() {
+            break;
+        }
+        outputs.metrics.leader.set(1);
+        log::info!(identity = %identity, "leading: starting the controller");
+        Controller::run(
+            client.clone(),
+            pusher.clone(),
+            config.clone(),
+            outputs.clone(),
+            shutdown.clone(),
+            leader.clone(),
+        )
+        .await;
+        outputs.metrics.leader.set(0);
+        if *stop.borrow() {
+            break;
+        }
+    }
+    election.finish().await;
+}
+
+/// What a read-back found: the version the pod holds, for the push it acknowledged.
+#[derive(Debug)]
+struct ReadBackReport {
+    pod: PodKey,
+    ticket: PushTicket,
+    held: Option<u64>,
+}
+
+/// One input of the loop.
+// One lives at a time, on the stack, moved once into its handler: boxing the watch
+// events would cost an allocation per event for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Input {
+    /// The process stops.
+    Shutdown,
+    /// Leadership changed: whether this replica still leads.
+    Leadership(bool),
+    /// A LogPolicy watch event (of the watch of scope `.0`), or its error.
+    Policy(usize, Result<PolicyEvent, watcher::Error>),
+    /// A pod watch event (of the watch of scope `.0`), or its error.
+    Pod(usize, Result<PodEvent, watcher::Error>),
+    /// A watch stream ended (it never should): which kind.
+    WatchEnded(Watched),
+    /// A policy's time is over.
+    Expiry,
+    /// A push ended.
+    Pushed(PushReport),
+    /// A read-back ended.
+    ReadBack(ReadBackReport),
+    /// A status write ended.
+    StatusWritten(StatusWrite),
+    /// Time to resync.
+    Resync,
+    /// A debounced status write is due.
+    StatusDue,
+    /// Time to publish the per-pod view.
+    ViewsDue,
+}
+
+/// What a pass changed; [`Controller::settle`] acts on it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Pass {
+    /// The index changed.
+    changed: bool,
+    /// Pods came, went or changed (the trust ConfigMaps may be due).
+    pods_changed: bool,
+}
+
+impl Pass {
+    const NOTHING: Pass = Pass {
+        changed: false,
+        pods_changed: false,
+    };
+    const INDEX: Pass = Pass {
+        changed: true,
+        pods_changed: false,
+    };
+    const PODS: Pass = Pass {
+        changed: true,
+        pods_changed: true,
+    };
+}
+
+/// The kinds of watch.
+#[derive(Debug, Clone, Copy)]
+enum Watched {
+    Policies,
+    Pods,
+}
+
+impl Watched {
+    /// What the log calls its objects.
+    fn name(self) -> &'static str {
+        match self {
+            Watched::Policies => "LogPolicy",
+            Watched::Pods => "pod",
+        }
+    }
+}
+
+/// When the timers of the loop fire next (from the controller's state).
+struct Deadlines {
+    expiry: Option<SystemTime>,
+    status: Option<Instant>,
+    views: Option<Instant>,
+}
+
+/// What the loop waits on: the stop and leadership signals, the watches, the results of
+/// the tasks it spawned, and the resync interval.
+struct Inputs {
+    shutdown: watch::Receiver<bool>,
+    leader: watch::Receiver<bool>,
+    /// No election (or it ended): leadership can no longer change.
+    leader_fixed: bool,
+    policies: Tagged<DynamicObject>,
+    pods: Tagged<Option<PodInfo>>,
+    reports: mpsc::Receiver<PushReport>,
+    reads: mpsc::Receiver<ReadBackReport>,
+    statuses: mpsc::Receiver<StatusWrite>,
+    resync: tokio::time::Interval,
+}
+
+impl Inputs {
+    /// The next input, or the first timer of `at` to fire.
+    async fn next(&mut self, at: Deadlines) -> Input {
+        tokio::select! {
+            _ = self.shutdown.changed() => Input::Shutdown,
+            r = self.leader.changed(), if !self.leader_fixed => match r {
+                Err(_) => {
+                    self.leader_fixed = true;
+                    Input::Leadership(true)
+                }
+                Ok(()) => Input::Leadership(*self.leader.borrow()),
+            },
+            ev = self.policies.next() => match ev {
+                Some((i, ev)) => Input::Policy(i, ev),
+                None => Input::WatchEnded(Watched::Policies),
+            },
+            ev = self.pods.next() => match ev {
+                Some((i, ev)) => Input::Pod(i, ev),
+                None => Input::WatchEnded(Watched::Pods),
+            },
+            _ = sleep_until_system(at.expiry) => Input::Expiry,
+            Some(report) = self.reports.recv() => Input::Pushed(report),
+            Some(read) = self.reads.recv() => Input::ReadBack(read),
+            Some(write) = self.statuses.recv() => Input::StatusWritten(write),
+            _ = self.resync.tick() => Input::Resync,
+            _ = sleep_until_instant(at.status) => Input::StatusDue,
+            _ = sleep_until_instant(at.views) => Input::ViewsDue,
+        }
+    }
+}
+
+/// The controller of one leadership term. See [the module](self).
+pub struct Controller {
+    client: Client,
+    pusher: Pusher,
+    config: ControllerConfig,
+    outputs: Outputs,
+    status_writer: StatusWriter,
+    scopes: Vec<Option<String>>,
+    index: Index,
+    policy_buffers: HashMap<usize, InitBuffer<PolicyInput>>,
+    pod_buffers: HashMap<usize, InitBuffer<PodInfo>>,
+    /// The scopes whose LogPolicy watch has listed once.
+    policies_listed: HashSet<usize>,
+    /// The scopes whose pod watch has listed once.
+    pods_listed: HashSet<usize>,
+    observed: HashMap<PolicyKey, Observed>,
+    /// Policies with a status write in flight.
+    writing: HashSet<PolicyKey>,
+    debounce: Debounce<PolicyKey>,
+    policy_events: PolicyEvents,
+    /// Namespaces whose trust ConfigMap was applied since the last resync.
+    trusted: BTreeSet<String>,
+    views_due: Option<Instant>,
+    /// Everything it spawned (pushes, read-backs, status writes): aborted when it stops.
+    tasks: JoinSet<()>,
+    reports: mpsc::Sender<PushReport>,
+    reads: mpsc::Sender<ReadBackReport>,
+    statuses: mpsc::Sender<StatusWrite>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// Runs the loop of a new controller (an empty index) until `shutdown` turns true or
+    /// `leader` turns false. Everything it spawned (pushes, read-backs, status writes) is
+    /// aborted when it returns.
+    pub async fn run(
+        client: Client,
+        pusher: Pusher,
+        config: ControllerConfig,
+        outputs: Outputs,
+        shutdown: watch::Receiver<bool>,
+        leader: watch::Receiver<bool>,
+    ) {
+        if !*leader.borrow() {
+            return;
+        }
+        let (reports, reports_rx) = mpsc::channel(1024);
+        let (reads, reads_rx) = mpsc::channel(1024);
+        let (statuses, statuses_rx) = mpsc::channel(256);
+        let status_writer = StatusWriter::new(
+            client.clone(),
+            config.status_concurrency,
+            outputs.metrics.status_writes.clone(),
+        );
+        let controller = Controller {
+            scopes: watches::watch_scopes(&config.namespaces),
+            debounce: Debounce::new(config.status_debounce),
+            policy_events: PolicyEvents::new(config.failure_event_interval),
+            client,
+            pusher,
+            config,
+            outputs,
+            status_writer,
+            index: Index::new(),
+            policy_buffers: HashMap::new(),
+            pod_buffers: HashMap::new(),
+            policies_listed: HashSet::new(),
+            pods_listed: HashSet::new(),
+            observed: HashMap::new(),
+            writing: HashSet::new(),
+            trusted: BTreeSet::new(),
+            views_due: None,
+            tasks: JoinSet::new(),
+            reports,
+            reads,
+            statuses,
+        };
+        controller
+            .run_loop(shutdown, leader, (reports_rx, reads_rx, statuses_rx))
+            .await;
+    }
+
+    async fn run_loop(
+        mut self,
+        shutdown: watch::Receiver<bool>,
+        leader: watch::Receiver<bool>,
+        (reports, reads, statuses): (
+            mpsc::Receiver<PushReport>,
+            mpsc::Receiver<ReadBackReport>,
+            mpsc::Receiver<StatusWrite>,
+        ),
+    ) {
+        let mut resync = tokio::time::interval(self.config.resync_interval);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        resync.tick().await;
+        let mut inputs = Inputs {
+            shutdown,
+            leader,
+            leader_fixed: false,
+            policies: watches::policy_events(&self.client, &self.scopes),
+            pods: watches::pod_events(&self.client, &self.scopes),
+            reports,
+            reads,
+            statuses,
+            resync,
+        };
+        self.outputs.health.start(2 * self.scopes.len());
+        loop {
+            let input = inputs.next(self.deadlines()).await;
+            let Some(pass) = self.handle(input) else {
+                break;
+            };
+            self.settle(pass);
+        }
+        self.stop();
+    }
+
+    fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            expiry: self.index.next_expiry(),
+            status: self.debounce.next_due(),
+            views: self.views_due,
+        }
+    }
+
+    /// Hands `input` to the method for its kind; `None`: stop.
+    fn handle(&mut self, input: Input) -> Option<Pass> {
+        match input {
+            Input::Shutdown => None,
+            Input::Leadership(leading) => self.on_leadership(leading),
+            Input::Policy(i, ev) => Some(self.on_policy_event(i, ev)),
+            Input::Pod(i, ev) => Some(self.on_pod_event(i, ev)),
+            Input::WatchEnded(kind) => {
+                log::error!("{} watch ended", kind.name());
+                None
+            }
+            Input::Expiry => Some(self.on_expiry()),
+            Input::Pushed(report) => Some(self.on_push_report(report)),
+            Input::ReadBack(read) => Some(self.on_read_back(read)),
+            Input::StatusWritten(write) => Some(self.on_status_written(write)),
+            Input::Resync => Some(self.on_resync()),
+            // The due writes are made by `settle`.
+            Input::StatusDue => Some(Pass::NOTHING),
+            Input::ViewsDue => Some(self.on_views_due()),
+        }
+    }
+
+    fn on_leadership(&mut self, leading: bool) -> Option<Pass> {
+        if leading {
+            Some(Pass::NOTHING)
+        } else {
+            log::info!("no longer the leader: stopping pushes");
+            None
+        }
+    }
+
+    fn scope(&self, i: usize) -> Option<String> {
+        self.scopes.get(i).cloned().flatten()
+    }
+
+    fn on_policy_event(&mut self, i: usize, ev: Result<PolicyEvent, watcher::Error>) -> Pass {
+        let Some((scope, ev)) = self.watched(Watched::Policies, i, ev) else {
+            return Pass::NOTHING;
+        };
+        let buffer = self.policy_buffers.entry(i).or_default();
+        let now = SystemTime::now();
+        let (index, observed) = (&mut self.index, &mut self.observed);
+        let applied = apply_policy_event(index, buffer, observed, scope.as_deref(), ev, now);
+        self.on_applied(Watched::Policies, i, scope.as_deref(), applied)
+    }
+
+    fn on_pod_event(&mut self, i: usize, ev: Result<PodEvent, watcher::Error>) -> Pass {
+        let Some((scope, ev)) = self.watched(Watched::Pods, i, ev) else {
+            return Pass::NOTHING;
+        };
+        let buffer = self.pod_buffers.entry(i).or_default();
+        let now = SystemTime::now();
+        let applied = apply_pod_event(&mut self.index, buffer, scope.as_deref(), ev, now);
+        self.on_applied(Watched::Pods, i, scope.as_deref(), applied)
+    }
+
+    /// The scope of watch `i` of `kind` and its event; `None` for an error of the watch
+    /// (logged: the watcher retries by itself).
+    fn watched<T>(
+        &self,
+        kind: Watched,
+        i: usize,
+        ev: Result<T, watcher::Error>,
+    ) -> Option<(Option<String>, T)> {
+        let scope = self.scope(i);
+        match ev {
+            Ok(ev) => Some((scope, ev)),
+            Err(e) => {
+                let namespace = scope.as_deref().unwrap_or("*");
+                log::warn!(namespace, error = %e, "{} watch failed; retrying", kind.name());
+                None
+            }
+        }
+    }
+
+    /// What an event of watch `i` of `kind` did to the index, as a pass.
+    fn on_applied(
+        &mut self,
+        kind: Watched,
+        i: usize,
+        scope: Option<&str>,
+        applied: Applied,
+    ) -> Pass {
+        let changed = match kind {
+            Watched::Policies => Pass::INDEX,
+            Watched::Pods => Pass::PODS,
+        };
+        match applied {
+            Applied::Changed => changed,
+            Applied::InitDone => {
+                let listed = match kind {
+                    Watched::Policies => &mut self.policies_listed,
+                    Watched::Pods => &mut self.pods_listed,
+                };
+                if listed.insert(i) {
+                    self.outputs.health.listed();
+                }
+                let namespace = scope.unwrap_or("*");
+                match kind {
+                    Watched::Policies => {
+                        let policies = self.index.policy_count();
+                        log::info!(namespace, policies, "LogPolicies listed");
+                    }
+                    Watched::Pods => {
+                        let pods = self.index.pod_count();
+                        log::info!(namespace, pods, "pods listed");
+                    }
+                }
+                changed
+            }
+            Applied::Buffered => Pass::NOTHING,
+            Applied::Skipped(reason) => {
+                log::warn!(%reason, "skipped a {}", kind.name());
+                Pass::NOTHING
+            }
+        }
+    }
+
+    fn on_expiry(&mut self) -> Pass {
+        self.index.tick(SystemTime::now());
+        Pass::INDEX
+    }
+
+    fn on_push_report(&mut self, report: PushReport) -> Pass {
+        let metrics = &self.outputs.metrics;
+        metrics::count(&metrics.pushes, report.outcome.metric_label());
+        metrics.push_latency.observe(report.elapsed.as_secs_f64());
+        if !matches!(report.outcome, PushOutcome::Applied) {
+            log::info!(pod = %report.pod, outcome = %report.outcome, attempts = report.attempts, "push did not apply");
+        }
+        // The index's time stamps the pod's last push.
+        self.index.tick(SystemTime::now());
+        self.index
+            .record_push(&report.pod, report.ticket, &report.outcome);
+        Pass::INDEX
+    }
+
+    fn on_read_back(&mut self, read: ReadBackReport) -> Pass {
+        let ReadBackReport { pod, ticket, held } = read;
+        if self.index.record_read_back(&pod, ticket, held) {
+            log::info!(%pod, ?held, "drift found by read-back");
+            Pass::INDEX
+        } else {
+            Pass::NOTHING
+        }
+    }
+
+    fn on_status_written(&mut self, write: StatusWrite) -> Pass {
+        let StatusWrite { key, status, done } = write;
+        self.writing.remove(&key);
+        if done {
+            if let Some(o) = self.observed.get_mut(&key) {
+                o.status = Some(status);
+            }
+        } else {
+            // Retried after the debounce interval.
+            self.debounce.mark(key, Instant::now());
+        }
+        Pass::NOTHING
+    }
+
+    fn on_resync(&mut self) -> Pass {
+        for target in self.index.resync() {
+            let pusher = self.pusher.clone();
+            let reads = self.reads.clone();
+            self.tasks.spawn(async move {
+                if let Ok(read) = pusher.read_back(target.addr).await {
+                    let report = ReadBackReport {
+                        pod: target.pod,
+                        ticket: target.ticket,
+                        held: read.version,
+                    };
+                    let _ = reads.send(report).await;
+                }
+            });
+        }
+        // Applied again: a ConfigMap edited or deleted by hand comes back.
+        self.trusted.clear();
+        Pass::PODS
+    }
+
+    fn on_views_due(&mut self) -> Pass {
+        self.views_due = None;
+        let views = Arc::new(self.index.pod_views());
+        self.outputs.pod_views.send_replace(views);
+        Pass::NOTHING
+    }
+
+    /// After each input: counts, then (once every watch has listed) pushes, trust
+    /// ConfigMaps, Events and the status writes that are due.
+    fn settle(&mut self, pass: Pass) {
+        while self.tasks.try_join_next().is_some() {}
+        if pass.changed {
+            let metrics = &self.outputs.metrics;
+            metrics.reconciles.inc();
+            let pods = i64::try_from(self.index.pod_count()).unwrap_or(i64::MAX);
+            metrics.pods_tracked.set(pods);
+            let policies = i64::try_from(self.index.policy_count()).unwrap_or(i64::MAX);
+            metrics.policies.set(policies);
+            if self.views_due.is_none() {
+                self.views_due = Some(Instant::now() + self.config.view_interval);
+            }
+        }
+        // Nothing is pushed or written before every watch has listed once: pods
+        // listed before the policies would otherwise be sent a baseline document (and
+        // drop the policies they hold) when the operator restarts. The index keeps what
+        // is queued until then.
+        if !self.outputs.health.synced() {
+            return;
+        }
+        if pass.changed {
+            let pushes = self.index.take_pushes(SystemTime::now());
+            if !pushes.is_empty() {
+                self.pusher
+                    .spawn_all_in(pushes, &self.reports, &mut self.tasks);
+            }
+            let now = Instant::now();
+            for key in self.index.take_changed_policies() {
+                self.debounce.mark(key, now);
+            }
+        }
+        if pass.pods_changed {
+            for ns in self.index.pod_namespaces() {
+                if !self.trusted.contains(ns) {
+                    self.trusted.insert(ns.to_owned());
+                    self.outputs.trust.publish(ns);
+                }
+            }
+        }
+        self.write_due_statuses();
+    }
+
+    /// Events and status writes for the policies whose debounce interval is over.
+    fn write_due_statuses(&mut self) {
+        for key in self.debounce.take_due(Instant::now()) {
+            let Some(view) = self.index.policy_view(&key) else {
+                // Deleted.
+                self.policy_events.forget(&key);
+                continue;
+            };
+            let entry = self.observed.get(&key).cloned().unwrap_or_default();
+            for event in self.policy_events.observe(&view, Instant::now()) {
+                self.outputs.events.send(event, entry.uid.as_deref());
+            }
+            if self.writing.contains(&key) {
+                // One write per policy at a time: this one waits for the next slot.
+                self.debounce.mark(key, Instant::now());
+                continue;
+            }
+            let status = view.status(entry.status.as_ref(), SystemTime::now());
+            if entry.status.as_ref() == Some(&status) {
+                continue;
+            }
+            self.writing.insert(key.clone());
+            self.status_writer
+                .spawn(&mut self.tasks, &self.statuses, key, status);
+        }
+    }
+
+    fn stop(mut self) {
+        self.outputs.health.stop();
+        self.tasks.abort_all();
+        self.outputs.pod_views.send_replace(Arc::new(Vec::new()));
+        log::info!("controller stopped");
+    }
+}
+
+async fn sleep_until_system(at: Option<SystemTime>) {
+    match at {
+        Some(t) => {
+            let wait = t.duration_since(SystemTime::now()).unwrap_or_default();
+            tokio::time::sleep(wait).await;
+        }
+        None => futures::future::pending().await,
+    }
+}
+
+async fn sleep_until_instant(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => futures::future::pending().await,
+    }
+}

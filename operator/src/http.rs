@@ -1,0 +1,277 @@
+//! The operator's own HTTP endpoints (`--metrics-addr`): `/healthz`, `/readyz`,
+//! `/metrics` and the per-pod view, `/pods` and `/pods/<namespace>/<name>`. GET only;
+//! each connection is closed after 30 s. The per-pod view is the snapshot the controller
+//! last published: the server never reads the index.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use crate::health::{Health, Readiness};
+use crate::index::{PodKey, PodView};
+use crate::log;
+
+/// What the endpoints serve. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+    views: watch::Receiver<Arc<Vec<PodView>>>,
+}
+
+impl Endpoints {
+    /// Health and readiness from `health`, metrics from `registry`, the per-pod view from
+    /// `views` (sorted by namespace and name, as the controller publishes it).
+    pub fn new(
+        health: Arc<Health>,
+        registry: Arc<Registry>,
+        views: watch::Receiver<Arc<Vec<PodView>>>,
+    ) -> Self {
+        Endpoints {
+            health,
+            registry,
+            views,
+        }
+    }
+
+    /// The reply to `method path`.
+    pub fn respond(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
+        if method != Method::GET {
+            return reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                "GET only\n".to_owned(),
+            );
+        }
+        if path == "/pods" || path == "/pods/" {
+            let snapshot = self.views.borrow().clone();
+            return json_reply(StatusCode::OK, &*snapshot);
+        }
+        if let Some(rest) = path.strip_prefix("/pods/") {
+            return self.pod(rest);
+        }
+        let (status, content_type, body) = match path {
+            "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            "/readyz" => match self.health.readiness() {
+                Readiness::Leading => (StatusCode::OK, "text/plain", "ready\n".to_owned()),
+                Readiness::Standby => (
+                    StatusCode::OK,
+                    "text/plain",
+                    "ready (standby: another replica leads)\n".to_owned(),
+                ),
+                Readiness::NotReady => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "watches not listed yet\n".to_owned(),
+                ),
+            },
+            "/metrics" => {
+                let mut text = String::new();
+                match prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+                    Ok(()) => (
+                        StatusCode::OK,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        text,
+                    ),
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "text/plain",
+                        format!("{e}\n"),
+                    ),
+                }
+            }
+            _ => (
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found\n".to_owned(),
+            ),
+        };
+        reply(status, content_type, body)
+    }
+
+    /// `/pods/<namespace>/<name>`: `rest` is what follows `/pods/`.
+    fn pod(&self, rest: &str) -> Response<Full<Bytes>> {
+        let snapshot = self.views.borrow().clone();
+        match rest.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                let key = PodKey::new(ns, name);
+                match snapshot.binary_search_by(|v| {
+                    (v.namespace.as_str(), v.name.as_str())
+                        .cmp(&(key.namespace.as_str(), key.name.as_str()))
+                }) {
+                    Ok(i) => json_reply(StatusCode::OK, &snapshot[i]),
+                    Err(_) => json_reply(
+                        StatusCode::NOT_FOUND,
+                        &serde_json::json!({"error": format!("pod {key} is not tracked")}),
+                    ),
+                }
+            }
+            _ => json_reply(
+                StatusCode::NOT_FOUND,
+                &serde_json::json!({"error": "expected /pods/<namespace>/<name>"}),
+            ),
+        }
+    }
+}
+
+/// Serves `endpoints` on `addr` until `stop` turns true; a failed bind is retried every
+/// 5 s.
+pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Receiver<bool>) {
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) => {
+                log::warn!(%addr, error = %e, "cannot listen; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
+    };
+    log::info!(%addr, "serving /healthz, /readyz, /metrics, /pods");
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    log::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let reply = endpoints.respond(req.method(), req.uri().path());
+                async move { Ok::<_, Infallible>(reply) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
+        });
+    }
+}
+
+fn json_reply<T: serde::Serialize + ?Sized>(
+    status: StatusCode,
+    value: &T,
+) -> Response<Full<Bytes>> {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut body) => {
+            body.push('\n');
+            reply(status, "application/json", body)
+        }
+        Err(e) => reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            format!("{e}\n"),
+        ),
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, v);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use http_body_util::BodyExt;
+
+    fn view(namespace: &str, name: &str) -> PodView {
+        PodView {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            ip: None,
+            port: Some(9090),
+            port_error: None,
+            version: 7,
+            layers: Vec::new(),
+            acknowledged_version: None,
+            in_sync: false,
+            last_push: None,
+            error: None,
+        }
+    }
+
+    async fn get(endpoints: &Endpoints, method: Method, path: &str) -> (u16, String, String) {
+        let response = endpoints.respond(&method, path);
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            content_type,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn each_path_answers_as_documented() {
+        let health = Arc::new(Health::default());
+        let views = vec![view("a", "p"), view("shop", "web-1")];
+        let (_tx, rx) = watch::channel(Arc::new(views));
+        let endpoints = Endpoints::new(health.clone(), Metrics::default().registry(), rx);
+
+        assert_eq!(
+            get(&endpoints, Method::GET, "/healthz").await,
+            (200, "text/plain".into(), "ok\n".into())
+        );
+        assert_eq!(get(&endpoints, Method::GET, "/readyz").await.0, 503);
+        health.set_standby_ready(true);
+        let (status, _, body) = get(&endpoints, Method::GET, "/readyz").await;
+        assert_eq!(
+            (status, body.as_str()),
+            (200, "ready (standby: another replica leads)\n")
+        );
+
+        let (status, content_type, body) = get(&endpoints, Method::GET, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(content_type.starts_with("application/openmetrics-text"));
+        assert!(body.contains("logpolicy_operator_pods_tracked"), "{body}");
+
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods").await;
+        let all: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((status, all.as_array().map(Vec::len)), (200, Some(2)));
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods/shop/web-1").await;
+        let one: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (status, &one["uid"]),
+            (200, &serde_json::json!("uid-web-1"))
+        );
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods/shop/web-2").await;
+        assert_eq!(status, 404);
+        assert!(body.contains("pod shop/web-2 is not tracked"), "{body}");
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods/shop").await;
+        assert_eq!(status, 404);
+        assert!(body.contains("expected /pods/<namespace>/<name>"), "{body}");
+
+        assert_eq!(get(&endpoints, Method::GET, "/other").await.0, 404);
+        assert_eq!(get(&endpoints, Method::PUT, "/healthz").await.0, 405);
+    }
+}

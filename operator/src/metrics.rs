@@ -1,0 +1,113 @@
+//! The operator's metrics, registered under `logpolicy_operator_`.
+
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+
+/// A counter by `result` (a short, bounded label such as `ok`, `sent`, `dropped`).
+pub type ByResult = Family<Vec<(&'static str, &'static str)>, Counter>;
+
+/// Counts one `result` in `counter`.
+pub fn count(counter: &ByResult, result: &'static str) {
+    counter.get_or_create(&vec![("result", result)]).inc();
+}
+
+/// The metrics the operator keeps.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Push reports by result (`PushOutcome::metric_label`).
+    pub pushes: ByResult,
+    /// Pods the index tracks.
+    pub pods_tracked: Gauge,
+    /// Passes of the loop that changed the index.
+    pub reconciles: Counter,
+    /// Status writes by result (`ok` or an error label).
+    pub status_writes: ByResult,
+    /// Time from the start of a push to its report (all attempts), in seconds.
+    pub push_latency: Histogram,
+    /// LogPolicies the index tracks.
+    pub policies: Gauge,
+    /// 1 while this replica leads (always 1 without leader election).
+    pub leader: Gauge,
+    /// Events by result (`sent`, `failed`, `dropped`).
+    pub events: ByResult,
+    /// Trust ConfigMap applies by result (`ok`, `error`).
+    pub trust_writes: ByResult,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            pushes: Family::default(),
+            pods_tracked: Gauge::default(),
+            reconciles: Counter::default(),
+            status_writes: Family::default(),
+            // 1 ms .. ~16 s.
+            push_latency: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            policies: Gauge::default(),
+            leader: Gauge::default(),
+            events: Family::default(),
+            trust_writes: Family::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under `logpolicy_operator_`.
+    pub fn register(&self, registry: &mut Registry) {
+        let sub = registry.sub_registry_with_prefix("logpolicy_operator");
+        sub.register("pushes", "Pushes to pods, by result", self.pushes.clone());
+        sub.register(
+            "pods_tracked",
+            "Opted-in pods the index tracks",
+            self.pods_tracked.clone(),
+        );
+        sub.register(
+            "reconciles",
+            "Changes applied to the index",
+            self.reconciles.clone(),
+        );
+        sub.register(
+            "status_writes",
+            "LogPolicy status writes, by result",
+            self.status_writes.clone(),
+        );
+        sub.register_with_unit(
+            "push_duration",
+            "Time from the start of a push to its outcome, retries included",
+            Unit::Seconds,
+            self.push_latency.clone(),
+        );
+        sub.register(
+            "policies",
+            "LogPolicies the index tracks",
+            self.policies.clone(),
+        );
+        sub.register(
+            "leader",
+            "1 while this replica leads (pushes and writes status)",
+            self.leader.clone(),
+        );
+        sub.register(
+            "events",
+            "Kubernetes Events on LogPolicies, by result",
+            self.events.clone(),
+        );
+        sub.register(
+            "trust_configmap_writes",
+            "Applies of the logpolicy-trust ConfigMap, by result",
+            self.trust_writes.clone(),
+        );
+    }
+
+    /// A registry holding every metric, for `/metrics`.
+    pub fn registry(&self) -> Arc<Registry> {
+        let mut registry = Registry::default();
+        self.register(&mut registry);
+        Arc::new(registry)
+    }
+}

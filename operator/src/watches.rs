@@ -1,0 +1,91 @@
+//! The watches: LogPolicies and opted-in pods, with one watcher per scope (every
+//! namespace, or each namespace named) and kind, merged into one stream per kind whose
+//! items carry the index of their scope.
+//!
+//! LogPolicies are watched as untyped objects, so that one malformed object is skipped
+//! (by the controller) rather than failing the whole list. Pods are watched with the
+//! opt-in label selector and stripped to a [`PodInfo`] at once: no `Pod` is kept.
+
+use std::collections::BTreeSet;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+
+use crate::crd::LogPolicy;
+use crate::pods::{PodInfo, OPT_IN_LABEL};
+
+/// A LogPolicy event as the controller sees it: an untyped object.
+pub type PolicyEvent = Event<DynamicObject>;
+
+/// A pod watch event, each pod already stripped to a [`PodInfo`] (`None`: unusable).
+pub type PodEvent = Event<Option<PodInfo>>;
+
+/// The events of every watcher of one kind, each with the index of its scope.
+pub type Tagged<T> = BoxStream<'static, (usize, Result<Event<T>, watcher::Error>)>;
+
+/// The scopes of the watches: `[None]` (all namespaces) or one `Some` per namespace.
+pub fn watch_scopes(namespaces: &[String]) -> Vec<Option<String>> {
+    let set: BTreeSet<&str> = namespaces
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if set.is_empty() {
+        vec![None]
+    } else {
+        set.into_iter().map(|n| Some(n.to_owned())).collect()
+    }
+}
+
+/// Strips a pod watch event at once (no `Pod` is kept).
+pub fn strip_pod_event(event: Event<Pod>) -> PodEvent {
+    match event {
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+        Event::InitApply(p) => Event::InitApply(PodInfo::from_pod(&p)),
+        Event::Apply(p) => Event::Apply(PodInfo::from_pod(&p)),
+        Event::Delete(p) => Event::Delete(match (p.metadata.namespace, p.metadata.name) {
+            (Some(ns), Some(name)) => Some(PodInfo::new(&ns, &name, "", None, 0)),
+            _ => None,
+        }),
+    }
+}
+
+/// The LogPolicy watchers of `scopes`, merged.
+pub fn policy_events(client: &Client, scopes: &[Option<String>]) -> Tagged<DynamicObject> {
+    let ar = ApiResource::erase::<LogPolicy>(&());
+    let streams = scopes.iter().enumerate().map(|(i, scope)| {
+        let api: Api<DynamicObject> = match scope {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(move |r| (i, r))
+            .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+/// The watchers of opted-in pods of `scopes`, merged, each pod stripped.
+pub fn pod_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Option<PodInfo>> {
+    let streams = scopes.iter().enumerate().map(|(i, scope)| {
+        let api: Api<Pod> = match scope {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        watcher::watcher(
+            api,
+            watcher::Config::default().labels(&format!("{OPT_IN_LABEL}=true")),
+        )
+        .default_backoff()
+        .map(move |r| (i, r.map(strip_pod_event)))
+        .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
