@@ -9,6 +9,30 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// The body the service answers with.
+pub const BODY: &[u8] = b"{\"ok\":1}\n";
+
+/// Logs one request's `lines` lines, as the service does: `lines - 1` along the way,
+/// then the access line, whose latency `latency_us` gives when it is written.
+#[inline]
+pub fn log_request(method: &str, path: &str, lines: u32, latency_us: impl FnOnce() -> u64) {
+    for step in 1..lines {
+        tracing::info!(target: "http", method, path, step, "handling request");
+    }
+    if lines > 0 {
+        let latency_us = latency_us();
+        tracing::info!(
+            target: "http",
+            method,
+            path,
+            status = 200u16,
+            latency_us,
+            bytes = BODY.len(),
+            "request completed"
+        );
+    }
+}
+
 /// The core the service (every thread of it) is pinned to.
 pub const SERVICE_CPU: usize = 0;
 /// The core the load generator is pinned to.

@@ -32,14 +32,12 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use logpolicy_bench::load_generator::{self, LoadConfig};
 use logpolicy_bench::service::{
-    listening_port, pin_to, quantile, quit, stderr_lines, wait_bounded, LISTENING, LOAD_CPU,
-    SERVICE_CPU,
+    listening_port, log_request, pin_to, quantile, quit, stderr_lines, wait_bounded, BODY,
+    LISTENING, LOAD_CPU, SERVICE_CPU,
 };
 use logpolicy_bench::{install, Installed, Logger};
 use serde_json::{json, Value};
 
-/// The response body: 9 bytes of JSON.
-const BODY: &[u8] = b"{\"ok\":1}\n";
 /// The whole run stops starting cells after this.
 const RUN_BUDGET: Duration = Duration::from_secs(420);
 /// A service still running this long after it was told to quit is killed.
@@ -140,22 +138,9 @@ async fn handle(
     } else {
         SERVED.fetch_add(1, Ordering::Relaxed);
         let method = req.method().as_str();
-        // `lines - 1` lines along the way, then the access line.
-        for step in 1..lines {
-            tracing::info!(target: "http", method, path, step, "handling request");
-        }
-        if lines > 0 {
-            let latency_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-            tracing::info!(
-                target: "http",
-                method,
-                path,
-                status = 200u16,
-                latency_us,
-                bytes = BODY.len(),
-                "request completed"
-            );
-        }
+        log_request(method, path, lines, || {
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+        });
     }
     let mut response = Response::new(Full::new(Bytes::from_static(BODY)));
     response

@@ -20,6 +20,7 @@
 // A benchmark driver: a bad argument ends the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use logpolicy_bench::service::log_request;
 use logpolicy_bench::{install, Logger};
 
 fn main() {
@@ -32,22 +33,8 @@ fn main() {
     let installed = install(logger);
     let (method, path) = ("GET", "/cart");
     for i in 0..n {
-        for step in 1..lines {
-            tracing::info!(target: "http", method, path, step, "handling request");
-        }
-        if lines > 0 {
-            // A latency that varies as a real one does, but the same in every run.
-            let latency_us = 40 + i % 60;
-            tracing::info!(
-                target: "http",
-                method,
-                path,
-                status = 200u16,
-                latency_us,
-                bytes = 9usize,
-                "request completed"
-            );
-        }
+        // A latency that varies as a real one does, but the same in every run.
+        log_request(method, path, lines, || 40 + i % 60);
     }
     drop(installed.finish());
 }
