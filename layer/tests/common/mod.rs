@@ -122,6 +122,31 @@ fn vm_hwm_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// The calling thread's time spent waiting on a run queue (runnable, not running), from
+/// `/proc/thread-self/schedstat`: tells a call the scheduler preempted from one that
+/// waited for a lock, a condition variable or the pipe (those sleep, which is not
+/// run-queue time).
+struct RunQueueWait(std::fs::File);
+
+impl RunQueueWait {
+    /// `None` where the kernel does not keep scheduler statistics.
+    fn open() -> Option<Self> {
+        let file = std::fs::File::open("/proc/thread-self/schedstat").ok()?;
+        let me = Self(file);
+        me.try_read().map(|_| me)
+    }
+    fn try_read(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+    fn read(&self) -> u64 {
+        self.try_read().unwrap_or(0)
+    }
+}
+
 /// Latencies of `write_line`, in log2 buckets of nanoseconds.
 #[derive(Clone)]
 struct Latency {
@@ -202,7 +227,8 @@ fn run_child(spec: &ChildSpec) {
                 let mut emitted = [0u64; LEVELS];
                 let mut lat = Latency::default();
                 let mut control = Latency::default();
-                let mut slow: Vec<(u64, u64, bool)> = Vec::new();
+                let mut slow: Vec<(u64, u64, bool, u64)> = Vec::new();
+                let run_queue = RunQueueWait::open();
                 let mut control_buf = Vec::with_capacity(256);
                 let mut line = Vec::with_capacity(256);
                 let pad = "x".repeat(spec.pad);
@@ -225,12 +251,24 @@ fn run_child(spec: &ChildSpec) {
                         LEVEL_NAMES[level_index(level)]
                     )
                     .expect("format");
+                    let waited_before = run_queue.as_ref().map(RunQueueWait::read);
                     let t0 = Instant::now();
                     let queued = writer.write_line(level, level <= Level::WARN, &line);
                     let ns = t0.elapsed().as_nanos() as u64;
                     lat.record(ns);
                     if ns >= 1_000_000 {
-                        slow.push((start.elapsed().as_millis() as u64, ns / 1000, queued));
+                        // How much of the call the thread spent runnable but not running:
+                        // preempted by the machine, not waiting for anything of ours.
+                        let preempted_ns = match (&run_queue, waited_before) {
+                            (Some(rq), Some(before)) => rq.read().saturating_sub(before),
+                            _ => 0,
+                        };
+                        slow.push((
+                            start.elapsed().as_millis() as u64,
+                            ns / 1000,
+                            queued,
+                            preempted_ns / 1000,
+                        ));
                     }
                     // Control: the same measurement around a copy of the line into a
                     // private buffer, to tell the machine's scheduling noise from ours.
@@ -282,7 +320,7 @@ fn run_child(spec: &ChildSpec) {
         "p50_latency_us_upper": lat.quantile_ns(0.5) as f64 / 1e3,
         "latencies_over_1ms": lat.over_1ms,
         "control_max_us": control.max_ns as f64 / 1e3,
-        "slow_calls_ms_us_queued": slow_calls,
+        "slow_calls_ms_us_queued_preempted_us": slow_calls,
         "control_over_1ms": control.over_1ms,
         "baseline_rss_kb": baseline_rss_kb,
         "peak_rss_kb": vm_hwm_kb(),
