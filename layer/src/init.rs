@@ -7,9 +7,7 @@ use tracing_subscriber::prelude::*;
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::{Format, FormatLayer};
-use crate::policy::{
-    DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer,
-};
+use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::writer::{
     install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
 };

@@ -81,7 +81,10 @@ impl Summary {
         }
         let redacted = Redacted {
             by_name: stats.redacted.by_name.saturating_sub(last.redacted.by_name),
-            by_value: stats.redacted.by_value.saturating_sub(last.redacted.by_value),
+            by_value: stats
+                .redacted
+                .by_value
+                .saturating_sub(last.redacted.by_value),
         };
         *last = *stats;
         if counts.iter().flatten().all(|n| *n == 0) && redacted.total() == 0 {

@@ -19,6 +19,11 @@
 //! The text form is `TIMESTAMP LEVEL target: span{fields}: message key=value ...`, with
 //! control characters escaped so one event is always one line.
 //!
+//! Values of redacted fields are written as `"[redacted]"` (see
+//! [`redact`](crate::policy::redact)): which fields of a callsite are redacted is
+//! computed once per callsite and redaction, kept beside the callsite's rendered keys,
+//! so a line none of whose names match pays one load and one comparison.
+//!
 //! Lines are built in a per-thread buffer that is reused: formatting allocates nothing
 //! in the steady state.
 
@@ -103,6 +108,8 @@ pub struct FormatLayer<K> {
     clock: Arc<dyn Clock>,
     /// What the policy decides about each event this layer receives.
     gate: OutputGate,
+    /// Not linked, and told to redact nothing: fields are written as given.
+    unredacted: bool,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -114,6 +121,7 @@ impl<K: LineSink> FormatLayer<K> {
             sink,
             clock: Arc::new(SystemClock),
             gate: OutputGate::new(),
+            unredacted: false,
         }
     }
 
@@ -128,6 +136,7 @@ impl<K: LineSink> FormatLayer<K> {
     #[must_use]
     pub fn with_policy(mut self, filter: &PolicyFilter) -> Self {
         self.clock = self.gate.link(filter);
+        self.unredacted = false;
         self
     }
 
@@ -163,8 +172,8 @@ impl<K: LineSink> FormatLayer<K> {
     }
 
     /// What this layer redacts when it is not linked to a policy (default
-    /// [`Redaction::builtin`]); a linked filter's policy decides otherwise (see
-    /// [`redact`](crate::policy::redact)).
+    /// [`Redaction::builtin`]; [`Redaction::none`] writes every value as given); a
+    /// linked filter's policy decides otherwise (see [`redact`](crate::policy::redact)).
     ///
     /// # Examples
     ///
@@ -188,6 +197,7 @@ impl<K: LineSink> FormatLayer<K> {
     /// ```
     #[must_use]
     pub fn redaction(mut self, redaction: Redaction) -> Self {
+        self.unredacted = redaction.is_empty() && self.gate.linked().is_none();
         self.gate.set_redaction(redaction);
         self
     }
@@ -208,6 +218,10 @@ impl<K: LineSink> FormatLayer<K> {
         callsite: Option<&'static JsonCallsite>,
         r: ActiveRedaction,
     ) -> Counts {
+        if self.unredacted {
+            record(&mut inner);
+            return Counts::default();
+        }
         let cached = callsite.and_then(|c| c.mask(r.id));
         if cached == Some(FieldMask::NONE) && !r.values {
             record(&mut inner);
@@ -361,8 +375,12 @@ impl<K: LineSink> FormatLayer<K> {
         let mut ext = span.extensions_mut();
         if let Some(f) = ext.get_mut::<F>() {
             let set = self.gate.redaction_set();
-            let n = f.fields_mut().redact_again(span.metadata(), &set, self.format);
-            self.gate.redacted(n, 0);
+            let n = f
+                .fields_mut()
+                .redact_again(span.metadata(), &set, self.format);
+            if n > 0 {
+                self.gate.redacted(n, 0);
+            }
             buf.extend_from_slice(&f.fields().bytes);
         }
     }
@@ -378,7 +396,9 @@ impl<K: LineSink> FormatLayer<K> {
         if fields.redaction_id != r.id && !fields.bytes.is_empty() {
             let set = self.gate.redaction_set();
             let n = fields.redact_again(meta, &set, self.format);
-            self.gate.redacted(n, 0);
+            if n > 0 {
+                self.gate.redacted(n, 0);
+            }
         }
         fields.redaction_id = r.id;
         let callsite = json_callsite(meta);
@@ -408,7 +428,9 @@ impl<K: LineSink> FormatLayer<K> {
                 r,
             ),
         };
-        self.gate.redacted(counts.by_name, counts.by_value);
+        if counts.by_name + counts.by_value > 0 {
+            self.gate.redacted(counts.by_name, counts.by_value);
+        }
     }
 }
 
@@ -448,7 +470,11 @@ impl SpanFields {
                 .nth(usize::from(e.index))
                 .filter(|f| set.redaction.redacts(f.name()))
         };
-        if !self.entries.iter().any(|e| !e.redacted && hide(e).is_some()) {
+        if !self
+            .entries
+            .iter()
+            .any(|e| !e.redacted && hide(e).is_some())
+        {
             return 0;
         }
         let mut n = 0;

@@ -87,7 +87,9 @@ pub enum FieldNameError {
     #[error("field name {0:?}... is longer than {MAX_FIELD_NAME_LEN} bytes")]
     TooLong(String),
     /// A character a field name does not have.
-    #[error("field name {name:?} contains {ch:?}: a name is ASCII letters, digits, '_', '-' and '.'")]
+    #[error(
+        "field name {name:?} contains {ch:?}: a name is ASCII letters, digits, '_', '-' and '.'"
+    )]
     InvalidChar {
         /// The name as given.
         name: String,
@@ -103,7 +105,10 @@ impl FieldName {
             return Err(FieldNameError::Empty);
         }
         if name.len() > MAX_FIELD_NAME_LEN {
-            let cut = (0..=40).rev().find(|i| name.is_char_boundary(*i)).unwrap_or(0);
+            let cut = (0..=40)
+                .rev()
+                .find(|i| name.is_char_boundary(*i))
+                .unwrap_or(0);
             return Err(FieldNameError::TooLong(name[..cut].to_owned()));
         }
         if let Some(ch) = name
@@ -186,9 +191,26 @@ impl Redaction {
     /// The built-in names, value shapes off.
     pub fn builtin() -> Self {
         Redaction {
-            names: BUILTIN_REDACTED_NAMES.iter().map(|n| Box::from(*n)).collect(),
+            names: BUILTIN_REDACTED_NAMES
+                .iter()
+                .map(|n| Box::from(*n))
+                .collect(),
             values: false,
         }
+    }
+
+    /// Nothing redacted: for an output that must write every value as given (a test, a
+    /// local tool); see [`FormatLayer::redaction`](crate::FormatLayer::redaction).
+    pub fn none() -> Self {
+        Redaction {
+            names: Vec::new(),
+            values: false,
+        }
+    }
+
+    /// Whether nothing is redacted.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && !self.values
     }
 
     /// These names too.
@@ -257,7 +279,15 @@ mod tests {
         ] {
             assert!(r.redacts(yes), "{yes}");
         }
-        for no in ["passwords", "tokenizer", "mytoken", "cookies", "", "id", "span"] {
+        for no in [
+            "passwords",
+            "tokenizer",
+            "mytoken",
+            "cookies",
+            "",
+            "id",
+            "span",
+        ] {
             assert!(!r.redacts(no), "{no}");
         }
     }

@@ -251,7 +251,10 @@ impl Problems {
     /// `field[i]`.
     fn names(&mut self, field: &str, names: &[String]) -> Vec<FieldName> {
         if names.len() > MAX_REDACT_NAMES {
-            self.add(field, format!("too many names (at most {MAX_REDACT_NAMES})"));
+            self.add(
+                field,
+                format!("too many names (at most {MAX_REDACT_NAMES})"),
+            );
         }
         let mut out: Vec<FieldName> = Vec::with_capacity(names.len());
         for (i, n) in names.iter().enumerate() {
