@@ -71,15 +71,7 @@ fn assert_no_secret(out: &str) {
 #[test]
 fn named_fields_are_redacted_in_json_events_and_spans_at_trace() {
     let (out, handle) = run("trace", Format::Json, |_| log_secrets());
-    for secret in [
-        "hunter2",
-        "dXNlcjpwYXNz",
-        "pg-secret",
-        "tok-123",
-        "tok-in-span",
-    ] {
-        assert!(!out.contains(secret), "{secret} leaked: {out}");
-    }
+    assert_no_secret(&out);
     let lines = json_lines(&out);
     assert_eq!(lines.len(), 1, "{out}");
     let l = &lines[0];
@@ -99,15 +91,7 @@ fn named_fields_are_redacted_in_json_events_and_spans_at_trace() {
 #[test]
 fn named_fields_are_redacted_in_text() {
     let (out, _) = run("trace", Format::Text, |_| log_secrets());
-    for secret in [
-        "hunter2",
-        "dXNlcjpwYXNz",
-        "pg-secret",
-        "tok-123",
-        "tok-in-span",
-    ] {
-        assert!(!out.contains(secret), "{secret} leaked: {out}");
-    }
+    assert_no_secret(&out);
     let line = out
         .lines()
         .find(|l| l.contains("charging"))
