@@ -625,3 +625,79 @@ spec:
         "{access} access lines for {requests} requests, expected ~{expected}"
     );
 }
+
+/// Raising a service to trace writes the lines that carry credentials with their values
+/// redacted, and a policy can add a name of its own (`redact`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raise_to_trace_writes_credentials_redacted() {
+    let s = Scenario::new("redact").await.unwrap();
+    let mut pods = s.pods(three_shops()).await.unwrap();
+    wait_known(&pods).unwrap();
+    let t0 = SystemTime::now();
+    s.apply(
+        r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: trace-shop}
+spec:
+  selector: {matchLabels: {app: shop}}
+  targets:
+  - {target: "shop", level: trace}
+  redact: [amount_cents]
+"#,
+    )
+    .unwrap();
+    wait_lines(
+        &mut pods,
+        t0,
+        10 * SEC,
+        "shop::payment debug lines",
+        payment_debug,
+    )
+    .unwrap();
+    wait_past(&mut pods, SystemTime::now() + SEC, 5 * SEC).unwrap();
+    for p in &pods {
+        let lines: Vec<_> = p
+            .log
+            .lines()
+            .iter()
+            .filter(|l| l.ts >= t0 && payment_debug(l) && l.msg == "authorising")
+            .collect();
+        assert!(!lines.is_empty(), "{}", p.name);
+        for l in &lines {
+            assert_eq!(l.json["card_token"], "[redacted]", "{}: {}", p.name, l.json);
+            assert_eq!(
+                l.json["authorization"], "[redacted]",
+                "{}: {}",
+                p.name, l.json
+            );
+            assert_eq!(
+                l.json["amount_cents"], "[redacted]",
+                "{}: {}",
+                p.name, l.json
+            );
+            assert_eq!(l.json["card"], "4242…", "{}: {}", p.name, l.json);
+        }
+        // Trace lines too, and no value of either credential anywhere in the log.
+        assert!(
+            p.log.count(t0, SystemTime::now(), |l| l.level == "TRACE") > 0,
+            "{}",
+            p.name
+        );
+        for l in p.log.lines() {
+            let text = l.json.to_string();
+            assert!(
+                !text.contains("tok_visa_4242") && !text.contains("sk_live_51H"),
+                "{}: {text}",
+                p.name
+            );
+        }
+        let metrics = p.admin_request("GET", "/metrics", &[], "").unwrap().body;
+        let redacted: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(r#"logpolicy_redactions_total{reason="name"} "#))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0);
+        assert!(redacted >= 3.0, "{}: {metrics}", p.name);
+    }
+}

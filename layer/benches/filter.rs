@@ -8,6 +8,11 @@
 //!     `reload::Layer<EnvFilter>` and behind our filter;
 //! (d) an enabled 6-field `info!` formatted to JSON into a sink: ours vs
 //!     `tracing_subscriber::fmt` JSON;
+//! (d') the same 6-field event with redaction: no field name matching (today's default:
+//!     the built-in list) and one matching (`user` added), each against the same layer
+//!     told to redact nothing;
+//! (f) a 200-byte message with value-shape redaction on (bearer tokens, JWTs, keys
+//!     searched in every string) against off;
 //! (e) the 5 lines of one request of the HTTP benchmark's service (`bench/`): ours as
 //!     `logpolicy::init` builds it, into the non-blocking writer (to `/dev/null`), vs
 //!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays.
@@ -20,6 +25,7 @@
 use std::time::Duration;
 
 use criterion::Criterion;
+use logpolicy::policy::{FieldName, Redaction};
 use logpolicy::writer::{Output, Writer, WriterConfig};
 use logpolicy::{Format, FormatLayer, NullSink, PolicyFilter};
 use tracing::Dispatch;
@@ -90,6 +96,17 @@ fn six_fields() {
         user = "c0ffee-42",
         cache_hit = true,
         "request served"
+    );
+}
+
+/// 200 bytes of message with no secret in it, and one string field.
+#[inline(never)]
+fn long_message() {
+    tracing::info!(
+        target: "shop::http",
+        user = "c0ffee-42",
+        "request served to the customer after checking the basket, the stock of every item, the \
+         delivery slots, the vouchers and the payment method on file; nothing to report here ok"
     );
 }
 
@@ -219,6 +236,42 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     };
     under(c, "d-json", "logpolicy", ours(), six_fields);
     under(c, "d-json", "fmt-json", fmt(), six_fields);
+    let redacting = |redaction: Redaction| {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(PolicyFilter::from_directives("info").expect("directives"))
+                .with(FormatLayer::new(Format::Json, NullSink).redaction(redaction)),
+        )
+    };
+    under(
+        c,
+        "d-json",
+        "logpolicy-unredacted",
+        redacting(Redaction::none()),
+        six_fields,
+    );
+    let user = FieldName::new("user").expect("name");
+    under(
+        c,
+        "d-json",
+        "logpolicy-one-redacted",
+        redacting(Redaction::builtin().with([user])),
+        six_fields,
+    );
+    under(
+        c,
+        "f-values",
+        "off",
+        redacting(Redaction::builtin()),
+        long_message,
+    );
+    under(
+        c,
+        "f-values",
+        "on",
+        redacting(Redaction::builtin().with_values(true)),
+        long_message,
+    );
 
     let filter = PolicyFilter::from_directives("info").expect("directives");
     let (writer, guard) = Writer::new(WriterConfig::new(Output::File("/dev/null".into())))
@@ -352,6 +405,27 @@ fn main() {
             ours: ("d-json", "logpolicy"),
             peer: ("d-json", "fmt-json"),
             target: 0.3,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(d') 6-field JSON, redaction on, no name matching, vs redacting nothing",
+            ours: ("d-json", "logpolicy"),
+            peer: ("d-json", "logpolicy-unredacted"),
+            target: 1.03,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(d') 6-field JSON, one field redacted, vs redacting nothing",
+            ours: ("d-json", "logpolicy-one-redacted"),
+            peer: ("d-json", "logpolicy-unredacted"),
+            target: 1.10,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(f) 200-byte message, value shapes on vs off (reported)",
+            ours: ("f-values", "on"),
+            peer: ("f-values", "off"),
+            target: f64::INFINITY,
             per_iter: 1.0,
         },
         Row {

@@ -7,7 +7,7 @@ use tracing_subscriber::prelude::*;
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::{Format, FormatLayer};
-use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
+use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::writer::{
     install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
 };
@@ -38,6 +38,9 @@ pub enum InitError {
     /// The admin endpoint could not be configured or started.
     #[error("admin endpoint: {0}")]
     Admin(#[from] AdminError),
+    /// A name given to [`Builder::redact`] or [`Builder::unredact`] is not a field name.
+    #[error("redaction: {0}")]
+    Redact(#[from] FieldNameError),
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -64,6 +67,9 @@ pub struct Builder {
     format: Option<Format>,
     writer: Option<WriterConfig>,
     admin: Option<AdminConfig>,
+    redact: Vec<String>,
+    unredact: Vec<String>,
+    redact_values: bool,
 }
 
 /// Running logging: changes the policy at runtime, and owns the writer's thread.
@@ -147,7 +153,62 @@ impl Builder {
         self
     }
 
+    /// Also redacts the values of fields called `name` (or ending in `.name`, `_name`),
+    /// at every level, whatever a pushed policy says (see
+    /// [`redact`](crate::policy::redact)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::Builder;
+    /// let (_, logging) = Builder::new().redact("card_token").unredact("cookie").build().unwrap();
+    /// let redaction = logging.handle().effective().redaction();
+    /// assert!(redaction.redacts("card_token") && redaction.redacts("password"));
+    /// assert!(!redaction.redacts("cookie"));
+    /// assert!(Builder::new().redact("card token").build().is_err());
+    /// ```
+    #[must_use]
+    pub fn redact(mut self, name: impl Into<String>) -> Self {
+        self.redact.push(name.into());
+        self
+    }
+
+    /// Stops redacting a built-in name (`cookie`, `token`, ...) for this service: the
+    /// baseline is the only place a name can be removed; a pushed policy cannot.
+    #[must_use]
+    pub fn unredact(mut self, name: impl Into<String>) -> Self {
+        self.unredact.push(name.into());
+        self
+    }
+
+    /// Also redacts values shaped like secrets (bearer tokens, JWTs, private keys)
+    /// inside every string, the message included (default off: it renders every
+    /// string-like value once more to search it).
+    #[must_use]
+    pub fn redact_values(mut self, on: bool) -> Self {
+        self.redact_values = on;
+        self
+    }
+
     fn baseline(&self) -> Result<Directives, InitError> {
+        let mut d = self.baseline_directives()?;
+        for name in &self.redact {
+            let name = FieldName::new(name)?;
+            if !d.redact.contains(&name) {
+                d.redact.push(name);
+            }
+        }
+        for name in &self.unredact {
+            let name = FieldName::new(name)?;
+            if !d.unredact.contains(&name) {
+                d.unredact.push(name);
+            }
+        }
+        d.redact_values |= self.redact_values;
+        Ok(d)
+    }
+
+    fn baseline_directives(&self) -> Result<Directives, InitError> {
         if let Some(d) = &self.directives {
             return d.parse().map_err(InitError::Given);
         }

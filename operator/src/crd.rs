@@ -19,6 +19,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
+use logpolicy::policy::redact::{MAX_FIELD_NAME_LEN, MAX_REDACT_NAMES};
 use logpolicy::policy::{
     BurstSpec, LayerSpec, SamplingSpec, TargetSpec, BYTES_PER_SECOND_RANGE, MAX_SAMPLING_RULES,
     MAX_TARGETS,
@@ -160,6 +161,21 @@ pub struct LogPolicySpec {
     )]
     pub max_bytes_per_second: Option<u64>,
 
+    /// Field names whose values the pods write as `[redacted]`, on top of their built-in
+    /// list (`password`, `secret`, `token`, `authorization`, `cookie`, `api_key`, ...):
+    /// matched without case, also as a suffix after `.` or `_` (`card_token` covers
+    /// `payment.card_token`). ASCII letters, digits, `_`, `-`, `.`. A policy can only add
+    /// names: raising verbosity never weakens redaction.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_REDACT_NAMES), inner(length(min = 1, max = MAX_FIELD_NAME_LEN), regex(pattern = "^[A-Za-z0-9_.-]+$")))]
+    pub redact: Vec<String>,
+
+    /// Also redact values shaped like secrets (bearer and basic credentials, JWTs, PEM
+    /// private keys) inside every string the pods write, the message included. Costs a
+    /// second rendering of each string value while on. Default off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redact_values: bool,
+
     /// Higher wins per target when several policies select a pod; between equal
     /// priorities the older policy wins. From -1000 to 1000, default 0.
     #[serde(default)]
@@ -195,6 +211,9 @@ impl LogPolicySpec {
             sampling: self.sampling.clone(),
             burst: self.burst,
             max_bytes_per_second: self.max_bytes_per_second,
+            redact: self.redact.clone(),
+            unredact: Vec::new(),
+            redact_values: self.redact_values,
         }
     }
 }

@@ -179,10 +179,12 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
         && spec_layer.sampling.is_empty()
         && spec_layer.burst.is_none()
         && spec_layer.max_bytes_per_second.is_none()
+        && spec_layer.redact.is_empty()
+        && !spec_layer.redact_values
     {
         errors.push(FieldError::new(
             "spec",
-            "sets nothing: give at least one of defaultLevel, targets, sampling, alwaysKeep, burst, maxBytesPerSecond",
+            "sets nothing: give at least one of defaultLevel, targets, sampling, alwaysKeep, burst, maxBytesPerSecond, redact, redactValues",
         ));
     }
 
@@ -568,6 +570,7 @@ mod tests {
             duration in proptest::option::of("\\PC{0,20}"),
             expiration in proptest::option::of("\\PC{0,40}"),
             label in "\\PC{0,80}",
+            label_for_redact in "\\PC{0,20}",
             priority in proptest::num::i32::ANY,
             budget in proptest::option::of(proptest::num::u64::ANY),
         ) {
@@ -587,6 +590,8 @@ mod tests {
                 always_keep: None,
                 burst: Some(BurstSpec { per_second: keep, then_one_in: u64::from(priority.unsigned_abs()) }),
                 max_bytes_per_second: budget,
+                redact: vec![label_for_redact],
+                redact_values: keep % 2 == 0,
                 priority,
                 duration,
                 expiration_time: expiration,

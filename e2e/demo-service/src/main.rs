@@ -60,7 +60,16 @@ impl Shop {
         let _entered = span.enter();
         tracing::trace!(target: "shop::db", pool_size = 8u64, "pool checkout");
         tracing::debug!(target: "shop::db", sql = "SELECT * FROM carts WHERE id = $1", "query");
-        tracing::debug!(target: "shop::payment", card = "4242…", amount_cents = 1999u64, "authorising");
+        // What services really log at debug: the card's token and the upstream call's
+        // credentials. The layer writes both as "[redacted]" at every level.
+        tracing::debug!(
+            target: "shop::payment",
+            card = "4242…",
+            card_token = "tok_visa_4242424242424242",
+            authorization = "Bearer sk_live_51HqLyjWDarjtT1zdp7dc",
+            amount_cents = 1999u64,
+            "authorising"
+        );
         if id % 7 == 0 {
             tracing::warn!(target: "shop::db", slow_ms = 412u64, "slow query");
         }

@@ -71,6 +71,20 @@ impl Collector for Snapshot {
                 gauge(l.held).encode(m.encode_family(&[("level", level_name(i))])?)?;
             }
         }
+        {
+            let mut m = enc.encode_descriptor(
+                "logpolicy_redactions",
+                "Values written as [redacted], by reason: the field's name is redacted, or the value had the shape of a secret",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, v) in [
+                ("name", self.stats.redacted.by_name),
+                ("value", self.stats.redacted.by_value),
+            ] {
+                ConstCounter::new(v).encode(m.encode_family(&[("reason", reason)])?)?;
+            }
+        }
         if let Some(w) = &self.writer {
             let m = enc.encode_descriptor(
                 "logpolicy_writer_bytes_written",

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use tracing_core::Metadata;
 
 use super::fast_path::{CallsiteState, Verdict};
+use super::redaction::{ActiveRedaction, RedactionSet};
 use super::stats::{RuleCounters, StatsCells};
 use crate::level::Level;
 use crate::policy::{prefix_matches, Burst, EffectivePolicy, Policy, Scope, FALLBACK_LEVEL};
@@ -50,6 +51,9 @@ pub(crate) struct Compiled {
     pub(crate) max_bytes_per_second: Option<u64>,
     pub(crate) effective: EffectivePolicy,
     pub(crate) generation: u64,
+    /// What outputs redact (numbered; the same `Arc` as the previous policy's when the
+    /// redaction did not change).
+    pub(crate) redaction: Arc<RedactionSet>,
 }
 
 impl Compiled {
@@ -108,7 +112,9 @@ impl Compiled {
                 .cmp(&a.target.len())
                 .then_with(|| a.target.cmp(&b.target))
         });
+        let redaction = RedactionSet::new(effective.redaction(), prev.map(|p| &p.redaction));
         Compiled {
+            redaction,
             default,
             targets: targets.into_boxed_slice(),
             max_level,
@@ -191,14 +197,18 @@ impl Compiled {
 /// mirrored from the compiled policy into one word: `alwaysKeep`, and whether request
 /// rules or a byte budget are in force (only then does the event path load the policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct EventPath(pub(super) u32);
+pub(crate) struct EventPath(pub(super) u64);
 
 impl EventPath {
-    const REQUEST_RULES: u32 = 1 << 8;
-    const BUDGET: u32 = 1 << 9;
+    const REQUEST_RULES: u64 = 1 << 8;
+    const BUDGET: u64 = 1 << 9;
+    const REDACT_VALUES: u64 = 1 << 10;
 
     pub(super) fn of(c: &Compiled) -> Self {
-        let mut bits = c.always_keep as u32;
+        let mut bits = c.always_keep as u64 | u64::from(c.redaction.id) << 32;
+        if c.redaction.redaction.redacts_values() {
+            bits |= Self::REDACT_VALUES;
+        }
         if c.has_request_rules {
             bits |= Self::REQUEST_RULES;
         }
@@ -211,12 +221,21 @@ impl EventPath {
     /// Whether events of this level are at or above `alwaysKeep`.
     #[inline]
     pub(crate) fn keeps_always(self, level: &tracing_core::Level) -> bool {
-        Level::of(level) as u32 <= self.0 & 0xff
+        Level::of(level) as u64 <= self.0 & 0xff
     }
 
     /// Whether the event path must read the compiled policy.
     #[inline]
     pub(crate) fn needs_compiled(self) -> bool {
         self.0 & (Self::REQUEST_RULES | Self::BUDGET) != 0
+    }
+
+    /// The redaction in force.
+    #[inline]
+    pub(crate) fn redaction(self) -> ActiveRedaction {
+        ActiveRedaction {
+            id: (self.0 >> 32) as u32,
+            values: self.0 & Self::REDACT_VALUES != 0,
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! `tracing`'s questions, and changed from any thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::Thread;
 use std::time::SystemTime;
@@ -36,7 +36,7 @@ pub(super) struct Shared {
     /// The generation of `compiled`, published after it is stored.
     pub(super) generation: AtomicU64,
     /// [`EventPath`] of `compiled`, published after it is stored.
-    pub(super) event_path: AtomicU32,
+    pub(super) event_path: AtomicU64,
     pub(super) state: Mutex<State>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stats: Arc<StatsCells>,
@@ -177,7 +177,7 @@ impl PolicyFilter {
         let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
         let shared = Arc::new(Shared {
             id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
-            event_path: AtomicU32::new(EventPath::of(&compiled).0),
+            event_path: AtomicU64::new(EventPath::of(&compiled).0),
             compiled: ArcSwap::from_pointee(compiled),
             generation: AtomicU64::new(0),
             state: Mutex::new(State { policy }),

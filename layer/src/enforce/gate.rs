@@ -21,11 +21,13 @@ use tracing_subscriber::registry::{LookupSpan, SpanRef};
 use super::compiled::EventPath;
 use super::filter::{PolicyFilter, Shared};
 use super::limits::Notice;
+use super::redaction::{ActiveRedaction, RedactionSet};
 use super::request::{self, Held, HoldCheck, RequestLimits, RequestState};
 use super::stats::{Reason, StatsCells};
 use super::summary::{NotWritten, Summary, DEFAULT_SUMMARY_INTERVAL_SECS};
 use crate::clock::Clock;
 use crate::level::Level;
+use crate::policy::Redaction;
 
 /// The decisions one output layer (a [`FormatLayer`](crate::FormatLayer)) makes about
 /// the events it receives, and the state they need: the linked filter (if any), the
@@ -39,6 +41,8 @@ pub(crate) struct OutputGate {
     /// Requests holding lines now (against `requests.max_requests`).
     tracked: Arc<AtomicUsize>,
     summary: Arc<Summary>,
+    /// What is redacted when no filter is linked.
+    redaction: Arc<RedactionSet>,
 }
 
 /// An [`OutputGate`] with its filter: what decides each event when the output is linked
@@ -69,10 +73,14 @@ pub(crate) struct Write {
     pub(crate) context: Option<Held>,
     /// The line is charged to the byte budget.
     budget: bool,
+    /// What its line redacts.
+    pub(crate) redaction: ActiveRedaction,
 }
 
 /// Takes the line of an event whose request was not kept.
 pub(crate) struct Holder<'a, S: LookupSpan<'a>> {
+    /// What the held line redacts.
+    pub(crate) redaction: ActiveRedaction,
     span: SpanRef<'a, S>,
     level: tracing_core::Level,
     limits: &'a RequestLimits,
@@ -88,6 +96,46 @@ impl OutputGate {
             requests: RequestLimits::default(),
             tracked: Arc::default(),
             summary: Arc::new(Summary::new(DEFAULT_SUMMARY_INTERVAL_SECS)),
+            redaction: RedactionSet::builtin(),
+        }
+    }
+
+    /// What is redacted when no filter is linked (a linked filter's policy decides
+    /// otherwise).
+    pub(crate) fn set_redaction(&mut self, redaction: Redaction) {
+        self.redaction = RedactionSet::new(redaction, Some(&self.redaction));
+    }
+
+    /// The redaction in force now, numbered (to compute a callsite's mask).
+    pub(crate) fn redaction_set(&self) -> Arc<RedactionSet> {
+        match self.shared() {
+            Some(sh) => sh.compiled.load().redaction.clone(),
+            None => self.redaction.clone(),
+        }
+    }
+
+    /// The redaction in force now (for what is formatted outside an event: span fields).
+    #[inline]
+    pub(crate) fn active_redaction(&self) -> ActiveRedaction {
+        match self.shared() {
+            Some(sh) => EventPath(sh.event_path.load(Ordering::Acquire)).redaction(),
+            None => ActiveRedaction {
+                id: self.redaction.id,
+                values: self.redaction.redaction.redacts_values(),
+            },
+        }
+    }
+
+    /// Counts values an output redacted (linked filter's stats only).
+    #[inline]
+    pub(crate) fn redacted(&self, by_name: u64, by_value: u64) {
+        if let Some(sh) = self.shared() {
+            sh.stats
+                .redacted_by_name
+                .fetch_add(by_name, Ordering::Relaxed);
+            sh.stats
+                .redacted_by_value
+                .fetch_add(by_value, Ordering::Relaxed);
         }
     }
 
@@ -191,15 +239,17 @@ impl<'a> Linked<'a> {
                 always_keep,
                 context: None,
                 budget: false,
+                redaction: path.redaction(),
             });
         }
-        self.decide_compiled(always_keep, event, ctx, now)
+        self.decide_compiled(always_keep, path.redaction(), event, ctx, now)
     }
 
     /// [`decide`](Self::decide) when request rules or a byte budget are in force.
     fn decide_compiled<'c, S>(
         self,
         always_keep: bool,
+        redaction: ActiveRedaction,
         event: &Event<'_>,
         ctx: &'c Context<'_, S>,
         now: Duration,
@@ -232,6 +282,7 @@ impl<'a> Linked<'a> {
                     HoldCheck::Sampled => return Decision::Drop(Reason::Sampled),
                     HoldCheck::Hold(span) => {
                         return Decision::Hold(Holder {
+                            redaction,
                             span,
                             level: *level,
                             limits: &self.gate.requests,
@@ -251,6 +302,7 @@ impl<'a> Linked<'a> {
             always_keep,
             context,
             budget: budget.is_some(),
+            redaction,
         })
     }
 

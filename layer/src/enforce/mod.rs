@@ -65,14 +65,16 @@ mod fast_path;
 mod filter;
 mod gate;
 mod limits;
+mod redaction;
 mod request;
 mod stats;
 mod summary;
 
 pub use filter::{PolicyFilter, PolicyHandle};
 pub use request::RequestLimits;
-pub use stats::{LevelCounts, Reason, Stats};
+pub use stats::{LevelCounts, Reason, Redacted, Stats};
 
 pub(crate) use gate::{Decision, OutputGate};
 pub(crate) use limits::Notice;
+pub(crate) use redaction::{ActiveRedaction, FieldMask, RedactionSet};
 pub(crate) use summary::NotWritten;

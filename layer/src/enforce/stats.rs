@@ -101,6 +101,25 @@ impl LevelCounts {
 pub struct Stats {
     /// Per level, in [`LEVEL_ORDER`](crate::LEVEL_ORDER).
     pub levels: [LevelCounts; LEVELS],
+    /// Values written as `[redacted]`, per reason.
+    pub redacted: Redacted,
+}
+
+/// Values written as `[redacted]` (see [`redact`](crate::policy::redact)), per reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Redacted {
+    /// Field values whose field name is redacted.
+    pub by_name: u64,
+    /// Values shaped like secrets (a bearer token, a JWT, a private key) found inside a
+    /// string, when value redaction is on.
+    pub by_value: u64,
+}
+
+impl Redacted {
+    /// Both reasons.
+    pub fn total(&self) -> u64 {
+        self.by_name + self.by_value
+    }
 }
 
 impl Stats {
@@ -135,6 +154,8 @@ pub(crate) struct StatsCells {
     pub(crate) held: Row,
     /// Sampled counts of event-scope rules that no longer exist.
     retired: Row,
+    pub(crate) redacted_by_name: AtomicU64,
+    pub(crate) redacted_by_value: AtomicU64,
     /// Event-scope rules in use (their counters give the rest of `sampled`).
     live_rules: Mutex<Vec<Weak<RuleCounters>>>,
 }
@@ -172,6 +193,10 @@ impl StatsCells {
             l.budget = get(&self.budget);
             l.held = get(&self.held);
         }
+        s.redacted = Redacted {
+            by_name: self.redacted_by_name.load(Ordering::Relaxed),
+            by_value: self.redacted_by_value.load(Ordering::Relaxed),
+        };
         s
     }
 }

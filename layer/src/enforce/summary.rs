@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::stats::{Reason, Stats};
+use super::stats::{Reason, Redacted, Stats};
 use crate::level::LEVELS;
 
 /// The summary of events not written comes at most this often by default.
@@ -16,6 +16,8 @@ pub(crate) const DEFAULT_SUMMARY_INTERVAL_SECS: u64 = 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NotWritten {
     pub(crate) counts: [[u64; LEVELS]; 3],
+    /// Values written as `[redacted]` since the last summary.
+    pub(crate) redacted: Redacted,
 }
 
 impl NotWritten {
@@ -65,7 +67,8 @@ impl Summary {
                 .is_ok()
     }
 
-    /// The counts since the last summary, or `None` when nothing went unwritten since.
+    /// The counts since the last summary, or `None` when nothing went unwritten and
+    /// nothing was redacted since.
     pub(crate) fn since_last(&self, stats: &Stats) -> Option<NotWritten> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let mut counts = [[0u64; LEVELS]; 3];
@@ -76,10 +79,17 @@ impl Summary {
                     .saturating_sub(before.by_reason(reason));
             }
         }
+        let redacted = Redacted {
+            by_name: stats.redacted.by_name.saturating_sub(last.redacted.by_name),
+            by_value: stats
+                .redacted
+                .by_value
+                .saturating_sub(last.redacted.by_value),
+        };
         *last = *stats;
-        if counts.iter().flatten().all(|n| *n == 0) {
+        if counts.iter().flatten().all(|n| *n == 0) && redacted.total() == 0 {
             return None;
         }
-        Some(NotWritten { counts })
+        Some(NotWritten { counts, redacted })
     }
 }

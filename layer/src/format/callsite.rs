@@ -8,6 +8,7 @@
 //! else). When the table has no room near a callsite's slot, its events are formatted
 //! the slow way: the output is the same.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use tracing_core::callsite::Identifier;
@@ -15,6 +16,7 @@ use tracing_core::field::Field;
 use tracing_core::Metadata;
 
 use super::escape::write_escaped;
+use crate::enforce::{FieldMask, RedactionSet};
 use crate::sites::{self, Site};
 
 /// One callsite's rendered parts.
@@ -25,6 +27,9 @@ pub(crate) struct JsonCallsite {
     pub(crate) head: Box<[u8]>,
     /// Per field index: `,"<key>":`, if it fits in [`KEY_INLINE`] bytes.
     keys: Box<[Key]>,
+    /// The fields the last redaction seen here hides: its id in the high 32 bits, the
+    /// field bits below (0 in the high bits: not computed yet).
+    redaction: AtomicU64,
 }
 
 /// Keys up to this long are copied as one fixed-size block (two vector moves and no
@@ -64,7 +69,31 @@ impl JsonCallsite {
             callsite: meta.callsite(),
             head: head.into_boxed_slice(),
             keys,
+            redaction: AtomicU64::new(0),
         }
+    }
+
+    /// Which fields the redaction numbered `id` hides here, if it was computed already:
+    /// one load and one comparison.
+    #[inline]
+    pub(crate) fn mask(&self, id: u32) -> Option<FieldMask> {
+        let packed = self.redaction.load(Ordering::Relaxed);
+        ((packed >> 32) as u32 == id).then_some(FieldMask {
+            bits: packed as u32,
+            by_name: false,
+        })
+    }
+
+    /// Computes (and keeps, when it fits in a word) which fields `set` hides here.
+    pub(crate) fn compute_mask(&self, set: &RedactionSet) -> FieldMask {
+        let mask = set.mask(self.meta.fields());
+        if !mask.by_name && self.meta.fields().len() <= 32 {
+            self.redaction.store(
+                u64::from(set.id) << 32 | u64::from(mask.bits),
+                Ordering::Relaxed,
+            );
+        }
+        mask
     }
 
     /// Appends the rendered key of `field`; false (nothing written) if it is not one of

@@ -95,6 +95,84 @@ impl Visit for JsonFields<'_> {
     }
 }
 
+/// Where one recorded span field is in its pre-rendered bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// The field's index in its span's field set.
+    pub(crate) index: u16,
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+    /// Written as the marker already.
+    pub(crate) redacted: bool,
+}
+
+/// A visitor whose output is a byte buffer.
+pub(crate) trait Buffered: Visit {
+    fn len(&self) -> usize;
+}
+
+impl Buffered for JsonFields<'_> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Buffered for TextFields<'_> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Records where each field went (for span fields, which may need redacting again).
+pub(crate) struct Tracked<'e, V> {
+    pub(crate) inner: V,
+    pub(crate) entries: &'e mut Vec<Entry>,
+}
+
+impl<V: Buffered> Tracked<'_, V> {
+    fn track(&mut self, field: &Field, redacted: bool, write: impl FnOnce(&mut V)) {
+        let start = self.inner.len();
+        write(&mut self.inner);
+        self.entries.push(Entry {
+            index: u16::try_from(field.index()).unwrap_or(u16::MAX),
+            start: start as u32,
+            end: self.inner.len() as u32,
+            redacted,
+        });
+    }
+}
+
+impl<V: Buffered> Visit for Tracked<'_, V> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let marker = value == crate::policy::redact::REDACTED;
+        self.track(field, marker, |v| v.record_str(field, value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.track(field, false, |v| v.record_debug(field, value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.track(field, false, |v| v.record_i64(field, value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.track(field, false, |v| v.record_u64(field, value));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.track(field, false, |v| v.record_i128(field, value));
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.track(field, false, |v| v.record_u128(field, value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.track(field, false, |v| v.record_f64(field, value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.track(field, false, |v| v.record_bool(field, value));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.track(field, false, |v| v.record_error(field, value));
+    }
+}
+
 /// Appends `v` in decimal: one- and two-digit numbers (counts, steps, small codes) without
 /// `itoa`'s digit table, whose cache line a line would otherwise fetch.
 #[inline]

@@ -19,6 +19,11 @@
 //! The text form is `TIMESTAMP LEVEL target: span{fields}: message key=value ...`, with
 //! control characters escaped so one event is always one line.
 //!
+//! Values of redacted fields are written as `"[redacted]"` (see
+//! [`redact`](crate::policy::redact)): which fields of a callsite are redacted is
+//! computed once per callsite and redaction, kept beside the callsite's rendered keys,
+//! so a line none of whose names match pays one load and one comparison.
+//!
 //! Lines are built in a per-thread buffer that is reused: formatting allocates nothing
 //! in the steady state.
 
@@ -26,23 +31,29 @@ mod callsite;
 mod escape;
 mod fields;
 pub(crate) mod own_line;
+mod redact;
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use tracing_core::field::Visit;
 use tracing_core::span::{Attributes, Id, Record};
-use tracing_core::{Event, Subscriber};
+use tracing_core::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::{write_since_epoch, Clock, SystemClock};
-use crate::enforce::{Decision, OutputGate, PolicyFilter, RequestLimits};
+use crate::enforce::{
+    ActiveRedaction, Decision, FieldMask, OutputGate, PolicyFilter, RequestLimits,
+};
 use crate::level::Level;
+use crate::policy::Redaction;
 use crate::sink::LineSink;
-use callsite::{json_callsite, write_head};
+use callsite::{json_callsite, write_head, JsonCallsite};
 pub(crate) use escape::write_escaped;
-use fields::{JsonFields, TextFields};
+use fields::{JsonFields, TextFields, Tracked};
+use redact::{Counts, Redacting};
 
 /// The line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +108,8 @@ pub struct FormatLayer<K> {
     clock: Arc<dyn Clock>,
     /// What the policy decides about each event this layer receives.
     gate: OutputGate,
+    /// Not linked, and told to redact nothing: fields are written as given.
+    unredacted: bool,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -108,6 +121,7 @@ impl<K: LineSink> FormatLayer<K> {
             sink,
             clock: Arc::new(SystemClock),
             gate: OutputGate::new(),
+            unredacted: false,
         }
     }
 
@@ -122,6 +136,7 @@ impl<K: LineSink> FormatLayer<K> {
     #[must_use]
     pub fn with_policy(mut self, filter: &PolicyFilter) -> Self {
         self.clock = self.gate.link(filter);
+        self.unredacted = false;
         self
     }
 
@@ -156,43 +171,147 @@ impl<K: LineSink> FormatLayer<K> {
         self
     }
 
+    /// What this layer redacts when it is not linked to a policy (default
+    /// [`Redaction::builtin`]; [`Redaction::none`] writes every value as given); a
+    /// linked filter's policy decides otherwise (see [`redact`](crate::policy::redact)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::policy::{FieldName, Redaction};
+    /// use logpolicy::{Format, FormatLayer};
+    /// use std::sync::{Arc, Mutex};
+    /// use tracing_subscriber::prelude::*;
+    ///
+    /// let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+    /// let redaction = Redaction::builtin().with([FieldName::new("card").unwrap()]);
+    /// let subscriber = tracing_subscriber::registry()
+    ///     .with(FormatLayer::new(Format::Json, out.clone()).redaction(redaction));
+    /// tracing::subscriber::with_default(subscriber, || {
+    ///     tracing::info!(card = "4111 1111 1111 1111", password = "hunter2", user = 42, "paid");
+    /// });
+    /// let line: serde_json::Value = serde_json::from_slice(&out.lock().unwrap()).unwrap();
+    /// assert_eq!(line["card"], "[redacted]");
+    /// assert_eq!(line["password"], "[redacted]");
+    /// assert_eq!(line["user"], 42);
+    /// ```
+    #[must_use]
+    pub fn redaction(mut self, redaction: Redaction) -> Self {
+        self.unredacted = redaction.is_empty() && self.gate.linked().is_none();
+        self.gate.set_redaction(redaction);
+        self
+    }
+
     /// The sink.
     pub fn sink(&self) -> &K {
         &self.sink
     }
 
-    /// Formats `event` into `buf` (cleared first), stamped `now` (since the Unix epoch).
+    /// Records fields through `record` into `inner`, redacted as `r` says: one load and
+    /// one comparison when the callsite's fields are known to match no redacted name.
+    #[inline]
+    fn record_redacted<V: Visit>(
+        &self,
+        record: impl FnOnce(&mut dyn Visit),
+        mut inner: V,
+        meta: &'static Metadata<'static>,
+        callsite: Option<&'static JsonCallsite>,
+        r: ActiveRedaction,
+    ) -> Counts {
+        if self.unredacted {
+            record(&mut inner);
+            return Counts::default();
+        }
+        let cached = callsite.and_then(|c| c.mask(r.id));
+        if cached == Some(FieldMask::NONE) && !r.values {
+            record(&mut inner);
+            return Counts::default();
+        }
+        self.record_masked(record, inner, meta, callsite, r, cached)
+    }
+
+    /// [`record_redacted`](Self::record_redacted) when a field is redacted, value
+    /// redaction is on, or the callsite's mask is not known yet.
+    fn record_masked<V: Visit>(
+        &self,
+        record: impl FnOnce(&mut dyn Visit),
+        mut inner: V,
+        meta: &'static Metadata<'static>,
+        callsite: Option<&'static JsonCallsite>,
+        r: ActiveRedaction,
+        cached: Option<FieldMask>,
+    ) -> Counts {
+        let mut set = None;
+        let mask = match cached {
+            Some(mask) => mask,
+            None => {
+                let s = self.gate.redaction_set();
+                let mask = match callsite {
+                    Some(c) => c.compute_mask(&s),
+                    None => s.mask(meta.fields()),
+                };
+                set = Some(s);
+                mask
+            }
+        };
+        if mask.by_name && set.is_none() {
+            set = Some(self.gate.redaction_set());
+        }
+        if mask.is_empty() && !r.values {
+            record(&mut inner);
+            return Counts::default();
+        }
+        let mut v = Redacting {
+            inner,
+            mask,
+            set: set.as_deref(),
+            values: r.values,
+            counts: Counts::default(),
+        };
+        record(&mut v);
+        v.counts
+    }
+
+    /// Formats `event` into `buf` (cleared first), stamped `now` (since the Unix epoch),
+    /// redacted as `r` says; returns what it redacted.
     fn format_into<S>(
         &self,
         buf: &mut Vec<u8>,
         event: &Event<'_>,
         ctx: &Context<'_, S>,
         now: Duration,
-    ) where
+        r: ActiveRedaction,
+    ) -> Counts
+    where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         buf.clear();
         let meta = event.metadata();
+        let callsite = json_callsite(meta);
+        let counts;
         match self.format {
             Format::Json => {
                 buf.extend_from_slice(b"{\"ts\":\"");
                 write_since_epoch(buf, now);
-                let callsite = json_callsite(meta);
                 match callsite {
                     Some(c) => buf.extend_from_slice(&c.head),
                     None => write_head(buf, meta),
                 }
-                event.record(&mut JsonFields {
-                    buf: &mut *buf,
+                counts = self.record_redacted(
+                    |v| event.record(v),
+                    JsonFields {
+                        buf: &mut *buf,
+                        callsite,
+                    },
+                    meta,
                     callsite,
-                });
+                    r,
+                );
                 if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(b",\"span\":{\"name\":\"");
                     write_escaped(buf, span.name());
                     buf.push(b'"');
-                    if let Some(fields) = span.extensions().get::<JsonSpanFields>() {
-                        buf.extend_from_slice(&fields.0);
-                    }
+                    self.put_span_fields::<JsonSpanFields, S>(&span, buf, r);
                     buf.push(b'}');
                 }
                 buf.extend_from_slice(b"}\n");
@@ -212,14 +331,105 @@ impl<K: LineSink> FormatLayer<K> {
                     buf.push(b' ');
                     buf.extend_from_slice(span.name().as_bytes());
                     buf.push(b'{');
-                    if let Some(fields) = span.extensions().get::<TextSpanFields>() {
-                        buf.extend_from_slice(fields.0.strip_prefix(b" ").unwrap_or(&fields.0));
+                    let at = buf.len();
+                    self.put_span_fields::<TextSpanFields, S>(&span, buf, r);
+                    if buf.get(at) == Some(&b' ') {
+                        buf.remove(at);
                     }
                     buf.extend_from_slice(b"}:");
                 }
-                event.record(&mut TextFields { buf: &mut *buf });
+                counts = self.record_redacted(
+                    |v| event.record(v),
+                    TextFields { buf: &mut *buf },
+                    meta,
+                    callsite,
+                    r,
+                );
                 buf.push(b'\n');
             }
+        }
+        counts
+    }
+
+    /// Appends the pre-rendered fields of `span`, rendered again first if what is
+    /// redacted changed since (a name added by a policy pushed while the span was open).
+    fn put_span_fields<F: SpanFieldsOf, S>(
+        &self,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+        buf: &mut Vec<u8>,
+        r: ActiveRedaction,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        {
+            let ext = span.extensions();
+            match ext.get::<F>() {
+                None => return,
+                Some(f) if f.fields().redaction_id == r.id => {
+                    buf.extend_from_slice(&f.fields().bytes);
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        let mut ext = span.extensions_mut();
+        if let Some(f) = ext.get_mut::<F>() {
+            let set = self.gate.redaction_set();
+            let n = f
+                .fields_mut()
+                .redact_again(span.metadata(), &set, self.format);
+            if n > 0 {
+                self.gate.redacted(n, 0);
+            }
+            buf.extend_from_slice(&f.fields().bytes);
+        }
+    }
+
+    /// Records span fields (at creation or later) into `fields`, redacted as now.
+    fn record_span_fields(
+        &self,
+        record: impl FnOnce(&mut dyn Visit),
+        fields: &mut SpanFields,
+        meta: &'static Metadata<'static>,
+    ) {
+        let r = self.gate.active_redaction();
+        if fields.redaction_id != r.id && !fields.bytes.is_empty() {
+            let set = self.gate.redaction_set();
+            let n = fields.redact_again(meta, &set, self.format);
+            if n > 0 {
+                self.gate.redacted(n, 0);
+            }
+        }
+        fields.redaction_id = r.id;
+        let callsite = json_callsite(meta);
+        let SpanFields { bytes, entries, .. } = fields;
+        let counts = match self.format {
+            Format::Json => self.record_redacted(
+                record,
+                Tracked {
+                    inner: JsonFields {
+                        buf: bytes,
+                        callsite,
+                    },
+                    entries,
+                },
+                meta,
+                callsite,
+                r,
+            ),
+            Format::Text => self.record_redacted(
+                record,
+                Tracked {
+                    inner: TextFields { buf: bytes },
+                    entries,
+                },
+                meta,
+                callsite,
+                r,
+            ),
+        };
+        if counts.by_name + counts.by_value > 0 {
+            self.gate.redacted(counts.by_name, counts.by_value);
         }
     }
 }
@@ -232,10 +442,99 @@ impl<K> std::fmt::Debug for FormatLayer<K> {
     }
 }
 
-/// A span's fields, pre-formatted as `,"k":v...` when the span was created.
-struct JsonSpanFields(Vec<u8>);
-/// A span's fields, pre-formatted as ` k=v...`.
-struct TextSpanFields(Vec<u8>);
+/// A span's fields, pre-formatted when recorded, with where each one is (to redact one
+/// again when a policy adds its name while the span is open).
+#[derive(Default)]
+struct SpanFields {
+    bytes: Vec<u8>,
+    /// Per field recorded: its index in the span's field set and its bytes.
+    entries: Vec<fields::Entry>,
+    /// The redaction they were rendered with.
+    redaction_id: u32,
+}
+
+impl SpanFields {
+    /// Renders again, as `format`, the fields `set` redacts that were written; returns
+    /// how many.
+    fn redact_again(
+        &mut self,
+        meta: &'static Metadata<'static>,
+        set: &crate::enforce::RedactionSet,
+        format: Format,
+    ) -> u64 {
+        self.redaction_id = set.id;
+        let names = meta.fields();
+        let hide = |e: &fields::Entry| {
+            names
+                .iter()
+                .nth(usize::from(e.index))
+                .filter(|f| set.redaction.redacts(f.name()))
+        };
+        if !self
+            .entries
+            .iter()
+            .any(|e| !e.redacted && hide(e).is_some())
+        {
+            return 0;
+        }
+        let mut n = 0;
+        let mut bytes = Vec::with_capacity(self.bytes.len());
+        for e in &mut self.entries {
+            let start = bytes.len();
+            match hide(e) {
+                Some(field) if !e.redacted => {
+                    match format {
+                        Format::Json => JsonFields {
+                            buf: &mut bytes,
+                            callsite: None,
+                        }
+                        .record_str(&field, crate::policy::redact::REDACTED),
+                        Format::Text => TextFields { buf: &mut bytes }
+                            .record_str(&field, crate::policy::redact::REDACTED),
+                    }
+                    e.redacted = true;
+                    n += 1;
+                }
+                _ => bytes.extend_from_slice(&self.bytes[e.start as usize..e.end as usize]),
+            }
+            e.start = start as u32;
+            e.end = bytes.len() as u32;
+        }
+        self.bytes = bytes;
+        n
+    }
+}
+
+/// A span's fields as JSON (`,"k":v...`).
+#[derive(Default)]
+struct JsonSpanFields(SpanFields);
+/// A span's fields as text (` k=v...`).
+#[derive(Default)]
+struct TextSpanFields(SpanFields);
+
+/// The span extension of one format.
+trait SpanFieldsOf: Default + Send + Sync + 'static {
+    fn fields(&self) -> &SpanFields;
+    fn fields_mut(&mut self) -> &mut SpanFields;
+}
+
+impl SpanFieldsOf for JsonSpanFields {
+    fn fields(&self) -> &SpanFields {
+        &self.0
+    }
+    fn fields_mut(&mut self) -> &mut SpanFields {
+        &mut self.0
+    }
+}
+
+impl SpanFieldsOf for TextSpanFields {
+    fn fields(&self) -> &SpanFields {
+        &self.0
+    }
+    fn fields_mut(&mut self) -> &mut SpanFields {
+        &mut self.0
+    }
+}
 
 impl<S, K> tracing_subscriber::Layer<S> for FormatLayer<K>
 where
@@ -245,39 +544,23 @@ where
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         self.gate.open_span(attrs, &span);
-        let mut buf = Vec::new();
+        let mut fields = SpanFields::default();
+        self.record_span_fields(|v| attrs.record(v), &mut fields, attrs.metadata());
         match self.format {
-            Format::Json => {
-                attrs.record(&mut JsonFields {
-                    buf: &mut buf,
-                    callsite: json_callsite(attrs.metadata()),
-                });
-                span.extensions_mut().insert(JsonSpanFields(buf));
-            }
-            Format::Text => {
-                attrs.record(&mut TextFields { buf: &mut buf });
-                span.extensions_mut().insert(TextSpanFields(buf));
-            }
+            Format::Json => span.extensions_mut().insert(JsonSpanFields(fields)),
+            Format::Text => span.extensions_mut().insert(TextSpanFields(fields)),
         }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        match self.format {
-            Format::Json => {
-                if let Some(f) = ext.get_mut::<JsonSpanFields>() {
-                    values.record(&mut JsonFields {
-                        buf: &mut f.0,
-                        callsite: json_callsite(span.metadata()),
-                    });
-                }
-            }
-            Format::Text => {
-                if let Some(f) = ext.get_mut::<TextSpanFields>() {
-                    values.record(&mut TextFields { buf: &mut f.0 });
-                }
-            }
+        let fields = match self.format {
+            Format::Json => ext.get_mut::<JsonSpanFields>().map(|f| &mut f.0),
+            Format::Text => ext.get_mut::<TextSpanFields>().map(|f| &mut f.0),
+        };
+        if let Some(fields) = fields {
+            self.record_span_fields(|v| values.record(v), fields, span.metadata());
         }
     }
 
@@ -303,7 +586,7 @@ impl<K: LineSink> FormatLayer<K> {
         let level = event.metadata().level();
         let Some(gate) = self.gate.linked() else {
             // No policy linked: every event is written.
-            self.format_into(buf, event, ctx, now);
+            self.format_into(buf, event, ctx, now, self.gate.active_redaction());
             self.sink
                 .write_line(level, self.gate.keeps_always(level), buf);
             return;
@@ -322,9 +605,12 @@ impl<K: LineSink> FormatLayer<K> {
                         self.sink.write_line(&lvl, true, line);
                     }
                 }
-                self.format_into(buf, event, ctx, now);
+                let redacted = self.format_into(buf, event, ctx, now, write.redaction);
                 self.sink.write_line(level, write.always_keep, buf);
                 gate.written(&write, level, buf.len());
+                if redacted.by_name + redacted.by_value > 0 {
+                    self.gate.redacted(redacted.by_name, redacted.by_value);
+                }
                 if let Some(summary) = gate.summary_due(now) {
                     buf.clear();
                     own_line::write_not_written(buf, self.format, UNIX_EPOCH + now, &summary);
@@ -332,7 +618,10 @@ impl<K: LineSink> FormatLayer<K> {
                 }
             }
             Decision::Hold(holder) => {
-                self.format_into(buf, event, ctx, now);
+                let redacted = self.format_into(buf, event, ctx, now, holder.redaction);
+                if redacted.by_name + redacted.by_value > 0 {
+                    self.gate.redacted(redacted.by_name, redacted.by_value);
+                }
                 holder.hold(buf);
             }
             Decision::Drop(reason) => gate.dropped(level, reason),

@@ -129,7 +129,9 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, n
 }
 
 /// Appends the periodic summary of events not written, e.g.
-/// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"events not written","sampled":{"info":90},"burst":{},"budget":{}}`.
+/// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"events not written","sampled":{"info":90},"burst":{},"budget":{}}`,
+/// with `"redacted":{"name":3,"value":0}` at the end when values were redacted since
+/// the last one.
 pub(crate) fn write_not_written(
     buf: &mut Vec<u8>,
     format: Format,
@@ -141,18 +143,19 @@ pub(crate) fn write_not_written(
     } else {
         "INFO"
     };
-    write_own_line(
-        buf,
-        format,
-        now,
-        name,
-        "events not written",
-        &[
-            ("sampled", Val::Levels(&summary.counts[0])),
-            ("burst", Val::Levels(&summary.counts[1])),
-            ("budget", Val::Levels(&summary.counts[2])),
-        ],
-    );
+    let redacted = [
+        ("name", summary.redacted.by_name),
+        ("value", summary.redacted.by_value),
+    ];
+    let mut fields = vec![
+        ("sampled", Val::Levels(&summary.counts[0])),
+        ("burst", Val::Levels(&summary.counts[1])),
+        ("budget", Val::Levels(&summary.counts[2])),
+    ];
+    if summary.redacted.total() > 0 {
+        fields.push(("redacted", Val::Counts(&redacted)));
+    }
+    write_own_line(buf, format, now, name, "events not written", &fields);
 }
 
 /// Appends the writer's report of dropped lines (always JSON), e.g.

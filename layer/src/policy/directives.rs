@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use std::num::NonZeroU64;
 
+use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope, MAX_SAMPLING_RULES};
 use super::target::{Target, TargetError};
 use crate::level::{Level, ParseLevelError};
@@ -28,6 +29,9 @@ pub const MAX_TARGETS: usize = 512;
 /// | `@sample(shop)=1/10:request(handle)` | the same, with spans named `handle` marking a request |
 /// | `@burst=100/s:1/10` | after 100 events in a second from one callsite, keep one in 10 |
 /// | `@max_bytes_per_second=1048576` | write at most this many bytes per second below `alwaysKeep` |
+/// | `@redact=card_token` | write the values of fields called `card_token` (or `*.card_token`, `*_card_token`) as `[redacted]` |
+/// | `@redact=-cookie` | stop redacting a built-in name (the service's baseline only; see [`redact`](crate::policy::redact)) |
+/// | `@redact_values=on` | also redact values shaped like secrets (bearer tokens, JWTs, private keys) in every string |
 ///
 /// Whitespace around directives is ignored, as are empty directives (a trailing comma
 /// or newline from a ConfigMap does no harm). When a target (or a sampling target) is
@@ -71,6 +75,14 @@ pub struct Directives {
     pub burst: Option<Burst>,
     /// A budget on the bytes written per second by events below `alwaysKeep`.
     pub max_bytes_per_second: Option<NonZeroU64>,
+    /// Field names redacted besides the built-in ones (see [`redact`](crate::policy::redact)).
+    pub redact: Vec<FieldName>,
+    /// Built-in names no longer redacted: only the service's own baseline may say this;
+    /// [`PolicyLayer::new`](crate::PolicyLayer::new) refuses it for any other layer.
+    pub unredact: Vec<FieldName>,
+    /// Values shaped like secrets are redacted in every string, the message included.
+    /// Any active layer turns it on; none can turn it off for the others.
+    pub redact_values: bool,
 }
 
 /// A directive string that could not be parsed; names the offending directive.
@@ -224,6 +236,32 @@ impl Directives {
                     sampling::bytes_per_second(int("maxBytesPerSecond", value)?).map_err(|e| bad(e.to_string()))?,
                 );
             }
+            "redact" => {
+                let (list, name) = match value.strip_prefix('-') {
+                    Some(name) => (&mut self.unredact, name),
+                    None => (&mut self.redact, value),
+                };
+                let name = FieldName::new(name).map_err(|e| bad(e.to_string()))?;
+                if !list.contains(&name) {
+                    if list.len() >= MAX_REDACT_NAMES {
+                        return Err(bad(format!(
+                            "too many redacted names (at most {MAX_REDACT_NAMES})"
+                        )));
+                    }
+                    list.push(name);
+                }
+            }
+            "redact_values" => {
+                self.redact_values = match value {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    other => {
+                        return Err(bad(format!(
+                            "redact_values is on or off, not {other:?}"
+                        )))
+                    }
+                };
+            }
             _ if name.starts_with("sample(") && name.ends_with(')') => {
                 let target = Target::new(&name["sample(".len()..name.len() - 1]).map_err(|e| bad(e.to_string()))?;
                 let (rate, scope) = match value.split_once(':') {
@@ -257,7 +295,7 @@ impl Directives {
             }
             _ => {
                 return Err(bad(format!(
-                    "unknown setting {name:?} (expected always_keep, sample(target), burst or max_bytes_per_second)"
+                    "unknown setting {name:?} (expected always_keep, sample(target), burst, max_bytes_per_second, redact or redact_values)"
                 )))
             }
         }
@@ -359,6 +397,18 @@ impl fmt::Display for Directives {
         }
         if let Some(bytes) = self.max_bytes_per_second {
             write!(f, "{sep}@max_bytes_per_second={bytes}")?;
+            sep = ",";
+        }
+        for name in &self.redact {
+            write!(f, "{sep}@redact={name}")?;
+            sep = ",";
+        }
+        for name in &self.unredact {
+            write!(f, "{sep}@redact=-{name}")?;
+            sep = ",";
+        }
+        if self.redact_values {
+            write!(f, "{sep}@redact_values=on")?;
         }
         Ok(())
     }

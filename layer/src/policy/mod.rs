@@ -31,6 +31,7 @@
 //! ```
 
 mod directives;
+pub mod redact;
 mod sampling;
 mod spec;
 mod target;
@@ -39,6 +40,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS};
+pub use redact::{FieldName, FieldNameError, Redaction};
 pub use sampling::{
     Burst, RangeError, RuleError, SamplingRule, Scope, SpanNameError, BYTES_PER_SECOND_RANGE,
     MAX_ONE_IN, MAX_PER_SECOND, MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
@@ -102,6 +104,14 @@ pub enum PolicyError {
     /// Two layers with the same source.
     #[error("duplicate layer source {0:?}")]
     DuplicateSource(String),
+    /// A layer other than the baseline tries to stop redacting a field.
+    #[error("layer {source_name:?} cannot stop redacting {name:?}: only the service's own baseline (LOGPOLICY, Builder::unredact) can remove a redacted name; a pushed policy can only add names")]
+    Unredact {
+        /// The layer's source.
+        source_name: String,
+        /// The first name it tried to remove.
+        name: String,
+    },
     /// A JSON document that does not describe a policy; the message gives the path of
     /// the offending field, e.g. `layers[1].targets[0].level: invalid level "verbose"`.
     #[error("{path}: {message}")]
@@ -123,6 +133,14 @@ impl PolicyLayer {
         let source = source.into();
         if source.is_empty() || source.len() > 256 || source.chars().any(char::is_control) {
             return Err(PolicyError::InvalidSource(source));
+        }
+        if let Some(name) = directives.unredact.first() {
+            if source != BASELINE_SOURCE {
+                return Err(PolicyError::Unredact {
+                    source_name: source,
+                    name: name.to_string(),
+                });
+            }
         }
         Ok(PolicyLayer {
             source,
@@ -292,6 +310,19 @@ impl Policy {
         directives.max_bytes_per_second = active
             .iter()
             .find_map(|l| l.directives.max_bytes_per_second);
+        // Redaction only grows with layers: every active layer's names, the baseline's
+        // removals (no other layer can have any), value shapes if any layer asks.
+        for layer in &active {
+            for name in &layer.directives.redact {
+                if !directives.redact.contains(name) {
+                    directives.redact.push(name.clone());
+                }
+            }
+            if layer.source == BASELINE_SOURCE {
+                directives.unredact.clone_from(&layer.directives.unredact);
+            }
+        }
+        directives.redact_values = active.iter().any(|l| l.directives.redact_values);
         let next_expiry = active.iter().filter_map(|l| l.expires_at).min();
         EffectivePolicy {
             directives,
@@ -347,6 +378,29 @@ impl EffectivePolicy {
     /// The level at and above which nothing is sampled or dropped for budget.
     pub fn always_keep(&self) -> Level {
         self.directives.always_keep.unwrap_or(DEFAULT_ALWAYS_KEEP)
+    }
+
+    /// What is redacted: the built-in names less the baseline's removals, plus every
+    /// active layer's names (a name both removed and added stays redacted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::{Policy, PolicyLayer};
+    /// let policy = Policy::new(vec![
+    ///     PolicyLayer::baseline("info,@redact=-cookie".parse().unwrap()),
+    ///     PolicyLayer::new("shop/raise", 5, "shop=trace,@redact=card_token".parse().unwrap()).unwrap(),
+    /// ]);
+    /// let r = policy.effective_at(std::time::SystemTime::now()).redaction();
+    /// assert!(r.redacts("card_token") && r.redacts("password") && !r.redacts("cookie"));
+    /// assert!(PolicyLayer::new("shop/raise", 5, "@redact=-password".parse().unwrap()).is_err());
+    /// ```
+    pub fn redaction(&self) -> Redaction {
+        let d = &self.directives;
+        Redaction::builtin()
+            .without(&d.unredact)
+            .with(d.redact.iter().cloned())
+            .with_values(d.redact_values)
     }
 }
 

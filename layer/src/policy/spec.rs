@@ -17,12 +17,16 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
 use super::{
-    Directives, Policy, PolicyError, PolicyLayer, Target, MAX_SAMPLING_RULES, MAX_TARGETS,
+    Directives, Policy, PolicyError, PolicyLayer, Target, BASELINE_SOURCE, MAX_SAMPLING_RULES,
+    MAX_TARGETS,
 };
 use crate::level::Level;
 
+#[cfg(feature = "schema")]
+use super::redact::MAX_FIELD_NAME_LEN;
 #[cfg(feature = "schema")]
 use super::{MAX_ONE_IN, MAX_PER_SECOND, MAX_SPAN_NAME_LEN, MAX_TARGET_LEN};
 
@@ -86,6 +90,23 @@ pub struct LayerSpec {
     /// dropped and counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes_per_second: Option<u64>,
+    /// Field names whose values are written as `[redacted]`, besides the built-in list
+    /// (`password`, `token`, `authorization`, ...); also as a suffix after `.` or `_`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(max = MAX_REDACT_NAMES), inner(length(min = 1, max = MAX_FIELD_NAME_LEN)))
+    )]
+    pub redact: Vec<String>,
+    /// Built-in names no longer redacted: only the service's own baseline (`env`) may;
+    /// refused in any other layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub unredact: Vec<String>,
+    /// Also redact values shaped like secrets (bearer tokens, JWTs, private keys) in
+    /// every string, the message included.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redact_values: bool,
 }
 
 /// A level for one tracing target.
@@ -226,6 +247,26 @@ impl Problems {
         });
     }
 
+    /// The valid names of a redaction list (duplicates once), each bad one recorded at
+    /// `field[i]`.
+    fn names(&mut self, field: &str, names: &[String]) -> Vec<FieldName> {
+        if names.len() > MAX_REDACT_NAMES {
+            self.add(
+                field,
+                format!("too many names (at most {MAX_REDACT_NAMES})"),
+            );
+        }
+        let mut out: Vec<FieldName> = Vec::with_capacity(names.len());
+        for (i, n) in names.iter().enumerate() {
+            if let Some(n) = self.check(format!("{field}[{i}]"), FieldName::new(n)) {
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+        }
+        out
+    }
+
     /// `r`'s value, or `None` with its error recorded at `path`.
     fn check<T, E: fmt::Display>(&mut self, path: impl Into<String>, r: Result<T, E>) -> Option<T> {
         r.map_err(|e| self.add(path, e.to_string())).ok()
@@ -329,6 +370,16 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             directives.max_bytes_per_second =
                 p.check("maxBytesPerSecond", sampling::bytes_per_second(b));
         }
+        directives.redact = p.names("redact", &spec.redact);
+        if !spec.unredact.is_empty() && spec.source != BASELINE_SOURCE {
+            p.add(
+                "unredact",
+                "a pushed policy cannot stop redacting a field: only the service's own baseline (LOGPOLICY, Builder::unredact) can; a policy can only add names",
+            );
+        } else {
+            directives.unredact = p.names("unredact", &spec.unredact);
+        }
+        directives.redact_values = spec.redact_values;
         let layer = p.check(
             "source",
             PolicyLayer::new(spec.source.clone(), spec.priority, directives),
@@ -385,6 +436,9 @@ impl LayerSpec {
                 then_one_in: u64::from(b.then_one_in.get()),
             }),
             max_bytes_per_second: directives.max_bytes_per_second.map(|b| b.get()),
+            redact: directives.redact.iter().map(|n| n.to_string()).collect(),
+            unredact: directives.unredact.iter().map(|n| n.to_string()).collect(),
+            redact_values: directives.redact_values,
         }
     }
 
