@@ -43,27 +43,7 @@ fn build() -> Result<Binaries> {
     let root = repo_root();
     let started = std::time::Instant::now();
     let mut cmd = Command::new(&cargo);
-    // Not the variables cargo sets for a running test (CARGO_MANIFEST_DIR, CARGO_PKG_*,
-    // ...): build scripts that watch them (ring's does) would make this build differ
-    // from the same one run by hand, and each would compile it all again.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo_for_tests = name == "OUT_DIR"
-            || [
-                "CARGO_MANIFEST_",
-                "CARGO_PKG_",
-                "CARGO_CRATE_",
-                "CARGO_BIN_",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "CARGO_RUSTC_CURRENT_DIR",
-            ]
-            .iter()
-            .any(|prefix| name.starts_with(prefix));
-        if set_by_cargo_for_tests {
-            cmd.env_remove(name.as_ref());
-        }
-    }
+    without_test_env(&mut cmd);
     let status = cmd
         .current_dir(&root)
         .args([
@@ -93,4 +73,29 @@ fn build() -> Result<Binaries> {
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("debug");
     Ok(Binaries { dir })
+}
+
+/// Removes from `cmd`'s environment the variables cargo sets for a running test
+/// (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...): build scripts that watch them (ring's does)
+/// would make a build run by a test differ from the same one run by hand, and each
+/// would compile it all again.
+pub(crate) fn without_test_env(cmd: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo_for_tests = name == "OUT_DIR"
+            || [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+        if set_by_cargo_for_tests {
+            cmd.env_remove(name.as_ref());
+        }
+    }
 }

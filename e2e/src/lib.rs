@@ -7,6 +7,7 @@
 pub mod binaries;
 pub mod cluster;
 pub mod helm;
+pub mod image;
 pub mod logs;
 pub mod net;
 pub mod operator;

@@ -3,14 +3,13 @@
 //! ServiceAccount, and the args of the chart's Deployment.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::binaries::Binaries;
 use crate::cluster::{repo_root, Cluster, Namespace};
+use crate::image::{Launch, Program, Runtime};
 use crate::net::{free_port, get_ok, http};
 use crate::process::{wait_for, Process, TestDir};
 use crate::{Error, Result};
@@ -41,8 +40,12 @@ pub struct Operator {
     pub release: String,
     /// The trusted-keys file content for workloads (its public key).
     pub trusted_keys: String,
-    /// The ServiceAccount kubeconfig it runs with.
+    /// The ServiceAccount kubeconfig it runs with (on the host).
     pub kubeconfig: PathBuf,
+    /// The ServiceAccount's token, CA and namespace files, as a pod mounts them (in an
+    /// image).
+    pub service_account_dir: PathBuf,
+    runtime: Runtime,
     /// The args and environment it runs with: a [`Operator::replica`] runs with the same.
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -171,6 +174,9 @@ pub struct OperatorOptions {
     pub set: Vec<(String, String)>,
     /// Extra args after the Deployment's.
     pub extra_args: Vec<String>,
+    /// Where it runs: the workspace's binary with a kubeconfig, or the operator's image
+    /// with the token as a pod gets it (in-cluster config).
+    pub runtime: Runtime,
 }
 
 impl Operator {
@@ -189,7 +195,6 @@ impl Operator {
     /// ready (both watches listed) and its signing key exists.
     pub fn start(options: OperatorOptions) -> Result<Operator> {
         let cluster = Cluster::shared()?;
-        let binaries = Binaries::get()?;
         let started = std::time::Instant::now();
         apply_crds(cluster)?;
         let ns = cluster.namespace("lpop")?;
@@ -218,16 +223,34 @@ impl Operator {
         });
         std::fs::write(&kubeconfig, config.to_string())
             .map_err(|e| Error(format!("{}: {e}", kubeconfig.display())))?;
+        let service_account_dir = dir.join("serviceaccount");
+        let ca = std::fs::read(&cluster.ca_file)
+            .map_err(|e| Error(format!("{}: {e}", cluster.ca_file.display())))?;
+        for (file, content) in [
+            ("token", token.trim().as_bytes()),
+            ("ca.crt", &ca),
+            ("namespace", ns.name.as_bytes()),
+        ] {
+            let path = service_account_dir.join(file);
+            std::fs::create_dir_all(&service_account_dir)
+                .and_then(|()| std::fs::write(&path, content))
+                .map_err(|e| Error(format!("{}: {e}", path.display())))?;
+        }
+        let credentials = Credentials {
+            kubeconfig: &kubeconfig,
+            service_account_dir: &service_account_dir,
+            api_server: &cluster.api_server,
+        };
 
         let env = deployment_env(&objects)?;
         let pod_name = format!("{release}-logpolicy-operator-0");
         let first = spawn_operator(
-            binaries,
+            options.runtime,
             dir,
             "operator",
             &args,
             &env,
-            &kubeconfig,
+            &credentials,
             &ns.name,
             pod_name,
         )?;
@@ -256,6 +279,8 @@ impl Operator {
             release,
             trusted_keys,
             kubeconfig,
+            service_account_dir,
+            runtime: options.runtime,
             args,
             env,
             first,
@@ -288,16 +313,20 @@ impl Operator {
     /// (`<release>-logpolicy-operator-<suffix>`) and metrics port; returns once it
     /// answers `/readyz` (a standby is ready).
     pub fn replica(&self, suffix: &str) -> Result<Replica> {
-        let binaries = Binaries::get()?;
         let dir = TestDir::new(&format!("operator-{suffix}"))?;
         let pod_name = format!("{}-logpolicy-operator-{suffix}", self.release);
+        let credentials = Credentials {
+            kubeconfig: &self.kubeconfig,
+            service_account_dir: &self.service_account_dir,
+            api_server: &Cluster::shared()?.api_server,
+        };
         spawn_operator(
-            binaries,
+            self.runtime,
             dir,
             "operator-replica",
             &self.args,
             &self.env,
-            &self.kubeconfig,
+            &credentials,
             &self.namespace,
             pod_name,
         )
@@ -368,37 +397,75 @@ impl Replica {
             .collect()
     }
 
+    /// Its pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.id()
+    }
+
     /// Kills it (SIGKILL: no goodbye).
     pub fn kill(&mut self) {
         self.process.kill();
     }
 }
 
-/// Runs the operator binary as a pod of the chart's Deployment would, with a free
-/// metrics port; returns once `/readyz` answers 200.
+/// What the operator authenticates with: on the host a kubeconfig; in an image the
+/// files a pod gets (token, CA, namespace) and the API server's address in
+/// `KUBERNETES_SERVICE_HOST`/`_PORT`.
+struct Credentials<'a> {
+    kubeconfig: &'a std::path::Path,
+    service_account_dir: &'a std::path::Path,
+    /// `https://HOST:PORT`.
+    api_server: &'a str,
+}
+
+/// Where a pod finds its ServiceAccount's files.
+const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Runs the operator as a pod of the chart's Deployment would, with a free metrics
+/// port; returns once `/readyz` answers 200.
 #[allow(clippy::too_many_arguments)]
 fn spawn_operator(
-    binaries: &Binaries,
+    runtime: Runtime,
     dir: TestDir,
     name: &str,
     args: &[String],
     env: &[(String, String)],
-    kubeconfig: &std::path::Path,
+    credentials: &Credentials<'_>,
     namespace: &str,
     pod_name: String,
 ) -> Result<Replica> {
     let port = free_port()?;
     let metrics_addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut cmd = Command::new(binaries.operator());
-    cmd.args(args)
-        .args(["--metrics-addr", &metrics_addr.to_string()])
-        .env("KUBECONFIG", kubeconfig)
+    let mut launch = Launch::default()
+        .args(args.iter().cloned())
+        .args(["--metrics-addr".to_owned(), metrics_addr.to_string()])
         .env("POD_NAMESPACE", namespace)
         .env("POD_NAME", &pod_name)
-        .env_remove("LOGPOLICY")
-        .env_remove("LOGPOLICY_ADMIN_ADDR")
-        .env("RUST_LOG", "info")
-        .envs(env.iter().map(|(k, v)| (k, v)));
+        .unset("LOGPOLICY")
+        .unset("LOGPOLICY_ADMIN_ADDR")
+        .env("RUST_LOG", "info");
+    for (k, v) in env {
+        launch = launch.env(k, v);
+    }
+    launch = match runtime {
+        Runtime::Host => launch.file_env("KUBECONFIG", credentials.kubeconfig, "/kubeconfig"),
+        Runtime::Images(_) => {
+            let address = credentials.api_server.trim_start_matches("https://");
+            let (host, port) = address
+                .rsplit_once(':')
+                .ok_or_else(|| Error(format!("no port in {}", credentials.api_server)))?;
+            for file in ["token", "ca.crt", "namespace"] {
+                launch = launch.file(
+                    &credentials.service_account_dir.join(file),
+                    &format!("{SERVICE_ACCOUNT_MOUNT}/{file}"),
+                );
+            }
+            launch
+                .env("KUBERNETES_SERVICE_HOST", host)
+                .env("KUBERNETES_SERVICE_PORT", port)
+        }
+    };
+    let cmd = launch.command(runtime, Program::Operator, dir.path(), name)?;
     let mut process = Process::spawn(name, dir.path(), cmd)?;
     wait_for(Duration::from_secs(60), "the operator's /readyz", || {
         process.check_running()?;

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -13,7 +12,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 
-use crate::binaries::Binaries;
+use crate::image::{Launch, Program, Runtime};
 use crate::logs::ServiceLog;
 use crate::net::{get_ok, http, next_pod_ip, Reply};
 use crate::process::{wait_for, Process};
@@ -37,6 +36,8 @@ pub struct PodSpec {
     pub fail_every: u64,
     /// The baseline directives (`RUST_LOG`).
     pub baseline: String,
+    /// Where the service runs: the workspace's binary, or its image.
+    pub runtime: Runtime,
 }
 
 impl PodSpec {
@@ -49,6 +50,7 @@ impl PodSpec {
             self_load: 20,
             fail_every: 20,
             baseline: "info".to_owned(),
+            runtime: Runtime::Host,
         }
     }
 
@@ -56,6 +58,13 @@ impl PodSpec {
     #[must_use]
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Run in another [`Runtime`] (e.g. the demo service's image).
+    #[must_use]
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.runtime = runtime;
         self
     }
 
@@ -243,6 +252,11 @@ impl DemoPod {
         self.process.tail(n)
     }
 
+    /// The service's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.id()
+    }
+
     /// Kills the service process (the Pod object stays).
     pub fn kill(&mut self) {
         self.process.kill();
@@ -282,20 +296,24 @@ fn spawn_service(
     shop: SocketAddr,
     admin: SocketAddr,
 ) -> Result<(Process, SocketAddr, SocketAddr)> {
-    let binaries = Binaries::get()?;
-    let mut cmd = Command::new(binaries.demo_service());
-    cmd.args(["--addr", &shop.to_string()])
+    let cmd = Launch::default()
+        .args(["--addr", &shop.to_string()])
         .args(["--self-load", &spec.self_load.to_string()])
         .args(["--fail-every", &spec.fail_every.to_string()])
         .args(["--threads", "1"])
-        .env_remove("LOGPOLICY")
-        .env_remove("LOGPOLICY_TRUSTED_KEYS")
+        .unset("LOGPOLICY")
+        .unset("LOGPOLICY_TRUSTED_KEYS")
         .env("RUST_LOG", &spec.baseline)
-        .env("LOGPOLICY_ADMIN_ADDR", admin.to_string())
-        .env("LOGPOLICY_TRUSTED_KEYS_FILE", keys_file)
+        .env("LOGPOLICY_ADMIN_ADDR", &admin.to_string())
+        .file_env(
+            "LOGPOLICY_TRUSTED_KEYS_FILE",
+            keys_file,
+            "/etc/logpolicy/trusted-keys",
+        )
         .env("POD_UID", uid)
         .env("POD_NAME", &spec.name)
-        .env("POD_NAMESPACE", namespace);
+        .env("POD_NAMESPACE", namespace)
+        .command(spec.runtime, Program::DemoService, dir, &spec.name)?;
     let starts_before = start_lines(&dir.join(format!("{}.stderr", spec.name))).len();
     let mut process = Process::spawn(&spec.name, dir, cmd)?;
     let line = wait_for(

@@ -11,6 +11,18 @@ use crate::{Error, Result};
 /// One second.
 pub const SEC: Duration = Duration::from_secs(1);
 
+/// The LogPolicy `debug-payments`: `shop::payment` at debug in the pods labelled
+/// `app=shop`.
+pub const DEBUG_PAYMENTS: &str = r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {name: debug-payments}
+spec:
+  selector: {matchLabels: {app: shop}}
+  targets:
+  - {target: "shop::payment", level: debug}
+"#;
+
 /// A `shop::payment` debug line (`authorising`, one per request when enabled).
 pub fn payment_debug(l: &Line) -> bool {
     l.is("shop::payment", "DEBUG")

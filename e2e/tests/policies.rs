@@ -9,18 +9,10 @@ use std::time::SystemTime;
 use logpolicy_e2e::logs::secs_between;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::scenario::{condition, wait_lines, wait_past};
-use logpolicy_e2e::shop::{payment_debug, served, temporary_raise, three_shops, wait_known, SEC};
+use logpolicy_e2e::shop::{
+    payment_debug, served, temporary_raise, three_shops, wait_known, DEBUG_PAYMENTS, SEC,
+};
 use logpolicy_e2e::{PodSpec, Scenario};
-
-const DEBUG_PAYMENTS: &str = r#"
-apiVersion: logpolicy.dev/v1alpha1
-kind: LogPolicy
-metadata: {name: debug-payments}
-spec:
-  selector: {matchLabels: {app: shop}}
-  targets:
-  - {target: "shop::payment", level: debug}
-"#;
 
 /// Scenario 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
