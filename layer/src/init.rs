@@ -6,6 +6,7 @@ use tracing_subscriber::prelude::*;
 
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
+use crate::format::own_line::write_skipped_directive;
 use crate::format::{Format, FormatLayer};
 use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
 use crate::writer::{
@@ -21,7 +22,8 @@ pub const DEFAULT_DIRECTIVES: &str = "info";
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
-    /// An environment variable holds directives that do not parse.
+    /// An environment variable holds directives that do not parse (only with
+    /// [`Builder::strict`]; otherwise the invalid entries are skipped and reported).
     #[error("{var}: {source}")]
     Directives {
         /// The variable.
@@ -64,7 +66,11 @@ pub struct Builder {
     format: Option<Format>,
     writer: Option<WriterConfig>,
     admin: Option<AdminConfig>,
+    strict: bool,
 }
+
+/// The baseline and what was skipped to get it: `(variable, error)` per invalid entry.
+type Baseline = (Directives, Vec<(&'static str, DirectiveError)>);
 
 /// Running logging: changes the policy at runtime, and owns the writer's thread.
 /// Keep it for the life of the program: dropping it flushes what is queued (within
@@ -109,6 +115,21 @@ impl Builder {
     }
 
     /// A builder whose baseline comes from `LOGPOLICY`, else `RUST_LOG`, else `info`.
+    ///
+    /// The environment never stops the service from starting: invalid entries are
+    /// skipped (as `EnvFilter::from_default_env` skips them) and each is reported in a
+    /// `warn` line from target `logpolicy`, the first lines written, whatever the
+    /// policy. A variable with no valid level in it leaves the baseline `info`.
+    /// [`Builder::strict`] refuses instead.
+    ///
+    /// ```
+    /// # std::env::set_var("LOGPOLICY", "info,*=debug,shop=verbose");
+    /// let (_dispatch, logging) = logpolicy::Builder::from_env().build().unwrap();
+    /// assert_eq!(logging.handle().effective().to_string(), "info,@always_keep=warn");
+    ///
+    /// let err = logpolicy::Builder::from_env().strict(true).build().unwrap_err();
+    /// assert!(err.to_string().starts_with("LOGPOLICY: 2 invalid directives: "), "{err}");
+    /// ```
     pub fn from_env() -> Self {
         Builder {
             from_env: true,
@@ -147,25 +168,54 @@ impl Builder {
         self
     }
 
-    fn baseline(&self) -> Result<Directives, InitError> {
+    /// Refuses to build when the environment holds an invalid directive (default:
+    /// skip it and report it in-band). Directives given to [`Builder::directives`] and
+    /// pushed policies are always strict.
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    fn baseline(&self) -> Result<Baseline, InitError> {
         if let Some(d) = &self.directives {
-            return d.parse().map_err(InitError::Given);
+            return Ok((d.parse().map_err(InitError::Given)?, Vec::new()));
         }
         if self.from_env {
             for var in ENV_VARS {
                 if let Ok(value) = std::env::var(var) {
-                    return value
-                        .parse()
-                        .map_err(|source| InitError::Directives { var, source });
+                    if self.strict {
+                        let d = value
+                            .parse()
+                            .map_err(|source| InitError::Directives { var, source })?;
+                        return Ok((d, Vec::new()));
+                    }
+                    let (d, errors) = Directives::parse_lossy(&value);
+                    let skipped = errors.into_iter().map(|e| (var, e)).collect();
+                    if d.default_level.is_none() && d.targets.is_empty() {
+                        let mut fallback: Directives =
+                            DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)?;
+                        // The settings (`@...`) stay.
+                        fallback.always_keep = d.always_keep;
+                        fallback.sampling = d.sampling;
+                        fallback.burst = d.burst;
+                        fallback.max_bytes_per_second = d.max_bytes_per_second;
+                        return Ok((fallback, skipped));
+                    }
+                    return Ok((d, skipped));
                 }
             }
         }
-        DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)
+        Ok((
+            DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)?,
+            Vec::new(),
+        ))
     }
 
     /// Builds the subscriber without installing it.
     pub fn build(self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
-        let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(self.baseline()?)]));
+        let (baseline, skipped) = self.baseline()?;
+        let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
         let handle = filter.handle();
         let format = self.format.unwrap_or_else(|| {
             if std::io::stdout().is_terminal() {
@@ -180,6 +230,17 @@ impl Builder {
             None => None,
         };
         let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
+        for (var, error) in &skipped {
+            let mut line = Vec::with_capacity(256);
+            write_skipped_directive(
+                &mut line,
+                format,
+                filter.handle().now(),
+                var,
+                &error.to_string(),
+            );
+            writer.write_line(tracing_core::Level::WARN, true, &line);
+        }
         let admin = admin
             .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
             .transpose()?;
