@@ -8,6 +8,7 @@ use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::own_line::write_skipped_directive;
 use crate::format::{Format, FormatLayer};
+use crate::log_bridge::{LogBridge, LogBridgeError};
 use crate::policy::{DirectiveError, Directives, Policy, PolicyLayer};
 use crate::writer::{
     install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
@@ -40,6 +41,9 @@ pub enum InitError {
     /// The admin endpoint could not be configured or started.
     #[error("admin endpoint: {0}")]
     Admin(#[from] AdminError),
+    /// Another global `log` logger was set first (see [`Builder::log_bridge`]).
+    #[error(transparent)]
+    LogBridge(#[from] LogBridgeError),
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -67,6 +71,7 @@ pub struct Builder {
     writer: Option<WriterConfig>,
     admin: Option<AdminConfig>,
     strict: bool,
+    leave_log_alone: bool,
 }
 
 /// The baseline and what was skipped to get it: `(variable, error)` per invalid entry.
@@ -177,6 +182,16 @@ impl Builder {
         self
     }
 
+    /// Whether [`Builder::try_init`] installs the `log` bridge as the global `log` logger
+    /// (default `true`): records of crates that log through `log` are then written under
+    /// the same policy, their module path as target (see [`crate::log_bridge`]). `false`
+    /// leaves the global `log` logger alone, for a program that sets its own.
+    #[must_use]
+    pub fn log_bridge(mut self, install: bool) -> Self {
+        self.leave_log_alone = !install;
+        self
+    }
+
     fn baseline(&self) -> Result<Baseline, InitError> {
         if let Some(d) = &self.directives {
             return Ok((d.parse().map_err(InitError::Given)?, Vec::new()));
@@ -257,9 +272,14 @@ impl Builder {
         Ok((tracing_core::Dispatch::new(subscriber), logging))
     }
 
-    /// Builds the subscriber and installs it as the global default.
+    /// Builds the subscriber and installs it as the global default, and the `log`
+    /// bridge as the global `log` logger unless [`Builder::log_bridge`] says not to.
     pub fn try_init(self) -> Result<Logging, InitError> {
+        let bridge = !self.leave_log_alone;
         let (dispatch, logging) = self.build()?;
+        if bridge {
+            LogBridge::install(&logging.handle)?;
+        }
         tracing_core::dispatcher::set_global_default(dispatch)
             .map_err(|e| InitError::AlreadySet(e.to_string()))?;
         install_panic_hook(logging.writer.clone());
@@ -270,7 +290,8 @@ impl Builder {
 /// Sets up logging in one line: baseline from `LOGPOLICY` or `RUST_LOG` (default
 /// `info`), JSON lines to stdout when it is not a terminal, text otherwise, through the
 /// non-blocking [`Writer`] (a flood never stalls the service; every drop is counted),
-/// with a panic hook that flushes what is queued.
+/// with a panic hook that flushes what is queued, and records of the `log` crate
+/// written under the same policy (see [`crate::log_bridge`]).
 ///
 /// # Examples
 ///

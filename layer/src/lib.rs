@@ -61,6 +61,7 @@ pub mod enforce;
 pub mod format;
 mod init;
 mod level;
+pub mod log_bridge;
 pub mod policy;
 mod sink;
 mod sites;
@@ -71,6 +72,7 @@ pub use enforce::{LevelCounts, PolicyFilter, PolicyHandle, Reason, Stats};
 pub use format::{Format, FormatLayer};
 pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS};
 pub use level::{level_index, Level, ParseLevelError, LEVELS, LEVEL_NAMES, LEVEL_ORDER};
+pub use log_bridge::LogBridge;
 pub use policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
 };
