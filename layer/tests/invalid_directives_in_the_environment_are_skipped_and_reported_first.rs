@@ -8,15 +8,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+mod child;
+
 use std::time::Duration;
 
-const CHILD: &str = "SKIPPED_DIRECTIVES_CHILD";
 const DIRECTIVES: &str = "shop=info,*=debug, ,shop::db=verbose,a b=debug,[span]=trace,db=2";
 
 #[test]
 fn invalid_entries_are_skipped_and_reported_first() {
-    if std::env::var_os(CHILD).is_some() {
+    if child::is_child() {
         let err = logpolicy::Builder::from_env()
             .strict(true)
             .build()
@@ -37,40 +37,16 @@ fn invalid_entries_are_skipped_and_reported_first() {
         assert!(logging.flush(Duration::from_secs(10)));
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "invalid_entries_are_skipped_and_reported_first",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .env("LOGPOLICY", DIRECTIVES)
-        .env_remove("LOGPOLICY_ADMIN_ADDR")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = child::json_lines("invalid_entries_are_skipped_and_reported_first", DIRECTIVES);
     let summary: Vec<(String, String, String)> = lines
         .iter()
-        .map(|l| {
-            let s = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
-            (
-                s("level"),
-                s("target"),
-                if l["msg"] == "skipped an invalid directive" {
-                    s("error")
-                } else {
-                    s("msg")
-                },
-            )
+        .map(|l| match l["msg"] == "skipped an invalid directive" {
+            true => (
+                child::summary(l).0,
+                child::summary(l).1,
+                l["error"].as_str().unwrap_or_default().to_owned(),
+            ),
+            false => child::summary(l),
         })
         .collect();
     let warn = |e: &str| ("WARN".to_owned(), "logpolicy".to_owned(), e.to_owned());
@@ -92,7 +68,7 @@ fn invalid_entries_are_skipped_and_reported_first() {
             ("INFO".to_owned(), "shop::http".to_owned(), "up".to_owned()),
             ("WARN".to_owned(), "db".to_owned(), "written".to_owned()),
         ],
-        "{stdout}"
+        "{lines:?}"
     );
     assert!(lines[..4].iter().all(|l| l["source"] == "LOGPOLICY"));
 }

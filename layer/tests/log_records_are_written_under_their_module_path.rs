@@ -8,10 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-use std::time::Duration;
+mod child;
 
-const CHILD: &str = "LOG_BRIDGE_CHILD";
+use std::time::Duration;
 
 /// A dependency that logs through `log` only.
 mod tls {
@@ -22,29 +21,10 @@ mod tls {
     }
 }
 
-/// Runs `test` in a child with `LOGPOLICY` set to `directives`; its JSON lines as
-/// `(level, target, msg)`.
 fn child_lines(test: &str, directives: &str) -> Vec<(String, String, String)> {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(CHILD, "1")
-        .env("LOGPOLICY", directives)
-        .env_remove("LOGPOLICY_ADMIN_ADDR")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|l| {
-            let s = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
-            (s("level"), s("target"), s("msg"))
-        })
+    child::json_lines(test, directives)
+        .iter()
+        .map(child::summary)
         .collect()
 }
 
@@ -55,7 +35,7 @@ fn line(level: &str, target: &str, msg: &str) -> (String, String, String) {
 #[test]
 fn log_records_follow_the_policy() {
     const TARGET: &str = "log_records_are_written_under_their_module_path::tls";
-    if std::env::var_os(CHILD).is_some() {
+    if child::is_child() {
         let logging = logpolicy::init().unwrap();
         tls::handshake("a");
         log::info!(target: "other", "not written: other targets are at warn");
@@ -86,7 +66,7 @@ fn log_records_follow_the_policy() {
 
 #[test]
 fn the_bridge_can_be_left_out() {
-    if std::env::var_os(CHILD).is_some() {
+    if child::is_child() {
         let logging = logpolicy::Builder::from_env()
             .log_bridge(false)
             .try_init()
