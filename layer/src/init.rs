@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::prelude::*;
 
+#[cfg(feature = "admin")]
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::own_line::write_skipped_directive;
@@ -39,6 +40,7 @@ pub enum InitError {
     #[error("writer: {0}")]
     Writer(#[from] WriterError),
     /// The admin endpoint could not be configured or started.
+    #[cfg(feature = "admin")]
     #[error("admin endpoint: {0}")]
     Admin(#[from] AdminError),
     /// Another global `log` logger was set first (see [`Builder::log_bridge`]).
@@ -69,6 +71,7 @@ pub struct Builder {
     from_env: bool,
     format: Option<Format>,
     writer: Option<WriterConfig>,
+    #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
     strict: bool,
     leave_log_alone: bool,
@@ -84,6 +87,7 @@ type Baseline = (Directives, Vec<(&'static str, DirectiveError)>);
 #[derive(Debug)]
 pub struct Logging {
     /// Declared first: stops before the writer.
+    #[cfg(feature = "admin")]
     admin: Option<AdminServer>,
     handle: PolicyHandle,
     writer: Writer,
@@ -103,6 +107,7 @@ impl Logging {
     }
 
     /// The address the admin endpoint listens on, if it runs (see [`crate::admin`]).
+    #[cfg(feature = "admin")]
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.as_ref().map(AdminServer::local_addr)
     }
@@ -167,6 +172,7 @@ impl Builder {
     /// Serves the admin endpoint with this configuration (overrides the environment).
     /// [`Builder::from_env`] starts it from `LOGPOLICY_ADMIN_ADDR` and friends when that
     /// is set; see [`crate::admin`].
+    #[cfg(feature = "admin")]
     #[must_use]
     pub fn admin(mut self, config: AdminConfig) -> Self {
         self.admin = Some(config);
@@ -239,6 +245,7 @@ impl Builder {
                 Format::Json
             }
         });
+        #[cfg(feature = "admin")]
         let admin = match self.admin {
             Some(config) => Some(config),
             None if self.from_env => AdminConfig::from_env()?,
@@ -256,6 +263,7 @@ impl Builder {
             );
             writer.write_line(tracing_core::Level::WARN, true, &line);
         }
+        #[cfg(feature = "admin")]
         let admin = admin
             .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
             .transpose()?;
@@ -264,6 +272,7 @@ impl Builder {
             .with(filter)
             .with(FormatLayer::new(format, writer.clone()).with_policy(&filter_for_output));
         let logging = Logging {
+            #[cfg(feature = "admin")]
             admin,
             handle,
             writer,

@@ -55,6 +55,7 @@
 
 // The modules, bottom to top: each imports only modules listed before it (a test,
 // `tests/modules_import_only_downward.rs`, holds this order).
+#[cfg(feature = "admin")]
 pub mod admin;
 pub mod clock;
 pub mod enforce;
@@ -65,6 +66,7 @@ pub mod log_bridge;
 pub mod policy;
 mod sink;
 mod sites;
+#[cfg(feature = "admin")]
 pub mod wire;
 pub mod writer;
 
