@@ -11,12 +11,25 @@ const SERVER_STACK: [&str; 3] = ["tokio", "hyper", "ed25519-dalek"];
 /// The packages `logpolicy` depends on (normal dependencies, any depth).
 fn tree(features: &[&str]) -> Vec<String> {
     let out = Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "-p", "logpolicy", "-e", "normal", "--prefix", "none"])
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "logpolicy",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
         .args(features)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
