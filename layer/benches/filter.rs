@@ -15,20 +15,29 @@
 //!     searched in every string) against off;
 //! (e) the 5 lines of one request of the HTTP benchmark's service (`bench/`): ours as
 //!     `logpolicy::init` builds it, into the non-blocking writer (to `/dev/null`), vs
-//!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays.
+//!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays;
+//! (f) records of the `log` crate: a disabled `log::debug!` and a `log::info!(target:
+//!     "noisy")` disabled by target, through our bridge (`logpolicy::log_bridge`) vs
+//!     through `tracing-log`'s `LogTracer` + `EnvFilter` (each with `log`'s max level as
+//!     its `init` sets it), and an enabled `log::info!` to JSON, ours vs `LogTracer` +
+//!     `fmt` JSON. Only one `log` logger can be set per process: both are reached through
+//!     the same switch, so both pay its one atomic load.
 //!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use criterion::Criterion;
 use logpolicy::policy::{FieldName, Redaction};
 use logpolicy::writer::{Output, Writer, WriterConfig};
-use logpolicy::{Format, FormatLayer, NullSink, PolicyFilter};
+use logpolicy::{Format, FormatLayer, LogBridge, NullSink, PolicyFilter};
 use tracing::Dispatch;
+use tracing_log::LogTracer;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{reload, EnvFilter};
 
@@ -331,6 +340,94 @@ impl std::io::Write for SharedVec {
     }
 }
 
+#[inline(never)]
+fn log_disabled_debug() {
+    for i in 0..N {
+        log::debug!("disabled by level {i}");
+    }
+}
+
+#[inline(never)]
+fn log_disabled_noisy() {
+    for i in 0..N {
+        log::info!(target: "noisy", "disabled by target {i}");
+    }
+}
+
+#[inline(never)]
+fn log_enabled() {
+    log::info!(target: "shop::http", "GET /api/cart/42 served 200 in {}us", 1234);
+}
+
+/// The bench's global `log` logger: our bridge, or `LogTracer` when `TRACER` is set.
+struct LogSwitch;
+static TRACER: AtomicBool = AtomicBool::new(false);
+static LOG_TRACER: LazyLock<LogTracer> = LazyLock::new(LogTracer::new);
+
+impl log::Log for LogSwitch {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        if TRACER.load(Ordering::Relaxed) {
+            LOG_TRACER.enabled(m)
+        } else {
+            LogBridge.enabled(m)
+        }
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if TRACER.load(Ordering::Relaxed) {
+            LOG_TRACER.log(r)
+        } else {
+            LogBridge.log(r)
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn bench_log(c: &mut Criterion) {
+    log::set_logger(&LogSwitch).expect("the only log logger");
+    // Both set `log`'s max level to their filter's most verbose level: `LogBridge::install`
+    // to the policy's, `fmt().init()` (feature tracing-log) to `LevelFilter::current()`.
+    log::set_max_level(log::LevelFilter::Info);
+    for (name, f) in [
+        ("debug", log_disabled_debug as fn()),
+        ("noisy", log_disabled_noisy),
+    ] {
+        TRACER.store(false, Ordering::Relaxed);
+        under(
+            c,
+            "f-log",
+            &format!("{name}/logpolicy"),
+            ours(DIRECTIVES).0,
+            f,
+        );
+        TRACER.store(true, Ordering::Relaxed);
+        under(
+            c,
+            "f-log",
+            &format!("{name}/tracing-log-envfilter"),
+            env_filter(DIRECTIVES).0,
+            f,
+        );
+    }
+    TRACER.store(false, Ordering::Relaxed);
+    let ours = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(PolicyFilter::from_directives("info").expect("directives"))
+            .with(FormatLayer::new(Format::Json, NullSink)),
+    );
+    under(c, "f-log", "json/logpolicy", ours, log_enabled);
+    TRACER.store(true, Ordering::Relaxed);
+    let fmt = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(EnvFilter::new("info"))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::sink),
+            ),
+    );
+    under(c, "f-log", "json/tracing-log-fmt-json", fmt, log_enabled);
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(700))
@@ -340,6 +437,7 @@ fn main() {
     bench_disabled(&mut c, "b-after-1000-swaps", 1_000);
     bench_reloadable(&mut c);
     let extra = bench_json(&mut c);
+    bench_log(&mut c);
     c.final_summary();
 
     let n = N as f64;
@@ -433,6 +531,27 @@ fn main() {
             ours: ("e-http-request", "logpolicy-writer"),
             peer: ("e-http-request", "fmt-json"),
             target: f64::INFINITY,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(f) disabled log::debug!",
+            ours: ("f-log", "debug/logpolicy"),
+            peer: ("f-log", "debug/tracing-log-envfilter"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(f) log::info!(target: noisy), disabled by target",
+            ours: ("f-log", "noisy/logpolicy"),
+            peer: ("f-log", "noisy/tracing-log-envfilter"),
+            target: f64::INFINITY,
+            per_iter: n,
+        },
+        Row {
+            case: "(f) enabled log::info! to JSON",
+            ours: ("f-log", "json/logpolicy"),
+            peer: ("f-log", "json/tracing-log-fmt-json"),
+            target: 0.3,
             per_iter: 1.0,
         },
     ];

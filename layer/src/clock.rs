@@ -437,7 +437,8 @@ pub fn format_rfc3339(t: SystemTime) -> String {
 }
 
 /// `#[serde(with = "crate::clock::serde_rfc3339")]` for a `SystemTime` written as
-/// [`format_rfc3339`] and read with [`parse_rfc3339`].
+/// [`format_rfc3339`] and read with [`parse_rfc3339`] (used by the wire documents).
+#[cfg(feature = "admin")]
 pub(crate) mod serde_rfc3339 {
     use super::{format_rfc3339, parse_rfc3339};
     use std::time::SystemTime;

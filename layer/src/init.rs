@@ -4,10 +4,15 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::prelude::*;
 
+#[cfg(feature = "admin")]
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
+use crate::format::own_line::write_skipped_directive;
 use crate::format::{Format, FormatLayer};
-use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
+use crate::log_bridge::{LogBridge, LogBridgeError};
+use crate::policy::{
+    DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer,
+};
 use crate::writer::{
     install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
 };
@@ -21,7 +26,8 @@ pub const DEFAULT_DIRECTIVES: &str = "info";
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
-    /// An environment variable holds directives that do not parse.
+    /// An environment variable holds directives that do not parse (only with
+    /// [`Builder::strict`]; otherwise the invalid entries are skipped and reported).
     #[error("{var}: {source}")]
     Directives {
         /// The variable.
@@ -36,11 +42,15 @@ pub enum InitError {
     #[error("writer: {0}")]
     Writer(#[from] WriterError),
     /// The admin endpoint could not be configured or started.
+    #[cfg(feature = "admin")]
     #[error("admin endpoint: {0}")]
     Admin(#[from] AdminError),
     /// A name given to [`Builder::redact`] or [`Builder::unredact`] is not a field name.
     #[error("redaction: {0}")]
     Redact(#[from] FieldNameError),
+    /// Another global `log` logger was set first (see [`Builder::log_bridge`]).
+    #[error(transparent)]
+    LogBridge(#[from] LogBridgeError),
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -66,11 +76,17 @@ pub struct Builder {
     from_env: bool,
     format: Option<Format>,
     writer: Option<WriterConfig>,
+    #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
     redact: Vec<String>,
     unredact: Vec<String>,
     redact_values: bool,
+    strict: bool,
+    leave_log_alone: bool,
 }
+
+/// The baseline and what was skipped to get it: `(variable, error)` per invalid entry.
+type Baseline = (Directives, Vec<(&'static str, DirectiveError)>);
 
 /// Running logging: changes the policy at runtime, and owns the writer's thread.
 /// Keep it for the life of the program: dropping it flushes what is queued (within
@@ -79,6 +95,7 @@ pub struct Builder {
 #[derive(Debug)]
 pub struct Logging {
     /// Declared first: stops before the writer.
+    #[cfg(feature = "admin")]
     admin: Option<AdminServer>,
     handle: PolicyHandle,
     writer: Writer,
@@ -98,6 +115,7 @@ impl Logging {
     }
 
     /// The address the admin endpoint listens on, if it runs (see [`crate::admin`]).
+    #[cfg(feature = "admin")]
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.as_ref().map(AdminServer::local_addr)
     }
@@ -115,6 +133,21 @@ impl Builder {
     }
 
     /// A builder whose baseline comes from `LOGPOLICY`, else `RUST_LOG`, else `info`.
+    ///
+    /// The environment never stops the service from starting: invalid entries are
+    /// skipped (as `EnvFilter::from_default_env` skips them) and each is reported in a
+    /// `warn` line from target `logpolicy`, the first lines written, whatever the
+    /// policy. A variable with no valid level in it leaves the baseline `info`.
+    /// [`Builder::strict`] refuses instead.
+    ///
+    /// ```
+    /// # std::env::set_var("LOGPOLICY", "info,*=debug,shop=verbose");
+    /// let (_dispatch, logging) = logpolicy::Builder::from_env().build().unwrap();
+    /// assert_eq!(logging.handle().effective().to_string(), "info,@always_keep=warn");
+    ///
+    /// let err = logpolicy::Builder::from_env().strict(true).build().unwrap_err();
+    /// assert!(err.to_string().starts_with("LOGPOLICY: 2 invalid directives: "), "{err}");
+    /// ```
     pub fn from_env() -> Self {
         Builder {
             from_env: true,
@@ -147,9 +180,29 @@ impl Builder {
     /// Serves the admin endpoint with this configuration (overrides the environment).
     /// [`Builder::from_env`] starts it from `LOGPOLICY_ADMIN_ADDR` and friends when that
     /// is set; see [`crate::admin`].
+    #[cfg(feature = "admin")]
     #[must_use]
     pub fn admin(mut self, config: AdminConfig) -> Self {
         self.admin = Some(config);
+        self
+    }
+
+    /// Refuses to build when the environment holds an invalid directive (default:
+    /// skip it and report it in-band). Directives given to [`Builder::directives`] and
+    /// pushed policies are always strict.
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Whether [`Builder::try_init`] installs the `log` bridge as the global `log` logger
+    /// (default `true`): records of crates that log through `log` are then written under
+    /// the same policy, their module path as target (see [`crate::log_bridge`]). `false`
+    /// leaves the global `log` logger alone, for a program that sets its own.
+    #[must_use]
+    pub fn log_bridge(mut self, install: bool) -> Self {
+        self.leave_log_alone = !install;
         self
     }
 
@@ -190,8 +243,8 @@ impl Builder {
         self
     }
 
-    fn baseline(&self) -> Result<Directives, InitError> {
-        let mut d = self.baseline_directives()?;
+    fn baseline(&self) -> Result<Baseline, InitError> {
+        let (mut d, skipped) = self.baseline_directives()?;
         for name in &self.redact {
             let name = FieldName::new(name)?;
             if !d.redact.contains(&name) {
@@ -205,28 +258,51 @@ impl Builder {
             }
         }
         d.redact_values |= self.redact_values;
-        Ok(d)
+        Ok((d, skipped))
     }
 
-    fn baseline_directives(&self) -> Result<Directives, InitError> {
+    fn baseline_directives(&self) -> Result<Baseline, InitError> {
         if let Some(d) = &self.directives {
-            return d.parse().map_err(InitError::Given);
+            return Ok((d.parse().map_err(InitError::Given)?, Vec::new()));
         }
         if self.from_env {
             for var in ENV_VARS {
                 if let Ok(value) = std::env::var(var) {
-                    return value
-                        .parse()
-                        .map_err(|source| InitError::Directives { var, source });
+                    if self.strict {
+                        let d = value
+                            .parse()
+                            .map_err(|source| InitError::Directives { var, source })?;
+                        return Ok((d, Vec::new()));
+                    }
+                    let (d, errors) = Directives::parse_lossy(&value);
+                    let skipped = errors.into_iter().map(|e| (var, e)).collect();
+                    if d.default_level.is_none() && d.targets.is_empty() {
+                        let mut fallback: Directives =
+                            DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)?;
+                        // The settings (`@...`) stay.
+                        fallback.always_keep = d.always_keep;
+                        fallback.sampling = d.sampling;
+                        fallback.burst = d.burst;
+                        fallback.max_bytes_per_second = d.max_bytes_per_second;
+                        fallback.redact = d.redact;
+                        fallback.unredact = d.unredact;
+                        fallback.redact_values = d.redact_values;
+                        return Ok((fallback, skipped));
+                    }
+                    return Ok((d, skipped));
                 }
             }
         }
-        DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)
+        Ok((
+            DEFAULT_DIRECTIVES.parse().map_err(InitError::Given)?,
+            Vec::new(),
+        ))
     }
 
     /// Builds the subscriber without installing it.
     pub fn build(self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
-        let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(self.baseline()?)]));
+        let (baseline, skipped) = self.baseline()?;
+        let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
         let handle = filter.handle();
         let format = self.format.unwrap_or_else(|| {
             if std::io::stdout().is_terminal() {
@@ -235,12 +311,25 @@ impl Builder {
                 Format::Json
             }
         });
+        #[cfg(feature = "admin")]
         let admin = match self.admin {
             Some(config) => Some(config),
             None if self.from_env => AdminConfig::from_env()?,
             None => None,
         };
         let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
+        for (var, error) in &skipped {
+            let mut line = Vec::with_capacity(256);
+            write_skipped_directive(
+                &mut line,
+                format,
+                filter.handle().now(),
+                var,
+                &error.to_string(),
+            );
+            writer.write_line(tracing_core::Level::WARN, true, &line);
+        }
+        #[cfg(feature = "admin")]
         let admin = admin
             .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
             .transpose()?;
@@ -249,6 +338,7 @@ impl Builder {
             .with(filter)
             .with(FormatLayer::new(format, writer.clone()).with_policy(&filter_for_output));
         let logging = Logging {
+            #[cfg(feature = "admin")]
             admin,
             handle,
             writer,
@@ -257,9 +347,14 @@ impl Builder {
         Ok((tracing_core::Dispatch::new(subscriber), logging))
     }
 
-    /// Builds the subscriber and installs it as the global default.
+    /// Builds the subscriber and installs it as the global default, and the `log`
+    /// bridge as the global `log` logger unless [`Builder::log_bridge`] says not to.
     pub fn try_init(self) -> Result<Logging, InitError> {
+        let bridge = !self.leave_log_alone;
         let (dispatch, logging) = self.build()?;
+        if bridge {
+            LogBridge::install(&logging.handle)?;
+        }
         tracing_core::dispatcher::set_global_default(dispatch)
             .map_err(|e| InitError::AlreadySet(e.to_string()))?;
         install_panic_hook(logging.writer.clone());
@@ -270,7 +365,8 @@ impl Builder {
 /// Sets up logging in one line: baseline from `LOGPOLICY` or `RUST_LOG` (default
 /// `info`), JSON lines to stdout when it is not a terminal, text otherwise, through the
 /// non-blocking [`Writer`] (a flood never stalls the service; every drop is counted),
-/// with a panic hook that flushes what is queued.
+/// with a panic hook that flushes what is queued, and records of the `log` crate
+/// written under the same policy (see [`crate::log_bridge`]).
 ///
 /// # Examples
 ///

@@ -55,15 +55,18 @@
 
 // The modules, bottom to top: each imports only modules listed before it (a test,
 // `tests/modules_import_only_downward.rs`, holds this order).
+#[cfg(feature = "admin")]
 pub mod admin;
 pub mod clock;
 pub mod enforce;
 pub mod format;
 mod init;
 mod level;
+pub mod log_bridge;
 pub mod policy;
 mod sink;
 mod sites;
+#[cfg(feature = "admin")]
 pub mod wire;
 pub mod writer;
 
@@ -71,6 +74,7 @@ pub use enforce::{LevelCounts, PolicyFilter, PolicyHandle, Reason, Stats};
 pub use format::{Format, FormatLayer};
 pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS};
 pub use level::{level_index, Level, ParseLevelError, LEVELS, LEVEL_NAMES, LEVEL_ORDER};
+pub use log_bridge::LogBridge;
 pub use policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
 };

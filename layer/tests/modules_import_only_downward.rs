@@ -10,7 +10,17 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top.
 const ORDER: &[&str] = &[
-    "level", "clock", "sites", "policy", "enforce", "sink", "format", "writer", "wire", "admin",
+    "level",
+    "clock",
+    "sites",
+    "policy",
+    "enforce",
+    "sink",
+    "format",
+    "writer",
+    "wire",
+    "admin",
+    "log_bridge",
     "init",
 ];
 

@@ -55,7 +55,7 @@ fn swaps_enable_and_disable_cached_callsites() {
     let err = handle.set_directives("info,noisy=verbose").unwrap_err();
     assert_eq!(
         err.to_string(),
-        r#"invalid level "verbose" in directive "noisy=verbose""#
+        r#"invalid level "verbose" in directive "noisy=verbose" (expected off, error, warn, info, debug, trace (any case), 0-5, or empty for trace)"#
     );
     noisy();
     tracing::info!(target: "other", "kept");

@@ -128,6 +128,25 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, n
     }
 }
 
+/// Appends the report of a directive from the environment that was skipped, e.g.
+/// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"skipped an invalid directive","source":"RUST_LOG","error":"invalid level \"verbose\" in directive \"shop=verbose\" (…)"}`.
+pub(crate) fn write_skipped_directive(
+    buf: &mut Vec<u8>,
+    format: Format,
+    now: SystemTime,
+    source: &str,
+    error: &str,
+) {
+    write_own_line(
+        buf,
+        format,
+        now,
+        "WARN",
+        "skipped an invalid directive",
+        &[("source", Val::Str(source)), ("error", Val::Str(error))],
+    );
+}
+
 /// Appends the periodic summary of events not written, e.g.
 /// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"events not written","sampled":{"info":90},"burst":{},"budget":{}}`,
 /// with `"redacted":{"name":3,"value":0}` at the end when values were redacted since

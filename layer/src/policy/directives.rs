@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope, MAX_SAMPLING_RULES};
 use super::target::{Target, TargetError};
-use crate::level::{Level, ParseLevelError};
+use crate::level::Level;
 
 /// The most per-target entries one layer may have.
 pub const MAX_TARGETS: usize = 512;
@@ -17,9 +17,12 @@ pub const MAX_TARGETS: usize = 512;
 /// enabled events below `alwaysKeep` are written (sampling, a burst limit, a byte
 /// budget).
 ///
-/// The text form is the one `RUST_LOG` uses: comma-separated directives, each a bare
-/// level (the default), `target=level`, or a bare `target` (meaning `trace` for it).
-/// Settings beyond levels start with `@`:
+/// The text form is the one `RUST_LOG` uses, read as `EnvFilter` 0.3 reads it:
+/// comma-separated directives, each a bare level (the default; when there are several,
+/// the last wins), `target=level`, or a bare `target` (meaning `trace` for it). A level
+/// is a name in any case or a number, `0` (off) to `5` (trace); an empty level (`a=`)
+/// is `trace`. A target matches itself and the targets below it at a `::` boundary
+/// (see [`Target`]). Settings beyond levels start with `@`:
 ///
 /// | directive | meaning |
 /// |---|---|
@@ -35,7 +38,9 @@ pub const MAX_TARGETS: usize = 512;
 ///
 /// Whitespace around directives is ignored, as are empty directives (a trailing comma
 /// or newline from a ConfigMap does no harm). When a target (or a sampling target) is
-/// named twice the last one wins. [`Display`](fmt::Display) writes the canonical form,
+/// named twice the last one wins. Span filters (`target[span{field=value}]=level`)
+/// are refused. [`FromStr`] refuses a string with any invalid entry and names every one;
+/// [`Directives::parse_lossy`] skips them. [`Display`](fmt::Display) writes the canonical form,
 /// which parses back to an equal value.
 ///
 /// # Examples
@@ -51,8 +56,11 @@ pub const MAX_TARGETS: usize = 512;
 /// assert_eq!(d.to_string(), "info,hyper=warn,shop::payment=debug");
 /// assert_eq!(d.to_string().parse::<Directives>().unwrap(), d);
 ///
+/// let d: Directives = "info,warn,shop=4,db=".parse().unwrap();
+/// assert_eq!(d.to_string(), "warn,shop=debug,db=trace");
+///
 /// let err = "info,shop=verbose".parse::<Directives>().unwrap_err();
-/// assert_eq!(err.to_string(), r#"invalid level "verbose" in directive "shop=verbose""#);
+/// assert_eq!(err.to_string(), r#"invalid level "verbose" in directive "shop=verbose" (expected off, error, warn, info, debug, trace (any case), 0-5, or empty for trace)"#);
 ///
 /// let d: Directives = "info,@sample(http::access)=1/100:request,@burst=50/s:1/10".parse().unwrap();
 /// assert_eq!(d.sampling_for("http::access::get").unwrap().keep_one_in.get(), 100);
@@ -85,40 +93,53 @@ pub struct Directives {
     pub redact_values: bool,
 }
 
+/// The most characters of an entry an error message quotes.
+pub const MAX_QUOTED_LEN: usize = 80;
+
+/// The most errors [`DirectiveError::Several`] lists one by one.
+pub const MAX_LISTED_ERRORS: usize = 10;
+
+/// The levels a directive accepts, as error messages list them.
+pub const VALID_LEVELS: &str =
+    "off, error, warn, info, debug, trace (any case), 0-5, or empty for trace";
+
 /// A directive string that could not be parsed; names the offending directive.
+///
+/// Messages quote at most [`MAX_QUOTED_LEN`] characters of an entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DirectiveError {
     /// `target=level` with a level that is not one.
-    #[error("invalid level {level:?} in directive {directive:?}")]
+    #[error("invalid level {level:?} in directive {directive:?} (expected {VALID_LEVELS})")]
     InvalidLevel {
-        /// The whole directive.
+        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
         directive: String,
-        /// The part that should have been a level.
+        /// The part that should have been a level (at most [`MAX_QUOTED_LEN`] characters).
         level: String,
     },
     /// The target part is not a valid target.
     #[error("invalid target in directive {directive:?}: {source}")]
     InvalidTarget {
-        /// The whole directive.
+        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
         directive: String,
         /// What is wrong with the target.
         source: TargetError,
     },
+    /// The directive starts with a character no target or level starts with (the rule
+    /// is EnvFilter's; quotes are part of the value, never removed).
+    #[error("directive {directive:?} starts with {ch:?}: a directive starts with a letter, a digit, '-', ':' or '_'")]
+    BadStart {
+        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
+        directive: String,
+        /// Its first character.
+        ch: char,
+    },
     /// Span and field filters (`target[span{field=value}]=level`) are not supported.
     #[error("span filters are not supported in directive {0:?}: they make every disabled event in the program costly; use a target instead")]
     SpanFilter(String),
-    /// Two bare levels.
-    #[error("two default levels: {first:?} and {second:?}")]
-    TwoDefaults {
-        /// The first bare level.
-        first: String,
-        /// The second bare level.
-        second: String,
-    },
     /// An `@` setting that is unknown or out of range.
     #[error("invalid setting in directive {directive:?}: {reason}")]
     InvalidSetting {
-        /// The whole directive.
+        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
         directive: String,
         /// What is wrong.
         reason: String,
@@ -129,6 +150,53 @@ pub enum DirectiveError {
     /// The input is unreasonably long.
     #[error("directives are longer than {0} bytes")]
     TooLong(usize),
+    /// More than one entry is invalid: every one of them, in order.
+    #[error("{}", several(.0))]
+    Several(Vec<DirectiveError>),
+}
+
+fn several(errors: &[DirectiveError]) -> String {
+    let mut out = format!("{} invalid directives: ", errors.len());
+    for (i, e) in errors.iter().take(MAX_LISTED_ERRORS).enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        out.push_str(&e.to_string());
+    }
+    if errors.len() > MAX_LISTED_ERRORS {
+        out.push_str(&format!("; and {} more", errors.len() - MAX_LISTED_ERRORS));
+    }
+    out
+}
+
+impl DirectiveError {
+    /// The single errors this one stands for: itself, or each of [`DirectiveError::Several`].
+    pub fn entries(&self) -> &[DirectiveError] {
+        match self {
+            DirectiveError::Several(errors) => errors,
+            one => std::slice::from_ref(one),
+        }
+    }
+}
+
+/// At most [`MAX_QUOTED_LEN`] characters of `s`, with `...` when cut.
+pub(crate) fn quoted(s: &str) -> String {
+    match s.char_indices().nth(MAX_QUOTED_LEN) {
+        Some((cut, _)) => format!("{}...", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
+/// A level as EnvFilter 0.3 reads one: a number 0 (off) to 5 (trace), which Rust's
+/// integer parser reads (`+3`, `003`), or a level name in any case. `warning` is not one.
+pub(crate) fn parse_level(s: &str) -> Option<Level> {
+    // `Level::ALL` is in the order of EnvFilter's numbers: off 0 ... trace 5.
+    if let Some(level) = s.parse::<usize>().ok().and_then(|n| Level::ALL.get(n)) {
+        return Some(*level);
+    }
+    Level::ALL
+        .into_iter()
+        .find(|l| s.eq_ignore_ascii_case(l.as_str()))
 }
 
 /// The longest directive string accepted, in bytes.
@@ -195,7 +263,7 @@ impl Directives {
     /// Parses one `@name=value` directive into `self`.
     fn parse_setting(&mut self, directive: &str) -> Result<(), DirectiveError> {
         let bad = |reason: String| DirectiveError::InvalidSetting {
-            directive: directive.to_owned(),
+            directive: quoted(directive),
             reason,
         };
         let (name, value) = directive[1..]
@@ -303,72 +371,115 @@ impl Directives {
     }
 }
 
-impl FromStr for Directives {
-    type Err = DirectiveError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() > MAX_DIRECTIVES_LEN {
-            return Err(DirectiveError::TooLong(MAX_DIRECTIVES_LEN));
-        }
+impl Directives {
+    /// Parses what is valid and reports the rest: every invalid entry is skipped (as
+    /// `EnvFilter::from_default_env` skips it) and returned as an error, in order. This
+    /// is what [`crate::init`] does with the environment; [`FromStr`] refuses the whole
+    /// string instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::{Directives, Level};
+    /// let (d, errors) = Directives::parse_lossy("info,*=debug,shop=verbose,db=debug");
+    /// assert_eq!(d.to_string(), "info,db=debug");
+    /// assert_eq!(errors.len(), 2);
+    /// assert!(errors[1].to_string().starts_with(r#"invalid level "verbose" in directive "shop=verbose""#));
+    /// ```
+    pub fn parse_lossy(s: &str) -> (Directives, Vec<DirectiveError>) {
         let mut out = Directives::default();
-        let mut first_default: Option<&str> = None;
+        let mut errors = Vec::new();
+        if s.len() > MAX_DIRECTIVES_LEN {
+            errors.push(DirectiveError::TooLong(MAX_DIRECTIVES_LEN));
+            return (out, errors);
+        }
+        let mut too_many = false;
         for raw in s.split(',') {
             let directive = raw.trim();
             if directive.is_empty() {
                 continue;
             }
-            if directive.starts_with('@') {
-                out.parse_setting(directive)?;
-                continue;
-            }
-            if directive.contains(['[', '{']) {
-                return Err(DirectiveError::SpanFilter(directive.to_owned()));
-            }
-            match directive.split_once('=') {
-                Some((target, level)) => {
-                    let target = Target::new(target.trim()).map_err(|source| {
-                        DirectiveError::InvalidTarget {
-                            directive: directive.to_owned(),
-                            source,
-                        }
-                    })?;
-                    let level =
-                        level
-                            .trim()
-                            .parse::<Level>()
-                            .map_err(|ParseLevelError(level)| DirectiveError::InvalidLevel {
-                                directive: directive.to_owned(),
-                                level,
-                            })?;
-                    out.set_target(target, level);
-                }
-                None => match directive.parse::<Level>() {
-                    Ok(level) => {
-                        if let Some(first) = first_default {
-                            return Err(DirectiveError::TwoDefaults {
-                                first: first.to_owned(),
-                                second: directive.to_owned(),
-                            });
-                        }
-                        first_default = Some(directive);
-                        out.default_level = Some(level);
+            let result = if directive.starts_with('@') {
+                out.parse_setting(directive)
+            } else {
+                parse_level_directive(directive).map(|(target, level)| match target {
+                    None => out.default_level = Some(level),
+                    Some(target)
+                        if out.targets.len() >= MAX_TARGETS
+                            && !out.targets.iter().any(|(t, _)| *t == target) =>
+                    {
+                        too_many = true;
                     }
-                    Err(_) => {
-                        let target = Target::new(directive).map_err(|source| {
-                            DirectiveError::InvalidTarget {
-                                directive: directive.to_owned(),
-                                source,
-                            }
-                        })?;
-                        out.set_target(target, Level::Trace);
-                    }
-                },
-            }
-            if out.targets.len() > MAX_TARGETS {
-                return Err(DirectiveError::TooManyTargets);
+                    Some(target) => out.set_target(target, level),
+                })
+            };
+            if let Err(e) = result {
+                errors.push(e);
             }
         }
-        Ok(out)
+        if too_many {
+            errors.push(DirectiveError::TooManyTargets);
+        }
+        (out, errors)
+    }
+}
+
+/// One level directive, read as EnvFilter 0.3 reads it: `target=level`, a bare level,
+/// or a bare target (`trace` for it). `None` for the target is a bare level.
+fn parse_level_directive(directive: &str) -> Result<(Option<Target>, Level), DirectiveError> {
+    let first = directive.chars().next().unwrap_or(' ');
+    if first == '[' {
+        return Err(DirectiveError::SpanFilter(quoted(directive)));
+    }
+    if !(first.is_alphanumeric() || matches!(first, '-' | ':' | '_')) {
+        return Err(DirectiveError::BadStart {
+            directive: quoted(directive),
+            ch: first,
+        });
+    }
+    // EnvFilter reads up to the first '=' (a target, then a level) or '[' (a span).
+    match directive.find(['=', '[']) {
+        Some(i) if directive.as_bytes()[i] == b'[' => {
+            Err(DirectiveError::SpanFilter(quoted(directive)))
+        }
+        Some(i) => {
+            let (target, level) = (&directive[..i], &directive[i + 1..]);
+            let target = Target::new(target).map_err(|source| DirectiveError::InvalidTarget {
+                directive: quoted(directive),
+                source,
+            })?;
+            let level = match level {
+                "" => Level::Trace,
+                level => parse_level(level).ok_or_else(|| DirectiveError::InvalidLevel {
+                    directive: quoted(directive),
+                    level: quoted(level),
+                })?,
+            };
+            Ok((Some(target), level))
+        }
+        None => match parse_level(directive) {
+            Some(level) => Ok((None, level)),
+            None => Target::new(directive)
+                .map(|t| (Some(t), Level::Trace))
+                .map_err(|source| DirectiveError::InvalidTarget {
+                    directive: quoted(directive),
+                    source,
+                }),
+        },
+    }
+}
+
+impl FromStr for Directives {
+    type Err = DirectiveError;
+
+    /// Parses the whole string or refuses it, naming every invalid entry.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (out, mut errors) = Directives::parse_lossy(s);
+        match errors.len() {
+            0 => Ok(out),
+            1 => Err(errors.remove(0)),
+            _ => Err(DirectiveError::Several(errors)),
+        }
     }
 }
 
@@ -427,6 +538,7 @@ mod tests {
         let d: Directives = "off".parse().unwrap();
         assert_eq!(d.level_for("anything"), Some(Level::Off));
         let d: Directives = "my_crate".parse().unwrap();
+        assert_eq!(d.default_level, None);
         assert_eq!(d.level_for("my_crate::x"), Some(Level::Trace));
         assert_eq!(d.level_for("other"), None);
         let d: Directives = " info , a=warn , ,a=error,\n".parse().unwrap();
@@ -435,20 +547,86 @@ mod tests {
     }
 
     #[test]
+    fn env_filter_forms() {
+        let p = |s: &str| s.parse::<Directives>().unwrap().to_string();
+        // Several bare levels: the last wins (scripts append `,debug`).
+        assert_eq!(p("info,warn"), "warn");
+        assert_eq!(p("off,info"), "info");
+        assert_eq!(p("warn, info"), "info");
+        assert_eq!(p("error,trace,warn"), "warn");
+        // Numbers are levels, as Rust's integer parser reads them.
+        assert_eq!(
+            p("a=0,b=1,c=2,d=3,e=4,f=5,g=+3,h=003"),
+            "a=off,b=error,c=warn,d=info,e=debug,f=trace,g=info,h=info"
+        );
+        assert_eq!(p("4"), "debug");
+        assert_eq!(p("6"), "6=trace");
+        // An empty level is trace; case does not matter; `warning` is a target.
+        assert_eq!(p("a=,B=INFO"), "a=trace,B=info");
+        assert_eq!(p("warning"), "warning=trace");
+        // Braces are part of a target; only `[` starts a span filter.
+        assert_eq!(p("a{b}=info"), "a{b}=info");
+        assert_eq!(
+            p("a{b}=info").parse::<Directives>().unwrap().to_string(),
+            "a{b}=info"
+        );
+    }
+
+    #[test]
     fn errors_name_the_directive() {
         let e = |s: &str| s.parse::<Directives>().unwrap_err().to_string();
         assert_eq!(
             e("info,shop=verbose"),
-            r#"invalid level "verbose" in directive "shop=verbose""#
+            format!(
+                r#"invalid level "verbose" in directive "shop=verbose" (expected {VALID_LEVELS})"#
+            )
         );
+        assert!(e("a=warning").contains("0-5"));
         assert_eq!(
             e("info,=debug"),
-            r#"invalid target in directive "=debug": empty target"#
+            r#"directive "=debug" starts with '=': a directive starts with a letter, a digit, '-', ':' or '_'"#
         );
+        for bad in ["*=info", "'info'", "\"info\"", "!", "+3", ".a=info"] {
+            assert!(
+                matches!(
+                    bad.parse::<Directives>(),
+                    Err(DirectiveError::BadStart { .. })
+                ),
+                "{bad}"
+            );
+        }
         assert!(e("info,a b=debug").contains(r#"directive "a b=debug""#));
         assert!(e("x[span{id=1}]=debug").starts_with("span filters are not supported"));
-        assert_eq!(e("info,warn"), r#"two default levels: "info" and "warn""#);
+        assert!(e("[span]").starts_with("span filters are not supported"));
         assert!(e("a=b=c").contains("invalid level \"b=c\""));
+        // Long entries are quoted in part.
+        let long = format!("{}=debug", "x".repeat(10_000));
+        assert!(e(&long).len() < 300, "{}", e(&long));
+        let long = format!("a={}", "x".repeat(10_000));
+        assert!(e(&long).len() < 400, "{}", e(&long));
+    }
+
+    #[test]
+    fn every_bad_entry_is_reported() {
+        let err = "*=info,info,a=verbose,b c"
+            .parse::<Directives>()
+            .unwrap_err();
+        assert_eq!(err.entries().len(), 3);
+        assert!(
+            err.to_string()
+                .starts_with("3 invalid directives: directive \"*=info\" starts with '*'"),
+            "{err}"
+        );
+        let many = (0..25)
+            .map(|i| format!("t{i}=bad"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let err = many.parse::<Directives>().unwrap_err();
+        assert_eq!(err.entries().len(), 25);
+        assert!(err.to_string().ends_with("; and 15 more"), "{err}");
+        let (d, errors) = Directives::parse_lossy("*=info,info,a=verbose,b c,db=debug");
+        assert_eq!(d.to_string(), "info,db=debug");
+        assert_eq!(errors.len(), 3);
     }
 
     #[test]

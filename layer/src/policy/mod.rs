@@ -151,7 +151,23 @@ impl PolicyLayer {
     }
 
     /// The baseline layer: source `env`, priority `i32::MIN`, no expiry.
-    pub fn baseline(directives: Directives) -> Self {
+    ///
+    /// As with `EnvFilter`, a baseline that names targets but no default level leaves
+    /// every other target off: `RUST_LOG=my_crate=debug` shows only `my_crate`. A
+    /// baseline without any level at all (empty) leaves the default to
+    /// [`FALLBACK_LEVEL`].
+    ///
+    /// ```
+    /// use logpolicy::{Level, Policy, PolicyLayer};
+    /// let p = Policy::new(vec![PolicyLayer::baseline("my_crate=debug".parse().unwrap())]);
+    /// let effective = p.effective_at(std::time::SystemTime::now());
+    /// assert_eq!(effective.level_for("my_crate::db"), Level::Debug);
+    /// assert_eq!(effective.level_for("hyper"), Level::Off);
+    /// ```
+    pub fn baseline(mut directives: Directives) -> Self {
+        if directives.default_level.is_none() && !directives.targets.is_empty() {
+            directives.default_level = Some(Level::Off);
+        }
         PolicyLayer {
             source: BASELINE_SOURCE.to_owned(),
             priority: i32::MIN,

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::directives::quoted;
+
 /// The longest target a policy accepts, in bytes.
 pub const MAX_TARGET_LEN: usize = 256;
 
@@ -11,6 +13,10 @@ pub const MAX_TARGET_LEN: usize = 256;
 /// A target matches itself and every target below it at a `::` boundary:
 /// `a::b` matches `a::b` and `a::b::c`, never `a::bc`. Matching is exact and
 /// case-sensitive, like tracing targets themselves.
+///
+/// A target starts with a letter, a digit, `-`, `:` or `_` (what `EnvFilter` accepts
+/// at the start of a directive) and holds no whitespace, control characters, `,`, `=`,
+/// `[` or `]`; anything else goes (`a{b}`, `a'b`).
 ///
 /// # Examples
 ///
@@ -22,6 +28,7 @@ pub const MAX_TARGET_LEN: usize = 256;
 /// assert!(!t.matches("shop::payments"));
 /// assert!(!t.matches("shop"));
 /// assert!("shop payment".parse::<Target>().is_err());
+/// assert!("*".parse::<Target>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Target(Box<str>);
@@ -32,13 +39,21 @@ pub enum TargetError {
     /// The string is empty.
     #[error("empty target")]
     Empty,
-    /// The string is longer than [`MAX_TARGET_LEN`].
+    /// The string does not start with a letter, a digit, `-`, `:` or `_`.
+    #[error("target {target:?} starts with {ch:?}: a target starts with a letter, a digit, '-', ':' or '_'")]
+    BadStart {
+        /// The offending target (at most 80 characters of it).
+        target: String,
+        /// Its first character.
+        ch: char,
+    },
+    /// The string is longer than [`MAX_TARGET_LEN`] (the message quotes 80 characters).
     #[error("target {0:?} is longer than {MAX_TARGET_LEN} bytes")]
     TooLong(String),
     /// The string has a character that directives use as syntax, or whitespace.
     #[error("target {target:?} contains {ch:?}, which is not allowed in a target")]
     BadChar {
-        /// The offending target.
+        /// The offending target (at most 80 characters of it).
         target: String,
         /// The first offending character.
         ch: char,
@@ -52,20 +67,22 @@ impl Target {
             return Err(TargetError::Empty);
         }
         if s.len() > MAX_TARGET_LEN {
-            let mut cut = MAX_TARGET_LEN.min(s.len());
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            return Err(TargetError::TooLong(format!("{}...", &s[..cut])));
+            return Err(TargetError::TooLong(quoted(s)));
         }
-        if let Some(ch) = s.chars().find(|c| {
-            c.is_whitespace()
-                || c.is_control()
-                || matches!(c, ',' | '=' | '[' | ']' | '{' | '}' | '"' | '@' | '(' | ')')
-        }) {
+        if let Some(ch) = s
+            .chars()
+            .find(|c| c.is_whitespace() || c.is_control() || matches!(c, ',' | '=' | '[' | ']'))
+        {
             return Err(TargetError::BadChar {
-                target: s.to_owned(),
+                target: quoted(s),
                 ch,
+            });
+        }
+        let first = s.chars().next().unwrap_or('-');
+        if !(first.is_alphanumeric() || matches!(first, '-' | ':' | '_')) {
+            return Err(TargetError::BadStart {
+                target: quoted(s),
+                ch: first,
             });
         }
         Ok(Target(s.into()))
@@ -135,7 +152,9 @@ mod tests {
 
     #[test]
     fn rejects_syntax_and_whitespace() {
-        for bad in ["", "a b", "a=b", "a,b", "a[b]", "a{b}", "a\n", "@a"] {
+        for bad in [
+            "", "a b", "a=b", "a,b", "a[b]", "*", "a\n", "@a", "'a'", ".a",
+        ] {
             assert!(Target::new(bad).is_err(), "{bad:?}");
         }
         assert!(matches!(
@@ -143,5 +162,7 @@ mod tests {
             Err(TargetError::TooLong(_))
         ));
         assert!(Target::new("héllo::wörld").is_ok());
+        assert!(Target::new("a{b}").is_ok());
+        assert!(Target::new("::a-b").is_ok());
     }
 }
