@@ -3,6 +3,8 @@
 //! operator's per-pod retry (backoff capped at 5 s for a refused connection) when
 //! nothing in the pod changes, and at once when the pod turns Ready.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failure is a test failure
+
 use std::time::Instant;
 
 use logpolicy_e2e::process::wait_for;

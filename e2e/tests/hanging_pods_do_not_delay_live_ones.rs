@@ -6,6 +6,8 @@
 //! The hanging pods sort before the live ones, so that pushes made in order would
 //! reach them first.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failure is a test failure
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
