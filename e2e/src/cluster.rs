@@ -127,6 +127,66 @@ impl Cluster {
     }
 }
 
+/// An API-server outage: kube-apiserver stopped, etcd kept (`e2e/cluster/outage`).
+/// [`end`](Outage::end) starts it again; so does dropping it (a failed test leaves the
+/// cluster up for the next).
+#[derive(Debug)]
+#[must_use = "the API server stays down until the outage ends"]
+pub struct Outage<'a> {
+    cluster: &'a Cluster,
+    over: bool,
+}
+
+impl Outage<'_> {
+    /// Starts kube-apiserver again (same port, certificates and etcd); returns once
+    /// its `/readyz` says ok.
+    pub fn end(mut self) -> Result<()> {
+        self.over = true;
+        self.cluster.outage_script("start")
+    }
+}
+
+impl Drop for Outage<'_> {
+    fn drop(&mut self) {
+        if !self.over {
+            let _ = self.cluster.outage_script("start");
+        }
+    }
+}
+
+impl Cluster {
+    /// Stops kube-apiserver, keeping etcd: every API call fails until the outage
+    /// [ends](Outage::end).
+    pub fn api_server_outage(&self) -> Result<Outage<'_>> {
+        self.outage_script("stop")?;
+        Ok(Outage {
+            cluster: self,
+            over: false,
+        })
+    }
+
+    fn outage_script(&self, action: &str) -> Result<()> {
+        let script = repo_root().join("e2e/cluster/outage");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(action)
+            .env("LOGPOLICY_E2E_DIR", &self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error(format!("running {}: {e}", script.display())))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(Error(format!(
+                "{} {action} failed ({}): {}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+}
+
 /// A kube client for a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)

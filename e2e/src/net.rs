@@ -28,6 +28,39 @@ pub fn free_port() -> Result<u16> {
         .map_err(|e| Error(format!("finding a free port: {e}")))
 }
 
+/// An address that neither answers nor refuses, as a pod behind a NetworkPolicy that
+/// drops, or on a node that is gone: a listener that accepts nothing, its
+/// one-connection backlog filled, so that the kernel drops every further SYN and a
+/// connect hangs until the client gives up.
+#[derive(Debug)]
+pub struct Unanswering {
+    listener: tokio::net::TcpListener,
+    _filler: tokio::net::TcpStream,
+}
+
+impl Unanswering {
+    /// One on `ip` (a free port).
+    pub async fn bind(ip: Ipv4Addr) -> Result<Unanswering> {
+        let fail = |e: std::io::Error| Error(format!("an unanswering listener on {ip}: {e}"));
+        let socket = tokio::net::TcpSocket::new_v4().map_err(fail)?;
+        socket.bind(SocketAddr::new(ip.into(), 0)).map_err(fail)?;
+        let listener = socket.listen(0).map_err(fail)?;
+        let addr = listener.local_addr().map_err(fail)?;
+        let filler = tokio::net::TcpStream::connect(addr).await.map_err(fail)?;
+        Ok(Unanswering {
+            listener,
+            _filler: filler,
+        })
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> Result<SocketAddr> {
+        self.listener
+            .local_addr()
+            .map_err(|e| Error(format!("unanswering listener: {e}")))
+    }
+}
+
 /// An HTTP reply.
 #[derive(Debug, Clone)]
 pub struct Reply {

@@ -95,6 +95,10 @@ pub struct DemoPod {
     pub log: ServiceLog,
     /// The container's restart count (as written in the pod's status).
     pub restarts: i32,
+    /// Whether its status says Ready.
+    pub ready: bool,
+    /// The container's start time, as written in the pod's status.
+    started_at: String,
     spec: PodSpec,
     keys_file: PathBuf,
     dir: PathBuf,
@@ -156,6 +160,8 @@ impl DemoPod {
             admin,
             log: ServiceLog::new(process.stdout.clone()),
             restarts: 0,
+            ready: true,
+            started_at: logpolicy::clock::format_rfc3339(SystemTime::now()),
             spec,
             keys_file: keys_file.to_owned(),
             dir: dir.to_owned(),
@@ -170,6 +176,16 @@ impl DemoPod {
     /// addresses, and writes the pod's status with the restart count incremented and a
     /// new start time, as a kubelet would.
     pub async fn restart(&mut self) -> Result<()> {
+        self.respawn()?;
+        self.restarts += 1;
+        self.started_at = logpolicy::clock::format_rfc3339(SystemTime::now());
+        self.write_status().await
+    }
+
+    /// Starts the service again on the same addresses after [`kill`](Self::kill),
+    /// without a word to the API server: the pod's status still says the container
+    /// runs (an endpoint that was down and is back, as after a hang or a slow start).
+    pub fn respawn(&mut self) -> Result<()> {
         self.process.kill();
         let (process, shop, admin) = spawn_service(
             &self.dir,
@@ -183,23 +199,32 @@ impl DemoPod {
         self.process = process;
         self.shop = shop;
         self.admin = admin;
-        self.restarts += 1;
+        Ok(())
+    }
+
+    /// Writes the pod's status with its `Ready` condition (and the container's
+    /// `ready`) set to `ready`, the container's run unchanged, as a kubelet does when a
+    /// readiness probe starts or stops passing.
+    pub async fn set_ready(&mut self, ready: bool) -> Result<()> {
+        self.ready = ready;
         self.write_status().await
     }
 
     async fn write_status(&self) -> Result<()> {
         let now = logpolicy::clock::format_rfc3339(SystemTime::now());
-        let cond = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
+        let cond = |t: &str, ok: bool| json!({"type": t, "status": if ok { "True" } else { "False" }, "lastTransitionTime": now});
+        let ready = self.ready;
         let status = json!({"status": {
             "phase": "Running", "hostIP": "127.0.0.1",
             "podIP": self.ip.to_string(), "podIPs": [{"ip": self.ip.to_string()}],
-            "startTime": now,
-            "conditions": [cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")],
+            "startTime": self.started_at,
+            "conditions": [cond("PodScheduled", true), cond("Initialized", true),
+                           cond("ContainersReady", ready), cond("Ready", ready)],
             "containerStatuses": [{
                 "name": "main", "image": "example.invalid/shop:1", "imageID": "",
                 "containerID": format!("fake://{}/{}/{}", self.namespace, self.name, self.restarts),
-                "ready": true, "started": true, "restartCount": self.restarts,
-                "state": {"running": {"startedAt": now}},
+                "ready": ready, "started": true, "restartCount": self.restarts,
+                "state": {"running": {"startedAt": self.started_at}},
             }],
         }});
         self.api
@@ -283,6 +308,61 @@ pub async fn create_pod(client: &kube::Client, namespace: &str, spec: &PodSpec) 
         .metadata
         .uid
         .ok_or_else(|| Error(format!("pod {} has no uid", spec.name)))
+}
+
+/// Creates `count` opted-in pods `PREFIX-0`.. labelled `labels`, Running and Ready,
+/// whose admin endpoint is `admin` (the same for all: e.g. an address that never
+/// answers), with no process behind them; at most 16 API calls at a time.
+pub async fn create_running_pods(
+    client: &kube::Client,
+    namespace: &str,
+    prefix: &str,
+    count: usize,
+    labels: &BTreeMap<String, String>,
+    admin: SocketAddr,
+) -> Result<()> {
+    use futures::StreamExt;
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut labels = labels.clone();
+    labels.insert(OPT_IN_LABEL.to_owned(), "true".to_owned());
+    let one = |i: usize| {
+        let api = api.clone();
+        let labels = labels.clone();
+        async move {
+            let name = format!("{prefix}-{i}");
+            let pod: Pod = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                             "annotations": {PORT_ANNOTATION: admin.port().to_string()}},
+                "spec": {"nodeName": "fake-node", "containers": [{"name": "main", "image": "example.invalid/shop:1"}]},
+            }))
+            .map_err(|e| Error(format!("pod {name}: {e}")))?;
+            api.create(&PostParams::default(), &pod)
+                .await
+                .map_err(|e| Error(format!("creating pod {namespace}/{name}: {e}")))?;
+            let now = logpolicy::clock::format_rfc3339(SystemTime::now());
+            let ip = admin.ip().to_string();
+            let status = json!({"status": {
+                "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now,
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": [{
+                    "name": "main", "image": "example.invalid/shop:1", "imageID": "",
+                    "ready": true, "started": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }],
+            }});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .map_err(|e| Error(format!("status of pod {name}: {e}")))?;
+            Ok::<(), Error>(())
+        }
+    };
+    let results: Vec<Result<()>> = futures::stream::iter(0..count)
+        .map(one)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 /// Starts the service on `shop`/`admin` (port 0: a free one) and waits for its start

@@ -46,6 +46,44 @@ pub fn wait_known(pods: &[DemoPod]) -> Result<()> {
     })
 }
 
+/// Waits until the effective directives of every pod contain `directive` (or, with
+/// `held` false, no longer do); returns, per pod, the seconds from `start` to when it
+/// was first seen so.
+pub fn wait_directive(
+    pods: &[DemoPod],
+    directive: &str,
+    held: bool,
+    start: std::time::Instant,
+    timeout: Duration,
+) -> Result<Vec<f64>> {
+    let mut seen = vec![None; pods.len()];
+    let what = format!("every pod to hold {directive}: {held}");
+    wait_for(timeout, &what, || {
+        for (p, s) in pods.iter().zip(seen.iter_mut()) {
+            if s.is_none() && p.directives()?.contains(directive) == held {
+                *s = Some(start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(seen.iter().all(Option::is_some).then_some(()))
+    })?;
+    Ok(seen.into_iter().flatten().collect())
+}
+
+/// A LogPolicy `NAME` selecting `app=shop` and setting `shop::payment` to `level`.
+pub fn payment_policy(name: &str, level: &str) -> String {
+    format!(
+        r#"
+apiVersion: logpolicy.dev/v1alpha1
+kind: LogPolicy
+metadata: {{name: {name}}}
+spec:
+  selector: {{matchLabels: {{app: shop}}}}
+  targets:
+  - {{target: "shop::payment", level: {level}}}
+"#
+    )
+}
+
 /// `shop-0`..`shop-2`, labelled `app=shop`.
 pub fn three_shops() -> Vec<PodSpec> {
     (0..3)

@@ -16,6 +16,12 @@
 //!   or port, a container restarted), and when a read-back shows drift.
 //! - Each policy remembers the pods it matched, so narrowing its selector or deleting it
 //!   recomputes exactly those pods.
+//! - A pod that leaves the opted-in set (deleted, or its label removed) while it may
+//!   hold pushed layers is sent its baseline (a document without layers) before it is
+//!   forgotten; a pod holding nothing is forgotten at once.
+//! - A failed push is retried per pod with capped exponential backoff ([`Retry`]),
+//!   and at once when the pod's endpoint may answer now (a new process, the pod turning
+//!   Ready). Pods that acknowledged their last push are pushed in their own [`Lane`].
 //!
 //! # How it is driven
 //!
@@ -55,7 +61,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kube::core::SelectorExt;
 use kube::ResourceExt;
@@ -198,6 +204,8 @@ pub struct Push {
     pub ticket: PushTicket,
     /// What to send (the pusher signs its JSON).
     pub document: PolicyDocument,
+    /// Its queue.
+    pub lane: Lane,
 }
 
 /// A pod to read back (`GET /logpolicy`) during a resync.
@@ -229,7 +237,44 @@ pub enum PushResult {
         /// not older than the version pushed, another writer got ahead (an earlier
         /// operator process) and the pod is issued a newer version of the same content.
         held: Option<u64>,
+        /// Whether, and how soon, another attempt is worth making.
+        retry: Retry,
     },
+}
+
+/// Whether, and how soon, a failed push is tried again (per pod, with capped
+/// exponential backoff: [`RETRY_BASE`] doubled per consecutive failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Not before something changes (the pod refused the document) or the resync.
+    No,
+    /// Soon (refused connection, 5xx): an attempt costs little; backoff capped at
+    /// [`RETRY_CAP_SOON`].
+    Soon,
+    /// Later (no answer in time): each attempt holds a connection for the whole
+    /// timeout; backoff capped at [`RETRY_CAP_LATER`].
+    Later,
+}
+
+/// The wait before the first retry of a failed push.
+pub const RETRY_BASE: Duration = Duration::from_secs(1);
+/// The longest wait between retries of a pod that refuses or errs.
+pub const RETRY_CAP_SOON: Duration = Duration::from_secs(5);
+/// The longest wait between retries of a pod that does not answer.
+pub const RETRY_CAP_LATER: Duration = Duration::from_secs(30);
+/// Attempts to withdraw the layers of a pod that left (deleted, opted out) before it is
+/// forgotten.
+pub const WITHDRAW_ATTEMPTS: u32 = 3;
+
+/// Which queue a push waits in: pods that acknowledged their current process's last
+/// push are never behind pods that are new or failing (which may hang until the
+/// timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// The pod's process acknowledged its last push.
+    Known,
+    /// New, failing, or not heard from yet.
+    Unproven,
 }
 
 impl PushResult {
@@ -321,6 +366,38 @@ struct PodState {
     failure: Option<String>,
     /// How the last push (of any version) ended, and when.
     last_push: Option<LastPush>,
+    /// Consecutive failed pushes to this process.
+    failures: u32,
+    /// When the next retry is due (also in [`Index::retries`]).
+    retry_at: Option<SystemTime>,
+}
+
+impl PodState {
+    /// Whether the pod may hold pushed layers: its document has some, or it
+    /// acknowledged some.
+    fn may_hold_layers(&self) -> bool {
+        !self.layers.is_empty() || self.acked.as_ref().is_some_and(|(_, l)| !l.is_empty())
+    }
+
+    fn lane(&self) -> Lane {
+        if self.acked.is_some() && self.failures == 0 {
+            Lane::Known
+        } else {
+            Lane::Unproven
+        }
+    }
+}
+
+/// A pod that left the opted-in set (deleted, or its label removed) while it may hold
+/// pushed layers: it is sent a document without them (back to its baseline) before it
+/// is forgotten, at most [`WITHDRAW_ATTEMPTS`] times.
+#[derive(Debug)]
+struct Departed {
+    info: PodInfo,
+    version: u64,
+    epoch: u64,
+    attempts: u32,
+    retry_at: Option<SystemTime>,
 }
 
 /// The index. See [the module](self).
@@ -330,6 +407,12 @@ pub struct Index {
     pods: BTreeMap<PodKey, PodState>,
     /// Pods with a document to push.
     to_push: BTreeSet<PodKey>,
+    /// Pods that left while holding layers, to withdraw them from.
+    departed: BTreeMap<PodKey, Departed>,
+    /// Departed pods with a withdrawal to send.
+    to_withdraw: BTreeSet<PodKey>,
+    /// Failed pushes to retry, by when (pods and departed pods).
+    retries: BTreeSet<(SystemTime, PodKey)>,
     /// Policies whose view may have changed since the last `take_changed_policies`.
     changed: BTreeSet<PolicyKey>,
     now: Option<SystemTime>,
@@ -343,6 +426,26 @@ fn unix_millis(t: SystemTime) -> u64 {
 
 fn next_version(prev: u64, now: SystemTime) -> u64 {
     prev.saturating_add(1).max(unix_millis(now))
+}
+
+/// The wait before retry number `failures` (1: the first) of pod `key`:
+/// `RETRY_BASE * 2^(failures-1)`, capped, scaled by a factor in [0.5, 1) derived from
+/// the key, so that pods failing together do not retry together (deterministic: the
+/// index has no randomness).
+fn retry_delay(key: &PodKey, failures: u32, retry: Retry) -> Option<Duration> {
+    use std::hash::{Hash, Hasher};
+    let cap = match retry {
+        Retry::No => return None,
+        Retry::Soon => RETRY_CAP_SOON,
+        Retry::Later => RETRY_CAP_LATER,
+    };
+    let exp = RETRY_BASE
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(cap);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (key, failures).hash(&mut h);
+    let spread = (h.finish() % 1000) as f64 / 2000.0;
+    Some(exp.mul_f64(0.5 + spread))
 }
 
 impl Index {
@@ -453,22 +556,42 @@ impl Index {
     }
 
     /// Adds or updates an opted-in pod. A new uid, a new address or a container restart
-    /// means a new process that holds nothing: it is pushed its document again.
+    /// means a new process that holds nothing: it is pushed its document again. A pod
+    /// that turns Ready without holding its document is pushed at once (its endpoint
+    /// may answer now), whatever its retry backoff.
     pub fn apply_pod(&mut self, info: PodInfo, now: SystemTime) {
         self.tick(now);
         let key = PodKey::new(&info.namespace, &info.name);
+        let returning = self.departed.remove(&key);
+        if let Some(d) = &returning {
+            self.to_withdraw.remove(&key);
+            if let Some(t) = d.retry_at {
+                self.retries.remove(&(t, key.clone()));
+            }
+        }
         let labels_changed = match self.pods.get_mut(&key) {
             Some(state) => {
                 let new_process = state.info.uid != info.uid
                     || state.info.ip != info.ip
                     || state.info.port != info.port
                     || state.info.containers != info.containers;
+                let turned_ready = info.ready && !state.info.ready;
                 let labels_changed = state.info.labels != info.labels;
                 state.info = info;
-                if new_process {
-                    state.epoch += 1;
-                    state.acked = None;
-                    state.failure = None;
+                let in_sync = state
+                    .acked
+                    .as_ref()
+                    .is_some_and(|(v, _)| *v == state.version);
+                if new_process || (turned_ready && !in_sync) {
+                    if new_process {
+                        state.epoch += 1;
+                        state.acked = None;
+                        state.failure = None;
+                    }
+                    state.failures = 0;
+                    if let Some(t) = state.retry_at.take() {
+                        self.retries.remove(&(t, key.clone()));
+                    }
                     if state.version > 0 {
                         self.to_push.insert(key.clone());
                     }
@@ -487,10 +610,14 @@ impl Index {
                         sources: Vec::new(),
                         overflow: Vec::new(),
                         version: 0,
-                        epoch: 0,
+                        // A pod that comes back (relabelled) is a new process for
+                        // the reports of its withdrawal still in flight.
+                        epoch: returning.as_ref().map_or(0, |d| d.epoch + 1),
                         acked: None,
                         failure: None,
                         last_push: None,
+                        failures: 0,
+                        retry_at: None,
                     },
                 );
                 true
@@ -517,14 +644,23 @@ impl Index {
             }
         }
         self.recompute_pod(&key);
+        if let (Some(d), Some(pod)) = (returning, self.pods.get_mut(&key)) {
+            // Newer than anything it was sent before it left.
+            pod.version = pod.version.max(d.version + 1);
+        }
     }
 
-    /// Removes a pod (deleted, or no longer opted in).
+    /// Removes a pod (deleted, or no longer opted in). If it may hold pushed layers,
+    /// it is sent a document without them (its baseline) before it is forgotten: a
+    /// pod that opts out while raised does not stay raised.
     pub fn delete_pod(&mut self, key: &PodKey) {
-        if self.pods.remove(key).is_none() {
+        let Some(state) = self.pods.remove(key) else {
             return;
-        }
+        };
         self.to_push.remove(key);
+        if let Some(t) = state.retry_at {
+            self.retries.remove(&(t, key.clone()));
+        }
         for (pk, p) in self
             .policies
             .range_mut(PolicyKey::new(&key.namespace, "")..)
@@ -534,6 +670,31 @@ impl Index {
                 self.changed.insert(pk.clone());
             }
         }
+        if state.may_hold_layers() && state.info.admin_addr().is_ok() {
+            let version = next_version(state.version, self.now());
+            self.departed.insert(
+                key.clone(),
+                Departed {
+                    info: state.info,
+                    version,
+                    epoch: state.epoch,
+                    attempts: 0,
+                    retry_at: None,
+                },
+            );
+            self.to_withdraw.insert(key.clone());
+        }
+    }
+
+    /// How many pods that left are still to be sent their baseline.
+    pub fn departed_count(&self) -> usize {
+        self.departed.len()
+    }
+
+    /// When the next retry of a failed push is due: when to call
+    /// [`take_pushes`](Self::take_pushes) next.
+    pub fn next_retry(&self) -> Option<SystemTime> {
+        self.retries.first().map(|(t, _)| *t)
     }
 
     /// Replaces every pod with these (after a watch restart): those missing are deleted.
@@ -562,6 +723,19 @@ impl Index {
     pub fn tick(&mut self, now: SystemTime) {
         let now = self.now.map_or(now, |t| t.max(now));
         self.now = Some(now);
+        while let Some((t, key)) = self.retries.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.retries.pop_first();
+            if let Some(pod) = self.pods.get_mut(&key) {
+                pod.retry_at = None;
+                self.to_push.insert(key);
+            } else if let Some(d) = self.departed.get_mut(&key) {
+                d.retry_at = None;
+                self.to_withdraw.insert(key);
+            }
+        }
         let mut recompute = BTreeSet::new();
         for (key, p) in &mut self.policies {
             if let Some(a) = &mut p.active {
@@ -637,17 +811,23 @@ impl Index {
     }
 
     /// The documents to send now, one per pod whose document changed or whose process
-    /// needs it again. Pods without a usable address are kept for later (their policies
-    /// count them as pending, or failed for a bad port annotation).
+    /// needs it again, and a baseline document for each pod that left while holding
+    /// layers. Pods without a usable address are kept for later (their policies count
+    /// them as pending, or failed for a bad port annotation); pods waiting for a retry
+    /// are pushed when it is due.
     pub fn take_pushes(&mut self, now: SystemTime) -> Vec<Push> {
         self.tick(now);
         let now = self.now();
-        let mut out = Vec::with_capacity(self.to_push.len());
+        let mut out = Vec::with_capacity(self.to_push.len() + self.to_withdraw.len());
         let mut keep = BTreeSet::new();
         for key in std::mem::take(&mut self.to_push) {
             let Some(pod) = self.pods.get(&key) else {
                 continue;
             };
+            if pod.retry_at.is_some() {
+                // Backing off: the retry queues it again.
+                continue;
+            }
             match pod.info.admin_addr() {
                 Ok(addr) => out.push(Push {
                     pod: key,
@@ -657,6 +837,7 @@ impl Index {
                         epoch: pod.epoch,
                     },
                     document: document(pod, now),
+                    lane: pod.lane(),
                 }),
                 Err(_) => {
                     keep.insert(key);
@@ -664,7 +845,58 @@ impl Index {
             }
         }
         self.to_push = keep;
+        for key in std::mem::take(&mut self.to_withdraw) {
+            let Some(d) = self.departed.get(&key) else {
+                continue;
+            };
+            if let Ok(addr) = d.info.admin_addr() {
+                out.push(Push {
+                    addr,
+                    ticket: PushTicket {
+                        version: d.version,
+                        epoch: d.epoch,
+                    },
+                    document: PolicyDocument {
+                        pod: PodRef::new(&d.info.namespace, &d.info.name, &d.info.uid),
+                        version: d.version,
+                        issued_at: now,
+                        layers: Vec::new(),
+                    },
+                    lane: Lane::Unproven,
+                    pod: key,
+                });
+            }
+        }
         out
+    }
+
+    /// Records how a withdrawal from a departed pod ended: done when applied (or
+    /// refused: the pod is not the one that held the layers, or holds a newer
+    /// document), retried with backoff otherwise, at most [`WITHDRAW_ATTEMPTS`] times.
+    fn record_withdrawal(&mut self, key: &PodKey, ticket: PushTicket, result: &PushResult) -> bool {
+        let now = self.now();
+        let Some(d) = self.departed.get_mut(key) else {
+            return false;
+        };
+        if ticket.epoch != d.epoch || ticket.version != d.version {
+            return false;
+        }
+        d.attempts += 1;
+        let retry = match result {
+            PushResult::Applied => None,
+            PushResult::Failed { retry, .. } => retry_delay(key, d.attempts, *retry),
+        };
+        match retry {
+            Some(wait) if d.attempts < WITHDRAW_ATTEMPTS => {
+                let at = now + wait;
+                d.retry_at = Some(at);
+                self.retries.insert((at, key.clone()));
+            }
+            _ => {
+                self.departed.remove(key);
+            }
+        }
+        true
     }
 
     /// Records how a push ended. Returns `false` (and changes nothing) for a result
@@ -678,7 +910,7 @@ impl Index {
         let result = result.into();
         let now = self.now();
         let Some(pod) = self.pods.get_mut(key) else {
-            return false;
+            return self.record_withdrawal(key, ticket, &result);
         };
         if ticket.epoch != pod.epoch || ticket.version != pod.version {
             return false;
@@ -696,6 +928,7 @@ impl Index {
             PushResult::Applied => {
                 pod.acked = Some((pod.version, pod.layers.clone()));
                 pod.failure = None;
+                pod.failures = 0;
             }
             PushResult::Failed {
                 held: Some(held), ..
@@ -706,7 +939,18 @@ impl Index {
                 pod.failure = None;
                 self.to_push.insert(key.clone());
             }
-            PushResult::Failed { reason, .. } => pod.failure = Some(reason),
+            PushResult::Failed { reason, retry, .. } => {
+                pod.failure = Some(reason);
+                pod.failures = pod.failures.saturating_add(1);
+                if let Some(wait) = retry_delay(key, pod.failures, retry) {
+                    if let Some(t) = pod.retry_at.take() {
+                        self.retries.remove(&(t, key.clone()));
+                    }
+                    let at = now + wait;
+                    pod.retry_at = Some(at);
+                    self.retries.insert((at, key.clone()));
+                }
+            }
         }
         for p in pod.sources.iter().chain(&pod.overflow) {
             self.changed.insert(p.clone());

@@ -66,11 +66,14 @@ pub struct PodInfo {
     pub port: Result<u16, BadPortAnnotation>,
     /// The containers' runs, sorted by name.
     pub containers: Vec<ContainerRun>,
+    /// Its `Ready` condition is `True`: turning Ready means its endpoint may answer
+    /// now.
+    pub ready: bool,
 }
 
 impl PodInfo {
-    /// A running pod with this address, no labels and one container (for tests and
-    /// simulations).
+    /// A running, Ready pod with this address, no labels and no container statuses (for
+    /// tests and simulations).
     pub fn new(namespace: &str, name: &str, uid: &str, ip: Option<IpAddr>, port: u16) -> Self {
         PodInfo {
             namespace: namespace.to_owned(),
@@ -80,6 +83,7 @@ impl PodInfo {
             ip,
             port: Ok(port),
             containers: Vec::new(),
+            ready: true,
         }
     }
 
@@ -127,6 +131,11 @@ impl PodInfo {
             })
             .collect();
         containers.sort_by(|a, b| a.name.cmp(&b.name));
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         Some(PodInfo {
             namespace: meta.namespace.clone()?,
             name: meta.name.clone()?,
@@ -135,6 +144,7 @@ impl PodInfo {
             ip,
             port,
             containers,
+            ready,
         })
     }
 
@@ -176,6 +186,15 @@ mod tests {
         assert_eq!(info.containers[0].name, "main");
         assert_eq!(info.containers[0].restart_count, 2);
         assert!(info.containers[0].started_at.is_some());
+        assert!(!info.ready, "no Ready condition");
+        let mut ready = p.clone();
+        if let Some(s) = ready.status.as_mut() {
+            s.conditions = Some(vec![serde_json::from_value(
+                serde_json::json!({"type": "Ready", "status": "True"}),
+            )
+            .unwrap()]);
+        }
+        assert!(PodInfo::from_pod(&ready).unwrap().ready);
     }
 
     #[test]

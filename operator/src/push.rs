@@ -1,13 +1,18 @@
 //! The pusher: signed `PUT /logpolicy` to a pod's admin endpoint, and `GET /logpolicy`
 //! read-backs.
 //!
-//! - **Bounded**: at most [`PusherConfig::concurrency`] requests in flight; a push waiting
-//!   for its retry holds no slot, so a slow or dead pod never delays the others.
-//! - **Timed out**: each attempt (connect, request, reply) is bounded by
-//!   [`PusherConfig::timeout`]; replies are read up to [`PusherConfig::max_reply_bytes`].
-//! - **Retried**: network failures, timeouts, 5xx, 408/429 and garbage replies are retried
-//!   up to [`PusherConfig::attempts`] times with exponential backoff and jitter; a pod's
-//!   refusal (4xx) is final and carries the pod's reason.
+//! - **Bounded, in two lanes**: at most [`PusherConfig::concurrency`] requests in flight
+//!   per [`Lane`]: pods that acknowledged their last push ([`Lane::Known`]) never wait
+//!   behind pods that are new or failing ([`Lane::Unproven`]), which may hang until the
+//!   timeout. A push waiting for its retry holds no slot.
+//! - **Timed out**: the connection must be up within [`PusherConfig::connect_timeout`]
+//!   (an address that neither answers nor refuses costs that long, not more), and each
+//!   attempt (connect, request, reply) is bounded by [`PusherConfig::timeout`]; replies
+//!   are read up to [`PusherConfig::max_reply_bytes`].
+//! - **Retried**: network failures, 5xx, 408/429 and garbage replies are retried up to
+//!   [`PusherConfig::attempts`] times with exponential backoff and jitter; a timeout is
+//!   not retried here (the index retries the pod later, with a backoff of its own, see
+//!   [`Retry`]); a pod's refusal (4xx) is final and carries the pod's reason.
 //!
 //! HTTP/1.1 on a fresh connection per attempt, with hyper's low-level client: pods are
 //! many distinct hosts that are each pushed rarely, so a connection pool would only hold
@@ -29,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::index::{PodKey, Push, PushResult, PushTicket};
+use crate::index::{Lane, PodKey, Push, PushResult, PushTicket, Retry};
 
 /// The path of the admin endpoint's policy resource.
 pub const POLICY_PATH: &str = "/logpolicy";
@@ -37,11 +42,13 @@ pub const POLICY_PATH: &str = "/logpolicy";
 /// How the pusher behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PusherConfig {
-    /// Requests in flight at most (default 64).
+    /// Requests in flight at most, per lane (default 64).
     pub concurrency: usize,
+    /// The deadline to connect (default 1 s).
+    pub connect_timeout: Duration,
     /// One attempt's deadline: connect, send, and read the whole reply (default 2 s).
     pub timeout: Duration,
-    /// Attempts per push, the first included (default 4).
+    /// Attempts per push, the first included (default 2).
     pub attempts: u32,
     /// The wait before the first retry; doubled for each next one (default 200 ms).
     pub backoff_base: Duration,
@@ -55,8 +62,9 @@ impl Default for PusherConfig {
     fn default() -> Self {
         PusherConfig {
             concurrency: 64,
+            connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
-            attempts: 4,
+            attempts: 2,
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(5),
             max_reply_bytes: 64 * 1024,
@@ -157,6 +165,11 @@ impl From<&PushOutcome> for PushResult {
                     PushOutcome::Stale { held, .. } => *held,
                     _ => None,
                 },
+                retry: match other {
+                    PushOutcome::Timeout(_) => Retry::Later,
+                    o if o.is_retryable() => Retry::Soon,
+                    _ => Retry::No,
+                },
             },
         }
     }
@@ -195,7 +208,8 @@ pub struct Pusher {
 struct Inner {
     key: SigningKey,
     config: PusherConfig,
-    permits: Semaphore,
+    known: Semaphore,
+    unproven: Semaphore,
 }
 
 impl std::fmt::Debug for Pusher {
@@ -218,12 +232,13 @@ impl Drop for AbortOnDrop {
 impl Pusher {
     /// A pusher signing with `key`.
     pub fn new(key: SigningKey, config: PusherConfig) -> Self {
-        let permits = Semaphore::new(config.concurrency.max(1));
+        let permits = || Semaphore::new(config.concurrency.max(1));
         Pusher {
             inner: Arc::new(Inner {
                 key,
+                known: permits(),
+                unproven: permits(),
                 config,
-                permits,
             }),
         }
     }
@@ -243,18 +258,21 @@ impl Pusher {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let mut outcome = self.put_once(push.addr, body.clone(), &signature).await;
+            let mut outcome = self
+                .put_in(push.lane, push.addr, body.clone(), &signature)
+                .await;
             if let PushOutcome::Stale { held: None, reason } = &outcome {
                 // A pod that did not say which version it holds (its 409 has no
                 // `heldVersion`): ask, so the index can go past it.
-                if let Ok(read) = self.read_back(push.addr).await {
+                if let Ok(read) = self.read_back_in(push.lane, push.addr).await {
                     outcome = PushOutcome::Stale {
                         held: read.version,
                         reason: reason.clone(),
                     };
                 }
             }
-            if !outcome.is_retryable() || attempts >= cfg.attempts.max(1) {
+            let timed_out = matches!(outcome, PushOutcome::Timeout(_));
+            if !outcome.is_retryable() || timed_out || attempts >= cfg.attempts.max(1) {
                 return PushReport {
                     pod: push.pod.clone(),
                     ticket: push.ticket,
@@ -293,8 +311,18 @@ impl Pusher {
         }
     }
 
-    /// One signed `PUT`, classified.
+    /// One signed `PUT`, classified (in the [`Lane::Unproven`] lane).
     pub async fn put_once(&self, addr: SocketAddr, body: Bytes, signature: &str) -> PushOutcome {
+        self.put_in(Lane::Unproven, addr, body, signature).await
+    }
+
+    async fn put_in(
+        &self,
+        lane: Lane,
+        addr: SocketAddr,
+        body: Bytes,
+        signature: &str,
+    ) -> PushOutcome {
         let request = Request::builder()
             .method(Method::PUT)
             .uri(POLICY_PATH)
@@ -306,14 +334,19 @@ impl Pusher {
             Ok(r) => r,
             Err(e) => return PushOutcome::BadReply(format!("cannot build the request: {e}")),
         };
-        match self.exchange(addr, request).await {
+        match self.exchange(lane, addr, request).await {
             Ok((status, body)) => classify_put(status, &body),
             Err(outcome) => outcome,
         }
     }
 
-    /// `GET /logpolicy`: what the pod holds. One attempt.
+    /// `GET /logpolicy`: what the pod holds. One attempt, in the [`Lane::Known`] lane
+    /// (read-backs go to pods that acknowledged).
     pub async fn read_back(&self, addr: SocketAddr) -> Result<ReadBack, PushOutcome> {
+        self.read_back_in(Lane::Known, addr).await
+    }
+
+    async fn read_back_in(&self, lane: Lane, addr: SocketAddr) -> Result<ReadBack, PushOutcome> {
         let request = Request::builder()
             .method(Method::GET)
             .uri(POLICY_PATH)
@@ -321,7 +354,7 @@ impl Pusher {
             .header(hyper::header::ACCEPT, "application/json")
             .body(Full::new(Bytes::new()))
             .map_err(|e| PushOutcome::BadReply(format!("cannot build the request: {e}")))?;
-        let (status, body) = self.exchange(addr, request).await?;
+        let (status, body) = self.exchange(lane, addr, request).await?;
         if !status.is_success() {
             return Err(classify_put(status, &body));
         }
@@ -336,23 +369,28 @@ impl Pusher {
         })
     }
 
-    /// One request on a fresh connection, within one permit and one deadline.
+    /// One request on a fresh connection, within one permit of `lane` and one deadline.
     async fn exchange(
         &self,
+        lane: Lane,
         addr: SocketAddr,
         request: Request<Full<Bytes>>,
     ) -> Result<(StatusCode, Bytes), PushOutcome> {
         let cfg = &self.inner.config;
-        let _permit = self
-            .inner
-            .permits
+        let permits = match lane {
+            Lane::Known => &self.inner.known,
+            Lane::Unproven => &self.inner.unproven,
+        };
+        let _permit = permits
             .acquire()
             .await
             .map_err(|_| PushOutcome::Unreachable("pusher closed".into()))?;
         let max = cfg.max_reply_bytes;
+        let connect_timeout = cfg.connect_timeout.min(cfg.timeout);
         let attempt = async move {
-            let stream = TcpStream::connect(addr)
+            let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
                 .await
+                .map_err(|_| PushOutcome::Timeout(connect_timeout))?
                 .map_err(|e| PushOutcome::Unreachable(format!("connect {addr}: {e}")))?;
             let _ = stream.set_nodelay(true);
             let (mut sender, connection) =

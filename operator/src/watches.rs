@@ -5,13 +5,20 @@
 //! LogPolicies are watched as untyped objects, so that one malformed object is skipped
 //! (by the controller) rather than failing the whole list. Pods are watched with the
 //! opt-in label selector and stripped to a [`PodInfo`] at once: no `Pod` is kept.
+//!
+//! After an error (the API server restarting, a network cut) a watcher tries again
+//! after [`WatchBackoff`]: 250 ms, doubled per consecutive error up to 2 s, so that the
+//! watches resume within 2 s of the API server being back (kube's default backoff
+//! grows to 30 s and would leave an outage's end unseen for that long).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -42,6 +49,43 @@ pub fn watch_scopes(namespaces: &[String]) -> Vec<Option<String>> {
     }
 }
 
+/// The watchers' backoff after errors: [`WatchBackoff::FIRST`], doubled per consecutive
+/// error up to [`WatchBackoff::MAX`]; reset by any event. Never gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    /// The wait after the first error.
+    pub const FIRST: Duration = Duration::from_millis(250);
+    /// The longest wait: how long after the API server is back the watches resume, at
+    /// most (plus the list itself).
+    pub const MAX: Duration = Duration::from_secs(2);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let wait = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(wait)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
 /// Strips a pod watch event at once (no `Pod` is kept).
 pub fn strip_pod_event(event: Event<Pod>) -> PodEvent {
     match event {
@@ -65,7 +109,7 @@ pub fn policy_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Dynam
             None => Api::all_with(client.clone(), &ar),
         };
         watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(WatchBackoff::default())
             .map(move |r| (i, r))
             .boxed()
     });
@@ -83,9 +127,23 @@ pub fn pod_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Option<P
             api,
             watcher::Config::default().labels(&format!("{OPT_IN_LABEL}=true")),
         )
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .map(move |r| (i, r.map(strip_pod_event)))
         .boxed()
     });
     futures::stream::select_all(streams).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_backoff_doubles_up_to_two_seconds_and_resets() {
+        let mut b = WatchBackoff::default();
+        let waits: Vec<u128> = b.by_ref().take(6).map(|d| d.as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
+        b.reset();
+        assert_eq!(b.next(), Some(WatchBackoff::FIRST));
+    }
 }

@@ -180,6 +180,7 @@ async fn pushes_reach_the_layers_admin_endpoint() {
             epoch: 0,
         },
         document,
+        lane: logpolicy_operator::index::Lane::Unproven,
     };
     let report = forged.push(&push).await;
     assert!(

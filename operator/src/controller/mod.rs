@@ -185,7 +185,7 @@ enum Input {
     Pod(usize, Result<PodEvent, watcher::Error>),
     /// A watch stream ended (it never should): which kind.
     WatchEnded(Watched),
-    /// A policy's time is over.
+    /// A policy's time is over, or a retry is due.
     Expiry,
     /// A push ended.
     Pushed(PushReport),
@@ -421,8 +421,13 @@ impl Controller {
     }
 
     fn deadlines(&self) -> Deadlines {
+        // An expiry and a due retry are both handled by moving the index's time.
+        let expiry = match (self.index.next_expiry(), self.index.next_retry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         Deadlines {
-            expiry: self.index.next_expiry(),
+            expiry,
             status: self.debounce.next_due(),
             views: self.views_due,
         }

@@ -54,6 +54,11 @@ fn failed(label: &'static str, reason: &str) -> PushResult {
         label,
         reason: reason.to_owned(),
         held: None,
+        retry: match label {
+            "timeout" => Retry::Later,
+            "rejected" => Retry::No,
+            _ => Retry::Soon,
+        },
     }
 }
 
@@ -432,10 +437,12 @@ fn failures_are_counted_and_a_sample_named() {
         ("False", "3/15 pods, 12 failed")
     );
 
-    // A resync queues the failed pods again and reads back the others.
+    // A resync queues the failed pods again and reads back the others: the refused
+    // one is pushed at once, the ones that timed out when their retry is due.
     let reads = index.resync();
     assert_eq!(reads.len(), 3);
-    assert_eq!(index.take_pushes(t0()).len(), 12);
+    assert_eq!(index.take_pushes(t0()).len(), 1);
+    assert_eq!(index.take_pushes(t0() + RETRY_CAP_LATER).len(), 11);
 }
 
 #[test]
@@ -464,6 +471,7 @@ fn a_pod_holding_a_newer_version_gets_a_newer_one() {
             label: "stale",
             reason: format!("stale: pod holds version {held}: stale_version"),
             held: Some(held),
+            retry: Retry::No,
         },
     );
     let again = index.take_pushes(t0()).remove(0);
@@ -576,9 +584,10 @@ fn resets_delete_what_a_relist_no_longer_has() {
         index.policy_keys().cloned().collect::<Vec<_>>(),
         [pkey("other")]
     );
+    // web-1 left while holding layers: it is sent its baseline.
     assert_eq!(
         pushed(&mut index, t0()),
-        names(&[("web-2", &["shop/other"])])
+        names(&[("web-1", &[]), ("web-2", &["shop/other"])])
     );
 }
 
@@ -677,4 +686,186 @@ fn pod_namespaces_lists_each_namespace_once() {
         ["other", "shop"]
     );
     assert_eq!(index.policy_count(), 0);
+}
+
+#[test]
+fn a_pod_that_leaves_while_raised_is_sent_its_baseline() {
+    let mut index = Index::new();
+    for (name, ip) in [("web-1", 1), ("web-2", 2)] {
+        index.apply_pod(pod(name, ip, &[("app", "web")]), t0());
+    }
+    index.apply_pod(pod("db-1", 3, &[("app", "db")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let first = ack_all(&mut index, t0());
+    let raised = first.iter().find(|p| p.pod.name == "web-1").unwrap();
+
+    // web-1 opts out (the filtered watch reports it deleted); db-1, holding nothing,
+    // leaves too.
+    index.delete_pod(&key("web-1"));
+    index.delete_pod(&key("db-1"));
+    assert_eq!(index.pod_count(), 1);
+    assert_eq!(index.departed_count(), 1);
+    let withdraw = index.take_pushes(t0() + secs(1));
+    assert_eq!(withdraw.len(), 1, "{withdraw:?}");
+    let w = &withdraw[0];
+    assert_eq!(w.pod, key("web-1"));
+    assert_eq!(w.addr, raised.addr);
+    assert!(w.document.layers.is_empty());
+    assert_eq!(w.document.pod, raised.document.pod, "bound to the same uid");
+    assert!(w.document.version > raised.document.version);
+    // The policy no longer counts it.
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().matched, 1);
+    assert!(index.record_push(&w.pod, w.ticket, PushResult::Applied));
+    assert_eq!(index.departed_count(), 0);
+    assert!(index.take_pushes(t0() + secs(2)).is_empty());
+}
+
+#[test]
+fn a_withdrawal_is_retried_a_few_times_then_forgotten() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    ack_all(&mut index, t0());
+    index.delete_pod(&key("web-1"));
+    let mut now = t0();
+    for attempt in 1..=WITHDRAW_ATTEMPTS {
+        let w = index.take_pushes(now);
+        assert_eq!(w.len(), 1, "attempt {attempt}");
+        assert!(index.record_push(&w[0].pod, w[0].ticket, failed("unreachable", "refused")));
+        match index.next_retry() {
+            Some(t) => {
+                assert!(attempt < WITHDRAW_ATTEMPTS);
+                assert!(index.take_pushes(now).is_empty(), "backing off");
+                now = t;
+            }
+            None => assert_eq!(attempt, WITHDRAW_ATTEMPTS),
+        }
+    }
+    assert_eq!(index.departed_count(), 0);
+    assert!(index.take_pushes(now + secs(60)).is_empty());
+}
+
+#[test]
+fn a_pod_that_comes_back_gets_a_newer_version_than_its_withdrawal() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    ack_all(&mut index, t0());
+    index.delete_pod(&key("web-1"));
+    let w = index.take_pushes(t0()).remove(0);
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    assert_eq!(index.departed_count(), 0);
+    // The withdrawal's report is about a process the index no longer tracks.
+    assert!(!index.record_push(&w.pod, w.ticket, PushResult::Applied));
+    let again = index.take_pushes(t0()).remove(0);
+    assert_eq!(again.document.layers.len(), 1);
+    assert!(again.document.version > w.document.version);
+}
+
+#[test]
+fn a_failed_push_is_retried_per_pod_with_capped_backoff() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("web-2", 2, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let mut now = t0();
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let pushes = index.take_pushes(now);
+        let web1: Vec<&Push> = pushes.iter().filter(|p| p.pod.name == "web-1").collect();
+        assert_eq!(web1.len(), 1, "{pushes:?}");
+        assert_eq!(web1[0].lane, Lane::Unproven);
+        for p in &pushes {
+            let result = if p.pod.name == "web-1" {
+                failed("unreachable", "connection refused")
+            } else {
+                PushResult::Applied
+            };
+            index.record_push(&p.pod, p.ticket, result);
+        }
+        let at = index.next_retry().unwrap();
+        let wait = at.duration_since(now).unwrap();
+        waits.push(wait);
+        // Nothing before it is due; a change of policy waits for it too.
+        assert!(index.take_pushes(at - Duration::from_millis(1)).is_empty());
+        now = at;
+    }
+    assert!(
+        waits[0] >= RETRY_BASE / 2 && waits[0] < RETRY_BASE,
+        "{waits:?}"
+    );
+    assert!(waits.iter().all(|w| *w < RETRY_CAP_SOON), "{waits:?}");
+    assert!(waits[7] >= RETRY_CAP_SOON / 2, "{waits:?}");
+    // The pod that acknowledged is in the known lane.
+    index.apply_policy(policy("debug", serde_json::json!({"selector": {"matchLabels": {"app": "web"}}, "defaultLevel": "warn"})), now);
+    let pushes = index.take_pushes(now);
+    let web2 = pushes.iter().find(|p| p.pod.name == "web-2").unwrap();
+    assert_eq!(web2.lane, Lane::Known);
+
+    // A pod that does not answer backs off up to a longer cap.
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let mut now = t0();
+    let mut last = Duration::ZERO;
+    for _ in 0..10 {
+        let p = index.take_pushes(now).remove(0);
+        index.record_push(&p.pod, p.ticket, failed("timeout", "timeout after 1s"));
+        let at = index.next_retry().unwrap();
+        last = at.duration_since(now).unwrap();
+        now = at;
+    }
+    assert!(
+        last >= RETRY_CAP_LATER / 2 && last < RETRY_CAP_LATER,
+        "{last:?}"
+    );
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(
+        (view.failed, view.failing[0].1.as_str()),
+        (1, "timeout after 1s")
+    );
+
+    // A refusal is not retried before something changes.
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let p = index.take_pushes(t0()).remove(0);
+    index.record_push(
+        &p.pod,
+        p.ticket,
+        failed("rejected", "rejected (401): untrusted_key"),
+    );
+    assert_eq!(index.next_retry(), None);
+}
+
+#[test]
+fn a_pod_turning_ready_is_pushed_at_once() {
+    let mut index = Index::new();
+    let mut starting = pod("web-1", 1, &[("app", "web")]);
+    starting.ready = false;
+    index.apply_pod(starting.clone(), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let p = index.take_pushes(t0()).remove(0);
+    index.record_push(
+        &p.pod,
+        p.ticket,
+        failed("unreachable", "connection refused"),
+    );
+    assert!(index.take_pushes(t0()).is_empty(), "backing off");
+    // Nothing changed: still backing off.
+    index.apply_pod(starting.clone(), t0());
+    assert!(index.take_pushes(t0()).is_empty());
+    let mut ready = starting;
+    ready.ready = true;
+    index.apply_pod(ready.clone(), t0());
+    let again = index.take_pushes(t0());
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].ticket, p.ticket, "the same document");
+    index.record_push(&again[0].pod, again[0].ticket, PushResult::Applied);
+    // Ready again while in sync: nothing to do.
+    let mut not_ready = ready.clone();
+    not_ready.ready = false;
+    index.apply_pod(not_ready, t0());
+    index.apply_pod(ready, t0());
+    assert!(index.take_pushes(t0()).is_empty());
 }

@@ -126,6 +126,7 @@ fn key() -> SigningKey {
 fn fast() -> PusherConfig {
     PusherConfig {
         concurrency: 8,
+        connect_timeout: Duration::from_millis(500),
         timeout: Duration::from_millis(500),
         attempts: 3,
         backoff_base: Duration::from_millis(10),
@@ -150,7 +151,22 @@ fn push_to(addr: SocketAddr, name: &str) -> Push {
             issued_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             layers: vec![layer],
         },
+        lane: Lane::Unproven,
     }
+}
+
+/// An address that neither answers nor refuses: a listener that accepts nothing, its
+/// one-connection backlog filled, so that the kernel drops further SYNs.
+async fn hanging(host: u8) -> (tokio::net::TcpListener, tokio::net::TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind((std::net::Ipv4Addr::new(127, 0, 0, host), 0).into())
+        .unwrap();
+    let listener = socket.listen(0).unwrap();
+    let filler = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    (listener, filler)
 }
 
 #[tokio::test]
@@ -286,20 +302,29 @@ async fn a_slow_pod_times_out() {
         attempts: 2,
         ..fast()
     };
+    times_out_once(
+        cfg,
+        s.addr,
+        Duration::from_millis(200),
+        Duration::from_secs(2),
+    )
+    .await;
+}
+
+/// Pushes to `addr` and checks that the push timed out after `after`, in one attempt
+/// (a timeout is retried by the index later, not by the pusher), within `within`.
+async fn times_out_once(
+    cfg: PusherConfig,
+    addr: SocketAddr,
+    after: Duration,
+    within: Duration,
+) -> PushReport {
     let start = Instant::now();
-    let report = Pusher::new(key(), cfg)
-        .push(&push_to(s.addr, "web-1"))
-        .await;
-    assert_eq!(
-        report.outcome,
-        PushOutcome::Timeout(Duration::from_millis(200))
-    );
-    assert_eq!(report.attempts, 2);
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
+    let report = Pusher::new(key(), cfg).push(&push_to(addr, "web-1")).await;
+    assert_eq!(report.outcome, PushOutcome::Timeout(after));
+    assert_eq!(report.attempts, 1);
+    assert!(start.elapsed() < within, "{:?}", start.elapsed());
+    report
 }
 
 #[tokio::test]
@@ -453,6 +478,60 @@ async fn slow_and_dead_pods_never_hold_up_the_others() {
     }
 }
 
+#[tokio::test]
+async fn an_address_that_never_answers_costs_the_connect_timeout() {
+    let (listener, _filler) = hanging(40).await;
+    let cfg = PusherConfig {
+        connect_timeout: Duration::from_millis(200),
+        timeout: Duration::from_secs(5),
+        ..fast()
+    };
+    let addr = listener.local_addr().unwrap();
+    let millis = Duration::from_millis(200);
+    let report = times_out_once(cfg, addr, millis, Duration::from_secs(4)).await;
+    assert_eq!(
+        PushResult::from(&report.outcome),
+        PushResult::Failed {
+            label: "timeout",
+            reason: "timeout after 200ms".into(),
+            held: None,
+            retry: Retry::Later,
+        }
+    );
+}
+
+#[tokio::test]
+async fn known_pods_never_wait_behind_unproven_ones() {
+    let cfg = PusherConfig {
+        concurrency: 2,
+        connect_timeout: Duration::from_secs(3),
+        timeout: Duration::from_secs(3),
+        ..fast()
+    };
+    let pusher = Pusher::new(key(), cfg);
+    let (listener, _filler) = hanging(41).await;
+    let hung = listener.local_addr().unwrap();
+    // The hanging pods are pushed first, and fill their lane many times over.
+    let mut pushes: Vec<Push> = (0..10)
+        .map(|i| push_to(hung, &format!("hung-{i}")))
+        .collect();
+    let mut known = Vec::new();
+    for i in 0..5u8 {
+        let s = server(42 + i, vec![http("200 OK", "{}")]).await;
+        let mut push = push_to(s.addr, &format!("known-{i}"));
+        push.lane = Lane::Known;
+        pushes.push(push);
+        known.push(s);
+    }
+    let (tx, mut rx) = mpsc::channel(64);
+    pusher.spawn_all(pushes, &tx);
+    for _ in 0..5 {
+        let report = rx.recv().await.unwrap();
+        assert!(report.pod.name.starts_with("known"), "{report:?}");
+        assert_eq!(report.outcome, PushOutcome::Applied);
+    }
+}
+
 #[test]
 fn backoff_grows_is_capped_and_jittered() {
     let cfg = PusherConfig {
@@ -474,6 +553,11 @@ fn the_index_records_an_outcome_as_its_label_and_its_text() {
         label,
         reason: reason.to_owned(),
         held,
+        retry: match label {
+            "timeout" => Retry::Later,
+            "rejected" | "stale" => Retry::No,
+            _ => Retry::Soon,
+        },
     };
     let cases = [
         (PushOutcome::Applied, PushResult::Applied),
