@@ -10,9 +10,7 @@ use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::own_line::write_skipped_directive;
 use crate::format::{Format, FormatLayer};
 use crate::log_bridge::{LogBridge, LogBridgeError};
-use crate::policy::{
-    DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer,
-};
+use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::writer::{
     install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
 };
