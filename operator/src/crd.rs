@@ -32,8 +32,11 @@ use serde::{Deserialize, Serialize};
 pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
 /// The most failing pods listed in `status.failingPods`.
 pub const MAX_FAILING_PODS: usize = 10;
-/// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`.
-pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
+/// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`: numbers with units,
+/// at least one of them not zero (`0s` is refused at admission). RE2 syntax (no
+/// lookahead), as the API server reads it.
+pub const DURATION_PATTERN: &str =
+    "^([0-9]+(ms|s|m|h))*0*[1-9][0-9]*(ms|s|m|h)([0-9]+(ms|s|m|h))*$";
 
 /// A LogPolicy changes what the selected pods log, while it exists or until it expires.
 ///
@@ -184,10 +187,10 @@ pub struct LogPolicySpec {
 
     /// How long the policy applies, counted from when the operator first sees this
     /// generation of it: a sequence of numbers with units `ms`, `s`, `m`, `h`, e.g.
-    /// `15m`, `1h30m`. At most 8760h. Not together with `expirationTime`. Unset, and
-    /// without `expirationTime`, the policy applies until it is deleted.
+    /// `15m`, `1h30m`; not zero. At most 8760h. Not together with `expirationTime`.
+    /// Unset, and without `expirationTime`, the policy applies until it is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 2, max = 32), regex(pattern = "^([0-9]+(ms|s|m|h))+$"))]
+    #[schemars(length(min = 2, max = 32), regex(pattern = DURATION_PATTERN))]
     pub duration: Option<String>,
 
     /// When the policy stops applying, as an RFC 3339 time (e.g.

@@ -4,7 +4,8 @@
 //! was last seen and returns the Events to record ([`EventSpec`]): `InvalidSpec` when a
 //! new set of field errors appears, `PushFailed` while pods fail (at most one per policy
 //! per [`EventLimiter`] interval, so a flapping pod cannot flood the namespace), and
-//! `Expired` once when the policy's time is over.
+//! `Expired` once when the policy's time is over (a `Warning` when its `expirationTime`
+//! was already past when it was created: it never applied).
 //!
 //! [`EventSink`] publishes them from one background task through a bounded queue: the
 //! controller never waits for the API server, a full queue drops the Event (counted),
@@ -18,9 +19,11 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::mpsc;
 
+use crate::crd::LogPolicyStatus;
 use crate::index::{PolicyKey, PolicyView};
 use crate::log;
 use crate::metrics::{self, ByResult};
+use crate::status;
 use crate::text::truncate;
 
 /// The `reportingController` of every Event.
@@ -122,10 +125,19 @@ impl PolicyEvents {
         }
     }
 
-    /// The Events for `view` at `now`.
+    /// The Events for `view` at `now`; `previous` is the policy's status as last read.
+    ///
     /// The first view of a policy that has already expired (seen again after a restart)
-    /// records no `Expired` Event: it was recorded when it happened.
-    pub fn observe(&mut self, view: &PolicyView, now: Instant) -> Vec<EventSpec> {
+    /// records no `Expired` Event: it was recorded when it happened. The exception is a
+    /// policy whose `expirationTime` was past when it was created: it gets a `Warning`
+    /// saying that it never applied, unless `previous` already says so (an operator
+    /// restart).
+    pub fn observe(
+        &mut self,
+        view: &PolicyView,
+        previous: Option<&LogPolicyStatus>,
+        now: Instant,
+    ) -> Vec<EventSpec> {
         let mut out = Vec::new();
         let first = !self.seen.contains_key(&view.key);
         let seen = self.seen.entry(view.key.clone()).or_default();
@@ -151,6 +163,26 @@ impl PolicyEvents {
         }
         seen.errors = errors;
 
+        let reported_before_restart =
+            previous.is_some_and(|s| status::says_expired_before_creation(s, view.generation));
+        if view.expired
+            && !seen.expired
+            && first
+            && view.expired_before_creation
+            && !reported_before_restart
+        {
+            let at = view
+                .expires_at
+                .map(rfc3339)
+                .unwrap_or_else(|| "an unknown time".to_owned());
+            out.push(EventSpec {
+                policy: view.key.clone(),
+                severity: Severity::Warning,
+                reason: REASON_EXPIRED,
+                action: "Expire",
+                note: status::never_applied(&at),
+            });
+        }
         if view.expired && !seen.expired && !first {
             let at = view
                 .expires_at

@@ -302,6 +302,9 @@ pub struct PolicyView {
     pub expires_at: Option<SystemTime>,
     /// Whether it has expired.
     pub expired: bool,
+    /// Whether its `expirationTime` was already past when the policy was created
+    /// (`metadata.creationTimestamp`): it never applied to any pod.
+    pub expired_before_creation: bool,
     /// Opted-in pods its selector matches.
     pub matched: u32,
     /// Of those, pods that acknowledged a document holding its current layer.
@@ -323,6 +326,8 @@ struct Active {
     policy: ValidatedPolicy,
     expires_at: Option<SystemTime>,
     expired: bool,
+    /// An `expirationTime` at or before `metadata.creationTimestamp`.
+    expired_before_creation: bool,
     layer: Arc<LayerSpec>,
 }
 
@@ -491,6 +496,8 @@ impl Index {
                         .or(input.recorded_expiration)
                         .or_else(|| now.checked_add(d)),
                 };
+                let expired_before_creation =
+                    matches!(policy.expiry, Expiry::At(t) if t <= input.created);
                 let layer = Arc::new(policy.layer(&key.to_string(), expires_at));
                 state.errors.clear();
                 state.active = Some(Active {
@@ -498,6 +505,7 @@ impl Index {
                     policy,
                     expires_at,
                     expired: expires_at.is_some_and(|t| now >= t),
+                    expired_before_creation,
                     layer,
                 });
             }
@@ -1069,6 +1077,7 @@ impl Index {
             in_force_generation: p.active.as_ref().map(|a| a.generation),
             expires_at: p.active.as_ref().and_then(|a| a.expires_at),
             expired: p.active.as_ref().is_some_and(|a| a.expired),
+            expired_before_creation: p.active.as_ref().is_some_and(|a| a.expired_before_creation),
             matched: u32::try_from(p.covered.len()).unwrap_or(u32::MAX),
             applied: 0,
             failed: 0,

@@ -47,6 +47,21 @@ fn to_timestamp(t: SystemTime) -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::try_from(t).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
+/// Why a policy whose `expirationTime` was past when it was created did nothing.
+pub fn never_applied(expiration: &str) -> String {
+    format!("expirationTime {expiration} was already past when the policy was created: it never applied")
+}
+
+/// Whether `status` already says that generation `generation` expired before it was
+/// created (written before an operator restart).
+pub fn says_expired_before_creation(status: &LogPolicyStatus, generation: i64) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == EXPIRED
+            && c.reason == "ExpiredBeforeCreation"
+            && c.observed_generation == Some(generation)
+    })
+}
+
 impl PolicyView {
     /// The status for this view; `previous` (the status as last read) keeps the
     /// conditions' transition times.
@@ -116,6 +131,15 @@ impl PolicyView {
         };
         let expiry = self.expires_at.map(logpolicy::clock::format_rfc3339);
         let expired = match (&expiry, self.expired) {
+            (Some(t), true) if self.expired_before_creation => condition(
+                EXPIRED,
+                true,
+                "ExpiredBeforeCreation",
+                never_applied(t),
+                g,
+                previous,
+                now,
+            ),
             (Some(t), true) => condition(
                 EXPIRED,
                 true,

@@ -542,7 +542,51 @@ mod tests {
         );
     }
 
+    /// Whether the CRD's `duration` schema (pattern and length) admits `s`, as the API
+    /// server's RE2 engine would.
+    fn schema_admits(s: &str) -> bool {
+        let re = regex::Regex::new(crate::crd::DURATION_PATTERN).unwrap();
+        (2..=32).contains(&s.len()) && re.is_match(s)
+    }
+
+    #[test]
+    fn the_schema_refuses_zero_durations_and_admits_positive_ones() {
+        for zero in ["0s", "0ms", "00m", "0h0m0s", "0h00ms"] {
+            assert!(!schema_admits(zero), "{zero}");
+            assert!(matches!(parse_duration(zero), Err(DurationError::Zero(_))));
+        }
+        for ok in ["1s", "10ms", "0h1m", "1h0m", "00010s", "0s0ms1h", "8760h"] {
+            assert!(schema_admits(ok), "{ok}");
+            assert!(parse_duration(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "s", "1", "1d", "1.5h", "-1s", "1s ", "h1"] {
+            assert!(!schema_admits(bad), "{bad:?}");
+        }
+    }
+
     proptest::proptest! {
+        /// The schema never refuses what the operator accepts, and refuses every zero.
+        #[test]
+        fn the_duration_schema_admits_exactly_the_nonzero_durations(
+            s in proptest::prop_oneof![
+                "(0{0,3}[0-9]{0,2}(ms|s|m|h)){1,4}",
+                "[0-9smh]{0,12}",
+                "\\PC{0,20}",
+            ]
+        ) {
+            let admitted = schema_admits(&s);
+            match parse_duration(&s) {
+                Ok(_) => proptest::prop_assert!(admitted || s.len() > 32, "{s:?} refused"),
+                Err(DurationError::Zero(_)) => proptest::prop_assert!(!admitted, "{s:?} admitted"),
+                // Malformed or too long: the schema admits some of these (too many
+                // digits, more than 8760h), which the operator reports as InvalidSpec.
+                Err(_) => {}
+            }
+            if !admitted && s.len() <= 32 {
+                proptest::prop_assert!(parse_duration(&s).is_err(), "{s:?} refused but parses");
+            }
+        }
+
         #[test]
         fn parse_duration_never_panics(s in "\\PC{0,40}") {
             let _ = parse_duration(&s);

@@ -674,7 +674,10 @@ impl Controller {
                 continue;
             };
             let entry = self.observed.get(&key).cloned().unwrap_or_default();
-            for event in self.policy_events.observe(&view, Instant::now()) {
+            for event in self
+                .policy_events
+                .observe(&view, entry.status.as_ref(), Instant::now())
+            {
                 self.outputs.events.send(event, entry.uid.as_deref());
             }
             if self.writing.contains(&key) {

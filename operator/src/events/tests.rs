@@ -11,6 +11,7 @@ fn view(name: &str) -> PolicyView {
         in_force_generation: Some(1),
         expires_at: None,
         expired: false,
+        expired_before_creation: false,
         matched: 3,
         applied: 3,
         failed: 0,
@@ -59,10 +60,10 @@ fn an_invalid_spec_is_reported_once_per_set_of_errors_naming_the_field() {
     let t0 = Instant::now();
     let mut ev = PolicyEvents::new(Duration::from_secs(60));
     let mut v = view("p");
-    assert!(ev.observe(&v, t0).is_empty());
+    assert!(ev.observe(&v, None, t0).is_empty());
     v.generation = 2;
     v.errors = vec![error("spec.targets[1].target", "empty")];
-    let out = ev.observe(&v, t0);
+    let out = ev.observe(&v, None, t0);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].reason, REASON_INVALID);
     assert_eq!(out[0].severity, Severity::Warning);
@@ -70,13 +71,20 @@ fn an_invalid_spec_is_reported_once_per_set_of_errors_naming_the_field() {
         out[0].note,
         "generation 2: spec.targets[1].target: empty (generation 1 stays in force)"
     );
-    assert!(ev.observe(&v, t0).is_empty(), "same errors: no new Event");
+    assert!(
+        ev.observe(&v, None, t0).is_empty(),
+        "same errors: no new Event"
+    );
     v.errors.push(error("spec.selector", "selects nothing"));
-    assert_eq!(ev.observe(&v, t0).len(), 1, "new errors: a new Event");
+    assert_eq!(ev.observe(&v, None, t0).len(), 1, "new errors: a new Event");
     v.errors.clear();
-    assert!(ev.observe(&v, t0).is_empty());
+    assert!(ev.observe(&v, None, t0).is_empty());
     v.errors = vec![error("spec.targets[1].target", "empty")];
-    assert_eq!(ev.observe(&v, t0).len(), 1, "broken again: reported again");
+    assert_eq!(
+        ev.observe(&v, None, t0).len(),
+        1,
+        "broken again: reported again"
+    );
 }
 
 #[test]
@@ -90,7 +98,7 @@ fn failing_pods_are_reported_at_most_once_per_interval() {
         .map(|i| (format!("web-{i}"), "timeout after 2s".to_owned()))
         .collect();
     v.matched = 13;
-    let out = ev.observe(&v, t0);
+    let out = ev.observe(&v, None, t0);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].reason, REASON_PUSH_FAILED);
     assert!(out[0]
@@ -99,15 +107,15 @@ fn failing_pods_are_reported_at_most_once_per_interval() {
     assert!(out[0].note.ends_with("; and 2 more"), "{}", out[0].note);
     for s in 1..60 {
         assert!(
-            ev.observe(&v, t0 + Duration::from_secs(s)).is_empty(),
+            ev.observe(&v, None, t0 + Duration::from_secs(s)).is_empty(),
             "a flapping pod cannot flood"
         );
     }
-    assert_eq!(ev.observe(&v, t0 + Duration::from_secs(60)).len(), 1);
+    assert_eq!(ev.observe(&v, None, t0 + Duration::from_secs(60)).len(), 1);
     // Another policy has its own budget.
     let mut w = v.clone();
     w.key = PolicyKey::new("shop", "q");
-    assert_eq!(ev.observe(&w, t0 + Duration::from_secs(61)).len(), 1);
+    assert_eq!(ev.observe(&w, None, t0 + Duration::from_secs(61)).len(), 1);
 }
 
 #[test]
@@ -116,9 +124,9 @@ fn expiry_is_reported_once_with_the_time_and_the_pods_reverted() {
     let mut ev = PolicyEvents::new(Duration::from_secs(60));
     let mut v = view("p");
     v.expires_at = Some(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
-    assert!(ev.observe(&v, t0).is_empty());
+    assert!(ev.observe(&v, None, t0).is_empty());
     v.expired = true;
-    let out = ev.observe(&v, t0);
+    let out = ev.observe(&v, None, t0);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].reason, REASON_EXPIRED);
     assert_eq!(out[0].severity, Severity::Normal);
@@ -126,15 +134,51 @@ fn expiry_is_reported_once_with_the_time_and_the_pods_reverted() {
         out[0].note,
         "expired at 2027-01-15T08:00:00Z, 3 pods reverted"
     );
-    assert!(ev.observe(&v, t0).is_empty());
+    assert!(ev.observe(&v, None, t0).is_empty());
     // Already expired when first seen (after a restart): no Event.
     let mut w = view("q");
     w.expired = true;
-    assert!(ev.observe(&w, t0).is_empty());
+    assert!(ev.observe(&w, None, t0).is_empty());
     // Failures of an expired policy are not reported.
     w.failed = 1;
     w.failing = vec![("a".into(), "x".into())];
-    assert!(ev.observe(&w, t0).is_empty());
+    assert!(ev.observe(&w, None, t0).is_empty());
+}
+
+#[test]
+fn a_policy_created_already_expired_gets_a_warning_once_saying_it_never_applied() {
+    let t0 = Instant::now();
+    let mut ev = PolicyEvents::new(Duration::from_secs(60));
+    let mut v = view("late");
+    v.expires_at = Some(UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+    v.expired = true;
+    v.expired_before_creation = true;
+    v.matched = 2;
+    v.applied = 0;
+    let out = ev.observe(&v, None, t0);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].reason, REASON_EXPIRED);
+    assert_eq!(out[0].severity, Severity::Warning);
+    assert_eq!(
+        out[0].note,
+        "expirationTime 2027-01-15T08:00:00Z was already past when the policy was created: it never applied"
+    );
+    assert!(ev.observe(&v, None, t0).is_empty(), "reported once");
+
+    // After an operator restart, the status written before says so: no second Event.
+    let status = v.status(None, SystemTime::now());
+    let mut restarted = PolicyEvents::new(Duration::from_secs(60));
+    assert!(restarted.observe(&v, Some(&status), t0).is_empty());
+    // A status of another generation does not count.
+    let mut next = v.clone();
+    next.generation = 2;
+    assert_eq!(
+        restarted.observe(&next, Some(&status), t0).len(),
+        0,
+        "seen now"
+    );
+    let mut other = PolicyEvents::new(Duration::from_secs(60));
+    assert_eq!(other.observe(&next, Some(&status), t0).len(), 1);
 }
 
 #[test]

@@ -5,6 +5,14 @@ use super::*;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+/// The condition `type_` of a status.
+fn condition<'a>(
+    status: &'a crate::crd::LogPolicyStatus,
+    type_: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
 fn t0() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
@@ -304,6 +312,42 @@ fn expiry_happens_at_the_exact_instant() {
 }
 
 #[test]
+fn an_expiration_time_past_at_creation_is_never_pushed_and_the_status_says_so() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let mut v = web_debug();
+    v["expirationTime"] = "2027-01-15T07:00:00Z".into(); // t0() - 1 h
+    let mut late = policy("late", v.clone());
+    late.created = t0();
+    index.apply_policy(late, t0());
+    // The pod gets its document, without the policy's layer.
+    assert_eq!(pushed(&mut index, t0()), names(&[("web-1", &[])]));
+    let view = index.policy_view(&pkey("late")).unwrap();
+    assert!(view.expired && view.expired_before_creation, "{view:?}");
+    let status = view.status(None, t0());
+    let cond = condition(&status, "Expired");
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", "ExpiredBeforeCreation")
+    );
+    assert_eq!(
+        cond.message,
+        "expirationTime 2027-01-15T07:00:00Z was already past when the policy was created: it never applied"
+    );
+
+    // Created before its expirationTime, seen after it (an operator that was down):
+    // it applied while it could, an ordinary expiry.
+    let mut early = policy("early", v);
+    early.created = t0() - secs(7200);
+    index.apply_policy(early, t0());
+    let view = index.policy_view(&pkey("early")).unwrap();
+    assert!(view.expired && !view.expired_before_creation);
+    let status = view.status(None, t0());
+    let cond = condition(&status, "Expired");
+    assert_eq!(cond.reason, "Expired");
+}
+
+#[test]
 fn a_duration_is_resolved_once_per_generation() {
     let mut index = Index::new();
     let mut v = web_debug();
@@ -427,11 +471,7 @@ fn failures_are_counted_and_a_sample_named() {
     let status = view.status(None, t0());
     assert_eq!(status.summary.as_deref(), Some("3/15"));
     assert_eq!(status.levels.as_deref(), Some("shop::payment=debug"));
-    let applied = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Applied")
-        .unwrap();
+    let applied = condition(&status, "Applied");
     assert_eq!(
         (applied.status.as_str(), applied.message.as_str()),
         ("False", "3/15 pods, 12 failed")
