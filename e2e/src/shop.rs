@@ -28,6 +28,22 @@ pub fn payment_debug(l: &Line) -> bool {
     l.is("shop::payment", "DEBUG")
 }
 
+/// Waits until every pod wrote a `shop::payment` debug line since `from`; returns when
+/// each pod's first one was written.
+pub fn wait_payment_debug(
+    pods: &mut [DemoPod],
+    from: SystemTime,
+    timeout: Duration,
+) -> Result<Vec<SystemTime>> {
+    wait_lines(
+        pods,
+        from,
+        timeout,
+        "shop::payment debug lines",
+        payment_debug,
+    )
+}
+
 /// An access line (`shop::http` info `served`, one per request).
 pub fn served(l: &Line) -> bool {
     l.is("shop::http", "INFO") && l.msg == "served"
@@ -112,13 +128,7 @@ spec:
   duration: 10s
 "#,
     )?;
-    let firsts = wait_lines(
-        pods,
-        t0,
-        5 * SEC,
-        "shop::payment debug lines",
-        payment_debug,
-    )?;
+    let firsts = wait_payment_debug(pods, t0, 5 * SEC)?;
     let delays: Vec<f64> = firsts.iter().map(|t| secs_between(*t, t0)).collect();
     eprintln!("apply -> first debug line per pod: {delays:.3?} s");
     after_push();

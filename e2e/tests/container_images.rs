@@ -19,8 +19,7 @@ use logpolicy_e2e::helm::{one, parse_documents, render};
 use logpolicy_e2e::image::{process_ids, Image, Images, Runtime, REQUIRE_VAR};
 use logpolicy_e2e::net::get_ok;
 use logpolicy_e2e::operator::OperatorOptions;
-use logpolicy_e2e::scenario::wait_lines;
-use logpolicy_e2e::shop::{payment_debug, wait_known, DEBUG_PAYMENTS, SEC};
+use logpolicy_e2e::shop::{wait_known, wait_payment_debug, DEBUG_PAYMENTS, SEC};
 use logpolicy_e2e::{Operator, PodSpec, Scenario};
 
 /// The images, or `None` (the test is skipped) when buildah cannot run here.
@@ -166,14 +165,7 @@ async fn the_operator_image_pushes_a_policy_to_a_demo_service_image() {
     wait_known(&pods).unwrap();
     let t0 = SystemTime::now();
     s.apply(DEBUG_PAYMENTS).unwrap();
-    wait_lines(
-        &mut pods,
-        t0,
-        10 * SEC,
-        "shop::payment debug lines",
-        payment_debug,
-    )
-    .unwrap();
+    wait_payment_debug(&mut pods, t0, 10 * SEC).unwrap();
     let directives = pods[0].directives().unwrap();
     assert!(
         directives.contains("shop::payment=debug"),

@@ -10,7 +10,8 @@ use logpolicy_e2e::logs::secs_between;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::scenario::{condition, wait_lines, wait_past};
 use logpolicy_e2e::shop::{
-    payment_debug, served, temporary_raise, three_shops, wait_known, DEBUG_PAYMENTS, SEC,
+    payment_debug, served, temporary_raise, three_shops, wait_known, wait_payment_debug,
+    DEBUG_PAYMENTS, SEC,
 };
 use logpolicy_e2e::{PodSpec, Scenario};
 
@@ -33,14 +34,7 @@ async fn a_raise_reaches_every_selected_pod_within_a_second() {
 
     let t0 = SystemTime::now();
     s.apply(DEBUG_PAYMENTS).unwrap();
-    let firsts = wait_lines(
-        &mut pods,
-        t0,
-        10 * SEC,
-        "shop::payment debug lines",
-        payment_debug,
-    )
-    .unwrap();
+    let firsts = wait_payment_debug(&mut pods, t0, 10 * SEC).unwrap();
     let delays: Vec<f64> = firsts.iter().map(|t| secs_between(*t, t0)).collect();
     eprintln!("apply -> first shop::payment debug line per pod: {delays:.3?} s");
     for (p, d) in pods.iter().zip(&delays) {
@@ -639,14 +633,7 @@ spec:
 "#,
     )
     .unwrap();
-    wait_lines(
-        &mut pods,
-        t0,
-        10 * SEC,
-        "shop::payment debug lines",
-        payment_debug,
-    )
-    .unwrap();
+    wait_payment_debug(&mut pods, t0, 10 * SEC).unwrap();
     wait_past(&mut pods, SystemTime::now() + SEC, 5 * SEC).unwrap();
     for p in &pods {
         let lines: Vec<_> = p

@@ -190,14 +190,7 @@ impl Callsite for MaxLevelProxy {
 
 impl MaxLevelSite {
     fn sync(&self) {
-        let d = self.handle.effective().directives;
-        let max = d
-            .targets
-            .iter()
-            .map(|(_, l)| *l)
-            .chain(d.default_level)
-            .max()
-            .unwrap_or(crate::policy::FALLBACK_LEVEL);
+        let max = self.handle.max_level();
         log::set_max_level(match max {
             crate::Level::Off => log::LevelFilter::Off,
             crate::Level::Error => log::LevelFilter::Error,

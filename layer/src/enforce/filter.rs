@@ -296,6 +296,12 @@ impl PolicyHandle {
         self.shared.lock().policy.clone()
     }
 
+    /// The most verbose level any target is set to, as last compiled (what `tracing`'s
+    /// max-level hint says).
+    pub(crate) fn max_level(&self) -> crate::level::Level {
+        self.shared.compiled.load().max_level
+    }
+
     /// The effective policy as it was last compiled.
     pub fn effective(&self) -> EffectivePolicy {
         self.shared.compiled.load().effective.clone()

@@ -126,9 +126,13 @@ impl OutputGate {
         }
     }
 
-    /// Counts values an output redacted (linked filter's stats only).
+    /// Counts values an output redacted (linked filter's stats only; nothing to do for
+    /// a line that redacted nothing).
     #[inline]
     pub(crate) fn redacted(&self, by_name: u64, by_value: u64) {
+        if by_name | by_value == 0 {
+            return;
+        }
         if let Some(sh) = self.shared() {
             sh.stats
                 .redacted_by_name

@@ -218,49 +218,19 @@ impl<K: LineSink> FormatLayer<K> {
         callsite: Option<&'static JsonCallsite>,
         r: ActiveRedaction,
     ) -> Counts {
-        if self.unredacted {
-            record(&mut inner);
-            return Counts::default();
-        }
-        let cached = callsite.and_then(|c| c.mask(r.id));
-        if cached == Some(FieldMask::NONE) && !r.values {
-            record(&mut inner);
-            return Counts::default();
-        }
-        self.record_masked(record, inner, meta, callsite, r, cached)
-    }
-
-    /// [`record_redacted`](Self::record_redacted) when a field is redacted, value
-    /// redaction is on, or the callsite's mask is not known yet.
-    fn record_masked<V: Visit>(
-        &self,
-        record: impl FnOnce(&mut dyn Visit),
-        mut inner: V,
-        meta: &'static Metadata<'static>,
-        callsite: Option<&'static JsonCallsite>,
-        r: ActiveRedaction,
-        cached: Option<FieldMask>,
-    ) -> Counts {
-        let mut set = None;
-        let mask = match cached {
-            Some(mask) => mask,
-            None => {
-                let s = self.gate.redaction_set();
-                let mask = match callsite {
-                    Some(c) => c.compute_mask(&s),
-                    None => s.mask(meta.fields()),
-                };
-                set = Some(s);
-                mask
+        let mask = if self.unredacted {
+            FieldMask::NONE
+        } else {
+            match callsite.and_then(|c| c.mask(r.id)) {
+                Some(mask) => mask,
+                None => self.compute_mask(meta, callsite),
             }
         };
-        if mask.by_name && set.is_none() {
-            set = Some(self.gate.redaction_set());
-        }
         if mask.is_empty() && !r.values {
             record(&mut inner);
             return Counts::default();
         }
+        let set = mask.by_name.then(|| self.gate.redaction_set());
         let mut v = Redacting {
             inner,
             mask,
@@ -270,6 +240,21 @@ impl<K: LineSink> FormatLayer<K> {
         };
         record(&mut v);
         v.counts
+    }
+
+    /// Which of `meta`'s fields the redaction in force hides, computed (and kept with the
+    /// callsite): once per callsite and redaction.
+    #[cold]
+    fn compute_mask(
+        &self,
+        meta: &'static Metadata<'static>,
+        callsite: Option<&'static JsonCallsite>,
+    ) -> FieldMask {
+        let set = self.gate.redaction_set();
+        match callsite {
+            Some(c) => c.compute_mask(&set),
+            None => set.mask(meta.fields()),
+        }
     }
 
     /// Formats `event` into `buf` (cleared first), stamped `now` (since the Unix epoch),
@@ -378,9 +363,7 @@ impl<K: LineSink> FormatLayer<K> {
             let n = f
                 .fields_mut()
                 .redact_again(span.metadata(), &set, self.format);
-            if n > 0 {
-                self.gate.redacted(n, 0);
-            }
+            self.gate.redacted(n, 0);
             buf.extend_from_slice(&f.fields().bytes);
         }
     }
@@ -396,9 +379,7 @@ impl<K: LineSink> FormatLayer<K> {
         if fields.redaction_id != r.id && !fields.bytes.is_empty() {
             let set = self.gate.redaction_set();
             let n = fields.redact_again(meta, &set, self.format);
-            if n > 0 {
-                self.gate.redacted(n, 0);
-            }
+            self.gate.redacted(n, 0);
         }
         fields.redaction_id = r.id;
         let callsite = json_callsite(meta);
@@ -428,9 +409,7 @@ impl<K: LineSink> FormatLayer<K> {
                 r,
             ),
         };
-        if counts.by_name + counts.by_value > 0 {
-            self.gate.redacted(counts.by_name, counts.by_value);
-        }
+        self.gate.redacted(counts.by_name, counts.by_value);
     }
 }
 
@@ -608,9 +587,7 @@ impl<K: LineSink> FormatLayer<K> {
                 let redacted = self.format_into(buf, event, ctx, now, write.redaction);
                 self.sink.write_line(level, write.always_keep, buf);
                 gate.written(&write, level, buf.len());
-                if redacted.by_name + redacted.by_value > 0 {
-                    self.gate.redacted(redacted.by_name, redacted.by_value);
-                }
+                self.gate.redacted(redacted.by_name, redacted.by_value);
                 if let Some(summary) = gate.summary_due(now) {
                     buf.clear();
                     own_line::write_not_written(buf, self.format, UNIX_EPOCH + now, &summary);
@@ -619,9 +596,7 @@ impl<K: LineSink> FormatLayer<K> {
             }
             Decision::Hold(holder) => {
                 let redacted = self.format_into(buf, event, ctx, now, holder.redaction);
-                if redacted.by_name + redacted.by_value > 0 {
-                    self.gate.redacted(redacted.by_name, redacted.by_value);
-                }
+                self.gate.redacted(redacted.by_name, redacted.by_value);
                 holder.hold(buf);
             }
             Decision::Drop(reason) => gate.dropped(level, reason),

@@ -135,12 +135,18 @@ impl fmt::Display for FieldName {
     }
 }
 
+/// A name's byte in matching form: lower case, `-` as `_`.
+fn normalize_byte(b: u8) -> u8 {
+    match b {
+        b'-' => b'_',
+        b => b.to_ascii_lowercase(),
+    }
+}
+
+/// `name` (ASCII, checked) in matching form.
 fn normalize(name: &str) -> String {
-    name.chars()
-        .map(|c| match c {
-            '-' => '_',
-            c => c.to_ascii_lowercase(),
-        })
+    name.bytes()
+        .map(|b| char::from(normalize_byte(b)))
         .collect()
 }
 
@@ -153,13 +159,10 @@ fn name_matches(name: &[u8], entry: &[u8]) -> bool {
     if at > 0 && !matches!(name[at - 1], b'.' | b'_' | b'-') {
         return false;
     }
-    name[at..].iter().zip(entry).all(|(n, e)| {
-        let n = match n.to_ascii_lowercase() {
-            b'-' => b'_',
-            n => n,
-        };
-        n == *e
-    })
+    name[at..]
+        .iter()
+        .zip(entry)
+        .all(|(n, e)| normalize_byte(*n) == *e)
 }
 
 /// The names redacted and whether value shapes are: what one effective policy redacts.
