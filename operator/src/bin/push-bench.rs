@@ -4,7 +4,24 @@
 //! ```sh
 //! cargo run --release -p logpolicy-operator --bin push-bench            # 1,000 pods
 //! cargo run --release -p logpolicy-operator --bin push-bench -- 200     # fewer
+//! # 10,000 pods of which 1,000 hang and 1,000 refuse:
+//! cargo run --release -p logpolicy-operator --bin push-bench -- 10000 1000 1000
 //! ```
+//!
+//! With `PODS HANG REFUSE`, the last `HANG + REFUSE` pods do not answer: the first `HANG`
+//! have a listener that accepts nothing (the kernel completes the handshake, nobody
+//! reads: the push times out), the others have no listener (connection refused). The
+//! figure that counts is then "last live pod applied": the time from the change until
+//! every answering pod has acknowledged it (target <= 2 s after the pods' first contact;
+//! at first contact every pod is new, and the live ones share a lane with the hanging
+//! ones). A change ends when every pod pushed for it has reported once (applied, refused,
+//! or timed out), so with 1,000 hanging pods each change takes 30-90 s to close (they
+//! time out 64 at a time, behind the retries of the hanging pods of the change before)
+//! and the whole run about 5 minutes; "all answered or timed out" says how long. The
+//! live pods' figure does not wait for them: they are in the lane of pods that
+//! acknowledged. 10,000 pods need about 9,300 open files in the simulated pods'
+//! process: the bench says so and stops if `ulimit -n` is lower. The operator's RSS
+//! target is 64 MiB up to 1,000 pods and 128 MiB beyond.
 //!
 //! The pods are a child process (this binary, re-executed with `agents`) listening on
 //! 1,000 loopback addresses (127.0.1.1 to 127.0.4.250: all of 127/8 is loopback on
@@ -32,7 +49,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use logpolicy::wire::{self, PolicyDocument, TrustedKeys, SIGNATURE_HEADER};
 use logpolicy_operator::{
-    Index, PodInfo, PolicyInput, PolicyKey, PushReport, Pusher, PusherConfig,
+    Index, PodInfo, PodKey, PolicyInput, PolicyKey, PushReport, PushTicket, Pusher, PusherConfig,
 };
 use tokio::sync::mpsc;
 
@@ -54,15 +71,66 @@ fn pod_name(i: usize) -> String {
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("agents") {
-        let pods: usize = args.get(1).ok_or("agents N KEY")?.parse()?;
-        let key = args.get(2).ok_or("agents N KEY")?;
-        return agents(pods, key);
+        let usage = "agents N KEY HANG REFUSE";
+        let pods: usize = args.get(1).ok_or(usage)?.parse()?;
+        let key = args.get(2).ok_or(usage)?;
+        let dead = Dead {
+            hang: args.get(3).ok_or(usage)?.parse()?,
+            refuse: args.get(4).ok_or(usage)?.parse()?,
+        };
+        return agents(pods, key, dead);
     }
-    let pods: usize = args.first().map(|a| a.parse()).transpose()?.unwrap_or(1000);
+    let number = |i: usize, default: usize| -> Result<usize, BoxError> {
+        Ok(args
+            .get(i)
+            .map(|a| a.parse())
+            .transpose()?
+            .unwrap_or(default))
+    };
+    let pods = number(0, 1000)?;
+    let dead = Dead {
+        hang: number(1, 0)?,
+        refuse: number(2, 0)?,
+    };
     if pods == 0 || pods > 250 * 250 {
         return Err("pods: 1 to 62500".into());
     }
-    operator(pods)
+    if dead.hang + dead.refuse >= pods {
+        return Err("HANG + REFUSE must leave live pods".into());
+    }
+    operator(pods, dead)
+}
+
+/// Pods that do not answer: the last `hang + refuse` of them.
+#[derive(Clone, Copy)]
+struct Dead {
+    hang: usize,
+    refuse: usize,
+}
+
+impl Dead {
+    fn total(self) -> usize {
+        self.hang + self.refuse
+    }
+}
+
+/// The soft limit of open files, which must leave room for one listener per answering
+/// or hanging pod in the simulated pods' process (which inherits it).
+fn check_nofile_limit(needed: usize) -> Result<u64, BoxError> {
+    let limits = std::fs::read_to_string("/proc/self/limits")?;
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or("cannot read the limit of open files")?;
+    if soft < needed as u64 {
+        return Err(format!(
+            "the simulated pods need about {needed} open files, the limit is {soft}: raise it (ulimit -n {needed}) or simulate fewer pods"
+        )
+        .into());
+    }
+    Ok(soft)
 }
 
 // ---- the simulated pods --------------------------------------------------------------
@@ -72,13 +140,20 @@ struct Held {
     sources: Vec<String>,
 }
 
-fn agents(pods: usize, public_key: &str) -> Result<(), BoxError> {
+fn agents(pods: usize, public_key: &str, dead: Dead) -> Result<(), BoxError> {
     let trusted = Arc::new(TrustedKeys::parse(public_key)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let live = pods - dead.total();
     rt.block_on(async move {
-        for i in 0..pods {
+        // Hanging pods: a listener that never accepts (held until the end).
+        let mut hanging = Vec::with_capacity(dead.hang);
+        for i in live..live + dead.hang {
+            hanging.push(std::net::TcpListener::bind(addr(i))?);
+        }
+        // Refusing pods (the rest): no listener at all.
+        for i in 0..live {
             let listener = tokio::net::TcpListener::bind(addr(i)).await?;
             let held = Arc::new(Mutex::new(Held {
                 version: 0,
@@ -108,6 +183,7 @@ fn agents(pods: usize, public_key: &str) -> Result<(), BoxError> {
         // Until the parent closes our stdin.
         let mut line = String::new();
         let _ = tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line)).await;
+        drop(hanging);
         Ok::<(), BoxError>(())
     })
 }
@@ -199,15 +275,24 @@ struct Row {
     failed: usize,
     retries: u32,
     millis: f64,
+    /// When the last `applied` report came in.
+    last_applied_ms: f64,
     push_p50_ms: f64,
     push_max_ms: f64,
 }
 
-fn operator(pods: usize) -> Result<(), BoxError> {
+fn operator(pods: usize, dead: Dead) -> Result<(), BoxError> {
+    let nofile = check_nofile_limit(pods - dead.refuse + 256)?;
     let key = wire::generate_signing_key()?;
     let public = wire::encode_public_key(&key.verifying_key());
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["agents", &pods.to_string(), &public])
+        .args([
+            "agents",
+            &pods.to_string(),
+            &public,
+            &dead.hang.to_string(),
+            &dead.refuse.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
@@ -228,43 +313,60 @@ fn operator(pods: usize) -> Result<(), BoxError> {
     let rows = rows?;
     let (rss, hwm) = rss_kib(std::process::id()).unwrap_or((0, 0));
 
-    println!("## operator push: {pods} simulated pods on loopback\n");
-    println!("| scenario | pods pushed | applied | failed | retries | time to all applied | push p50 (queued + sent) | push max |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "## operator push: {pods} simulated pods on loopback, {} hanging, {} refusing\n",
+        dead.hang, dead.refuse
+    );
+    println!("open files limit: {nofile}\n");
+    println!("| scenario | pods pushed | applied | failed | retries | last live pod applied | all answered or timed out | push p50 (queued + sent) | push max |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} ms | {:.1} ms | {:.1} ms |",
+            "| {} | {} | {} | {} | {} | {:.0} ms | {:.0} ms | {:.1} ms | {:.1} ms |",
             r.scenario,
             r.pods_pushed,
             r.applied,
             r.failed,
             r.retries,
+            r.last_applied_ms,
             r.millis,
             r.push_p50_ms,
             r.push_max_ms
         );
     }
+    // 64 MiB for the default 1,000 pods, 128 MiB at the scale of 10,000.
+    let rss_target_mib: u64 = if pods <= 1000 { 64 } else { 128 };
     println!(
-        "\noperator process RSS: {:.1} MiB now, {:.1} MiB peak (target <= 64 MiB); simulated pods' process peak: {}",
+        "\noperator process RSS: {:.1} MiB now, {:.1} MiB peak (target <= {rss_target_mib} MiB); simulated pods' process peak: {}",
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0,
         agents_rss.map_or("n/a".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
     );
-    let worst = rows.iter().map(|r| r.millis).fold(0.0, f64::max);
-    println!("slowest change to all applied: {worst:.0} ms (target <= 2000 ms)");
+    let worst = if dead.total() > 0 {
+        rows.iter()
+            .skip(1)
+            .filter(|r| r.pods_pushed > 0 && r.applied > 0)
+            .map(|r| r.last_applied_ms)
+            .fold(0.0, f64::max)
+    } else {
+        rows.iter().map(|r| r.millis).fold(0.0, f64::max)
+    };
+    println!("slowest change to all live pods applied: {worst:.0} ms (target <= 2000 ms)");
 
     let json = serde_json::json!({
         "pods": pods,
+        "hanging": dead.hang,
+        "refusing": dead.refuse,
         "pusher": {"concurrency": PusherConfig::default().concurrency, "timeout_ms": PusherConfig::default().timeout.as_millis() as u64},
         "scenarios": rows.iter().map(|r| serde_json::json!({
             "scenario": r.scenario, "pods_pushed": r.pods_pushed, "applied": r.applied, "failed": r.failed,
-            "retries": r.retries, "time_to_all_applied_ms": r.millis, "push_p50_ms": r.push_p50_ms, "push_max_ms": r.push_max_ms,
+            "retries": r.retries, "time_to_all_applied_ms": r.millis, "last_applied_ms": r.last_applied_ms, "push_p50_ms": r.push_p50_ms, "push_max_ms": r.push_max_ms,
         })).collect::<Vec<_>>(),
         "slowest_change_ms": worst,
         "operator_rss_kib": rss,
         "operator_peak_rss_kib": hwm,
         "agents_peak_rss_kib": agents_rss,
-        "targets": {"time_ms": 2000, "rss_mib": 64},
+        "targets": {"time_ms": 2000, "rss_mib": rss_target_mib},
     });
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
@@ -273,7 +375,8 @@ fn operator(pods: usize) -> Result<(), BoxError> {
         serde_json::to_string_pretty(&json)?,
     )?;
     println!("\nwritten: target/bench/operator-push.json");
-    if worst > 2000.0 || hwm > 64 * 1024 || rows.iter().any(|r| r.failed > 0) {
+    if worst > 2000.0 || hwm > rss_target_mib * 1024 || rows.iter().any(|r| r.failed > dead.total())
+    {
         return Err("a target was missed".into());
     }
     Ok(())
@@ -301,6 +404,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
     let mut index = Index::new();
     let policy = PolicyKey::new(NAMESPACE, "incident");
     let mut rows = Vec::new();
+    let mut in_flight = 0usize;
 
     let start = Instant::now();
     for i in 0..pods {
@@ -324,6 +428,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             None,
         )
         .await?,
@@ -347,6 +452,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             Some(&policy),
         )
         .await?,
@@ -366,6 +472,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             Some(&policy),
         )
         .await?,
@@ -385,6 +492,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             Some(&policy),
         )
         .await?,
@@ -401,6 +509,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             None,
         )
         .await?,
@@ -424,6 +533,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             Some(&second),
         )
         .await?,
@@ -439,6 +549,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
             &pusher,
             &tx,
             &mut rx,
+            &mut in_flight,
             None,
         )
         .await?,
@@ -472,6 +583,7 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
         failed: failed + drift,
         retries: 0,
         millis: start.elapsed().as_secs_f64() * 1000.0,
+        last_applied_ms: 0.0,
         push_p50_ms: 0.0,
         push_max_ms: 0.0,
     });
@@ -479,7 +591,11 @@ async fn scenarios(pods: usize, key: wire::SigningKey) -> Result<Vec<Row>, BoxEr
 }
 
 /// The controller's loop in miniature: push what the index says, record the reports,
-/// until nothing is left to push.
+/// until every pod pushed for this change has reported at least once. Pods that do not
+/// answer stay in the index's retry schedule; their later attempts may still be in
+/// flight when the next scenario starts (`in_flight` carries over, and their reports are
+/// recorded like any other but not counted for that scenario).
+#[allow(clippy::too_many_arguments)]
 async fn converge(
     scenario: &'static str,
     start: Instant,
@@ -487,31 +603,58 @@ async fn converge(
     pusher: &Pusher,
     tx: &mpsc::Sender<PushReport>,
     rx: &mut mpsc::Receiver<PushReport>,
+    in_flight: &mut usize,
     policy: Option<&PolicyKey>,
 ) -> Result<Row, BoxError> {
-    let deadline = start + Duration::from_secs(60);
-    let mut in_flight = 0usize;
+    let deadline = start + Duration::from_secs(300);
+    // (300 s: a change with 1,000 hanging pods closes in 30-90 s.)
     let mut pushed = 0usize;
+    // The pods pushed for this change, the tickets they were pushed with, and whether
+    // one of those pushes has reported.
+    let mut taken: HashMap<PodKey, (Vec<PushTicket>, bool)> = HashMap::new();
+    let mut waiting = 0usize;
     let mut outcomes: HashMap<&'static str, usize> = HashMap::new();
     let mut latencies = Vec::new();
     let mut retries = 0;
+    let mut last_applied_ms = 0.0;
     loop {
         let pushes = index.take_pushes(SystemTime::now());
-        in_flight += pushes.len();
+        for p in &pushes {
+            let entry = taken.entry(p.pod.clone()).or_insert_with(|| {
+                waiting += 1;
+                (Vec::new(), false)
+            });
+            entry.0.push(p.ticket);
+        }
+        *in_flight += pushes.len();
         pushed += pushes.len();
         pusher.spawn_all(pushes, tx);
-        if in_flight == 0 {
+        if *in_flight == 0 || (waiting == 0 && !taken.is_empty()) {
             break;
         }
         let report = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), rx.recv())
             .await
-            .map_err(|_| format!("{scenario}: not converged within 60 s"))?
+            .map_err(|_| format!("{scenario}: {waiting} pods did not report within 300 s"))?
             .ok_or("report channel closed")?;
-        in_flight -= 1;
+        *in_flight -= 1;
+        index.record_push(&report.pod, report.ticket, &report.outcome);
+        let Some((tickets, reported)) = taken.get_mut(&report.pod) else {
+            continue; // a retry of an earlier change
+        };
+        if !tickets.contains(&report.ticket) {
+            continue;
+        }
+        if !*reported {
+            *reported = true;
+            waiting -= 1;
+        }
         retries += report.attempts.saturating_sub(1);
         latencies.push(report.elapsed.as_secs_f64() * 1000.0);
-        *outcomes.entry(report.outcome.metric_label()).or_default() += 1;
-        index.record_push(&report.pod, report.ticket, &report.outcome);
+        let label = report.outcome.metric_label();
+        if label == "applied" {
+            last_applied_ms = start.elapsed().as_secs_f64() * 1000.0;
+        }
+        *outcomes.entry(label).or_default() += 1;
     }
     let millis = start.elapsed().as_secs_f64() * 1000.0;
     latencies.sort_by(f64::total_cmp);
@@ -539,6 +682,7 @@ async fn converge(
         failed,
         retries,
         millis,
+        last_applied_ms,
         push_p50_ms: pct(0.5),
         push_max_ms: pct(1.0),
     })
