@@ -128,6 +128,8 @@ fn child(logger: Logger, secs: f64, rate: u64) {
         "p99_us": hist.quantile_ns(0.99) as f64 / 1e3,
         "max_us": hist.max_ns() as f64 / 1e3,
         "calls": hist.count(),
+        "calls_1ms": hist.count_at_least(1_000_000),
+        "calls_50ms": hist.count_at_least(50_000_000),
         "baseline_rss_kb": baseline_kb,
         "peak_rss_kb": peak_rss_kb().max(peak_during_kb),
         "flush_secs": flush_start.elapsed().as_secs_f64(),
@@ -317,6 +319,8 @@ fn summarise(
         "p50_us": r["p50_us"],
         "p99_us": r["p99_us"],
         "max_us": r["max_us"],
+        "calls_1ms": r["calls_1ms"],
+        "calls_50ms": r["calls_50ms"],
         "peak_rss_kb": r["peak_rss_kb"],
         "baseline_rss_kb": r["baseline_rss_kb"],
         "rss_growth_kb": u(&r["peak_rss_kb"]).saturating_sub(u(&r["baseline_rss_kb"])),
@@ -349,18 +353,20 @@ fn fmt_us(v: &Value) -> String {
 
 fn table(results: &[Value]) -> String {
     let mut out = String::new();
-    out.push_str("| load | logger | reader | events/s | p99 call | max call | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| load | logger | reader | events/s | p99 call | max call | calls ≥ 1 ms / ≥ 50 ms | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let u = |k: &str| r[k].as_u64().unwrap_or(0);
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {} | {:.0} | {} | {} | {} / {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} |\n",
             r["load"].as_str().unwrap_or(""),
             r["logger"].as_str().unwrap_or(""),
             r["reader"].as_str().unwrap_or(""),
             r["events_per_sec"].as_f64().unwrap_or(0.0),
             fmt_us(&r["p99_us"]),
             fmt_us(&r["max_us"]),
+            u("calls_1ms"),
+            u("calls_50ms"),
             u("peak_rss_kb") as f64 / 1024.0,
             u("rss_growth_kb") as f64 / 1024.0,
             u("error_delivered"),
