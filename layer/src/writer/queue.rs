@@ -468,6 +468,16 @@ impl Queue {
     /// level. Copies only the remaining `alwaysKeep` lines' bytes.
     pub(crate) fn evict_below(&mut self, level: usize) -> [u64; LEVELS] {
         let mut evicted = [0u64; LEVELS];
+        if self.pending_lines[..level.min(LEVELS)]
+            .iter()
+            .all(|&n| n == 0)
+        {
+            // Nothing of a lower level waits (the common case once the queue holds only
+            // `alwaysKeep` lines): no need to look at every line. A line below
+            // `alwaysKeep` is of a lower level than any `alwaysKeep` line of the same
+            // policy.
+            return evicted;
+        }
         for chunk in self.pending.iter().filter(|c| !c.piece) {
             let mut keep = [0u64; LEVELS];
             for span in chunk.keep.iter().filter(|s| usize::from(s.level) >= level) {
