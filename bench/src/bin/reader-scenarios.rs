@@ -310,6 +310,17 @@ fn summarise(
     let emitted = info_emitted + error_emitted;
     let delivered = d.info + d.error;
     let uncounted = emitted as i64 - delivered as i64 - counted as i64;
+    // Ours, line for line against its own counters: lines the reader got that were
+    // counted dropped (positive) or counted written and never arrived (negative), and
+    // drops counted but never reported (in-band, or on stderr at exit).
+    let own = &r["own"];
+    let exact = (logger == Logger::Ours).then(|| {
+        let written = u(&own["info"]["written"]) + u(&own["error"]["written"]);
+        json!({
+            "delivered_minus_counted_written": delivered as i64 - written as i64,
+            "dropped_not_reported": u(&own["dropped_counted"]) as i64 - counted as i64,
+        })
+    });
     json!({
         "logger": logger.name(),
         "reader": reader.name(),
@@ -331,6 +342,7 @@ fn summarise(
         "info_counted_dropped": if logger == Logger::Ours { json!(d.reported_info) } else { Value::Null },
         "dropped_counted_all_levels": counted,
         "lost_uncounted": uncounted,
+        "ours_exact": exact,
         "unparsed_lines": d.other,
         "summary_lines": d.summary_lines,
         "bytes_read": d.bytes,
@@ -353,12 +365,12 @@ fn fmt_us(v: &Value) -> String {
 
 fn table(results: &[Value]) -> String {
     let mut out = String::new();
-    out.push_str("| load | logger | reader | events/s | p99 call | max call | calls ≥ 1 ms / ≥ 50 ms | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| load | logger | reader | events/s | p99 call | max call | calls ≥ 1 ms / ≥ 50 ms | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted | ours: delivered − counted written / drops not reported |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let u = |k: &str| r[k].as_u64().unwrap_or(0);
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {} | {} / {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {} | {:.0} | {} | {} | {} / {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} | {} |\n",
             r["load"].as_str().unwrap_or(""),
             r["logger"].as_str().unwrap_or(""),
             r["reader"].as_str().unwrap_or(""),
@@ -378,6 +390,15 @@ fn table(results: &[Value]) -> String {
                 .map_or("n/a".to_owned(), |n| n.to_string()),
             u("dropped_counted_all_levels"),
             r["lost_uncounted"],
+            if r["ours_exact"].is_null() {
+                "n/a".to_owned()
+            } else {
+                format!(
+                    "{} / {}",
+                    r["ours_exact"]["delivered_minus_counted_written"],
+                    r["ours_exact"]["dropped_not_reported"]
+                )
+            },
         ));
     }
     out
