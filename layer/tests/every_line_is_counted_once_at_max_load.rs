@@ -40,6 +40,12 @@ fn check(run: &Run) {
         );
     }
     assert!(dropped_total > 0, "the scenario overloads the writer");
+    // With the defaults no call waited for space, however full the queue was.
+    assert_eq!(
+        run.stat("space_waits").as_u64(),
+        Some(0),
+        "calls that waited"
+    );
     // At most one line was cut by the stop: marked so if the writer wrote anything
     // after it, else the last bytes the reader got, with no line end.
     assert!(d.malformed.len() <= 1, "malformed: {:?}", d.malformed);

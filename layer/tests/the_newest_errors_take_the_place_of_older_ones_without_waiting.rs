@@ -8,24 +8,26 @@
 use std::io::Read;
 use std::time::Duration;
 
-use logpolicy::writer::{DropReason, Output, Writer, WriterConfig};
+use logpolicy::writer::{DropReason, Output, ReserveFull, Writer, WriterConfig, WriterStats};
 use tracing_core::Level;
 
-#[test]
-fn the_newest_errors_take_the_place_of_older_ones_without_waiting() {
+/// Floods a writer of a 64 KiB queue configured as `reserve_full` says with `lines`
+/// errors while nobody reads its pipe, then reads everything while `finish` flushes.
+/// Returns the final counters, the counters just after the flood, and what was read.
+fn flood_errors_behind_a_paused_reader(
+    reserve_full: ReserveFull,
+    lines: u64,
+) -> (WriterStats, WriterStats, Vec<u8>) {
     let (read_end, write_end) = rustix::pipe::pipe().expect("pipe");
     let config = WriterConfig::new(Output::Fd(write_end))
         .capacity_bytes(64 * 1024)
+        .reserve_full(reserve_full)
         .flush_timeout(Duration::from_secs(30));
     let (writer, guard) = Writer::new(config).expect("writer");
     // Nobody reads yet: the pipe (64 KiB), the batch in flight and the queue fill.
-    let lines = 20_000u64;
     for i in 0..lines {
         let line = format!("{{\"seq\":{i},\"pad\":\"{}\"}}\n", "e".repeat(60));
-        assert!(
-            writer.write_line(Level::ERROR, true, line.as_bytes()),
-            "line {i}"
-        );
+        writer.write_line(Level::ERROR, true, line.as_bytes());
     }
     let during = writer.stats();
     // The reader resumes; `finish` flushes and closes the write end.
@@ -37,7 +39,19 @@ fn the_newest_errors_take_the_place_of_older_ones_without_waiting() {
         all
     });
     let stats = guard.finish();
-    let text = String::from_utf8(reader.join().expect("reader")).expect("utf-8");
+    (stats, during, reader.join().expect("reader"))
+}
+
+#[test]
+fn the_newest_errors_take_the_place_of_older_ones_without_waiting() {
+    let lines = 20_000u64;
+    let (stats, during, read) = flood_errors_behind_a_paused_reader(ReserveFull::default(), lines);
+    assert_eq!(
+        stats.level(Level::ERROR).accepted,
+        lines,
+        "every error queued"
+    );
+    let text = String::from_utf8(read).expect("utf-8");
     let mut got = Vec::new();
     let mut reported = 0;
     for l in text.lines() {
@@ -59,6 +73,7 @@ fn the_newest_errors_take_the_place_of_older_ones_without_waiting() {
         0,
         "no error refused"
     );
+    assert_eq!(stats.space_waits, 0, "no call waited");
     assert!(evicted > 0, "the queue overflowed");
     assert_eq!(stats.dropped_total(), evicted);
     assert_eq!(got.len() as u64 + evicted, lines);
@@ -77,4 +92,25 @@ fn the_newest_errors_take_the_place_of_older_ones_without_waiting() {
         .take_while(|(g, want)| *g == want)
         .count();
     assert!(tail >= 400, "the newest {tail} errors kept in a row");
+}
+
+/// The opt-in: with `ReserveFull::WaitThenDrop`, the same flood makes calls wait (counted
+/// in `space_waits`), then refuses the newest errors instead of evicting older ones.
+#[test]
+fn waiting_is_an_opt_in_with_a_bound() {
+    let lines = 3_000u64;
+    let wait = ReserveFull::WaitThenDrop(Duration::from_micros(100));
+    let (stats, _, _) = flood_errors_behind_a_paused_reader(wait, lines);
+    let refused = stats.dropped(DropReason::ReserveFull);
+    eprintln!(
+        "wait-then-drop: {} waits, {refused} refused",
+        stats.space_waits
+    );
+    assert!(refused > 0, "the queue overflowed");
+    assert!(
+        stats.space_waits >= refused,
+        "each refused line waited first"
+    );
+    assert_eq!(stats.dropped(DropReason::Evicted), 0, "no error evicted");
+    assert_eq!(stats.written_total() + refused, lines);
 }

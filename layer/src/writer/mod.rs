@@ -359,6 +359,7 @@ impl Writer {
             DropReason::QueueFull
         };
         let mut deadline = None;
+        let mut waited = false;
         loop {
             if st.closed {
                 st.count_drop(li, DropReason::Shutdown, 1, false);
@@ -407,6 +408,9 @@ impl Writer {
                     return false;
                 }
                 Wait::Forever => {
+                    if !std::mem::replace(&mut waited, true) {
+                        st.space_waits += 1;
+                    }
                     st.space_waiters += 1;
                     st = sh.space.wait(st).unwrap_or_else(PoisonError::into_inner);
                     st.space_waiters -= 1;
@@ -418,6 +422,9 @@ impl Writer {
                             sh.wake_writer(&mut st);
                         }
                         return false;
+                    }
+                    if !std::mem::replace(&mut waited, true) {
+                        st.space_waits += 1;
                     }
                     st.space_waiters += 1;
                     st = sh

@@ -88,6 +88,8 @@ pub(super) struct State {
     /// The writer thread is writing a batch outside the lock.
     pub(super) writer_busy: bool,
     pub(super) space_waiters: usize,
+    /// Calls that waited for space (see `WriterStats::space_waits`).
+    pub(super) space_waits: u64,
     pub(super) progress_waiters: usize,
     /// The guard was dropped: no more lines are accepted.
     pub(super) closed: bool,
@@ -169,6 +171,7 @@ impl State {
             last_io_error: self.last_io_error,
             summary_lines: self.summary_lines,
             exit_report: self.exit_report,
+            space_waits: self.space_waits,
         }
     }
 }
@@ -210,6 +213,7 @@ impl Shared {
                 writer_idle: false,
                 writer_busy: false,
                 space_waiters: 0,
+                space_waits: 0,
                 progress_waiters: 0,
                 closed: false,
                 stop: false,

@@ -167,6 +167,11 @@ pub struct WriterStats {
     pub summary_lines: u64,
     /// Where the writer's last report of drops went when it stopped.
     pub exit_report: ExitReport,
+    /// Calls to [`Writer::write_line`](super::Writer::write_line) that waited for space
+    /// in the queue: only in [`Overflow::Block`](super::Overflow::Block) mode, or for
+    /// `alwaysKeep` lines with [`ReserveFull::WaitThenDrop`](super::ReserveFull) or
+    /// `ReserveFull::Block`. Always 0 with the defaults: no call waits for the reader.
+    pub space_waits: u64,
 }
 
 /// Where a writer's last report went: when it stops with drops not yet reported (the

@@ -365,6 +365,7 @@ pub fn stats_json(s: &WriterStats) -> Value {
         "last_io_error": s.last_io_error.map(|k| format!("{k:?}")),
         "summary_lines": s.summary_lines,
         "exit_report": format!("{:?}", s.exit_report),
+        "space_waits": s.space_waits,
     })
 }
 
