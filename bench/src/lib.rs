@@ -261,6 +261,11 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.count
     }
+
+    /// Samples of `ns` or more (to the histogram's resolution, 1/16 of a power of two).
+    pub fn count_at_least(&self, ns: u64) -> u64 {
+        self.buckets[Self::index(ns)..].iter().sum()
+    }
 }
 
 /// The process's peak resident memory (`VmHWM`), in KiB.

@@ -122,6 +122,31 @@ impl Logging {
     pub fn writer_stats(&self) -> WriterStats {
         self.writer.stats()
     }
+
+    /// Stops logging as dropping it does (the admin endpoint first, then the writer,
+    /// flushed within its `flush_timeout`), and returns the writer's final counters:
+    /// every line counted once as written or dropped, with what could not be delivered
+    /// at the end as `shutdown` drops, also reported in one last line where possible
+    /// (see [`WriterGuard::finish`]).
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, WriterConfig};
+    /// let path = std::env::temp_dir().join(format!("logging-finish-{}.log", std::process::id()));
+    /// let (dispatch, logging) = logpolicy::Builder::new()
+    ///     .writer(WriterConfig::new(Output::File(path.clone())))
+    ///     .build()?;
+    /// tracing::dispatcher::with_default(&dispatch, || tracing::info!("last words"));
+    /// let stats = logging.finish();
+    /// assert_eq!(stats.written_total(), 1);
+    /// assert_eq!(stats.emitted_total(), stats.written_total() + stats.dropped_total());
+    /// # std::fs::remove_file(path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn finish(self) -> WriterStats {
+        #[cfg(feature = "admin")]
+        drop(self.admin);
+        self._guard.finish()
+    }
 }
 
 impl Builder {

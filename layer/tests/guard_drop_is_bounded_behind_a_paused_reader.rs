@@ -1,5 +1,6 @@
-//! Dropping the guard while the reader is paused returns within the flush timeout, and
-//! the lines it could not write are counted as `shutdown`.
+//! Dropping the guard while the reader is paused returns within the flush timeout (and the
+//! writer thread's stop), and the lines it could not write are counted as `shutdown`, and
+//! only those.
 
 mod common;
 
@@ -36,17 +37,19 @@ fn guard_drop_is_bounded_behind_a_paused_reader() {
         run.num("guard_drop_ms") >= 450.0,
         "the guard waited for the reader"
     );
+    // The flush timeout, then the thread's stop (it sees it within 50 ms, but a busy
+    // machine may run it later; the guard waits at most `STOP_GRACE` for it).
+    let bound = 500.0 + logpolicy::writer::STOP_GRACE.as_secs_f64() * 1e3 + 500.0;
     assert!(
-        run.num("guard_drop_ms") < 800.0,
-        "the guard returned within its timeout"
+        run.num("guard_drop_ms") < bound,
+        "the guard returned within its timeout and the stop's grace"
     );
     assert!(shutdown > 0, "what was still queued is counted as shutdown");
     run.assert_accounting_exact();
-    // The batch the thread was blocked on may have partly reached the pipe before the
-    // process exited: those lines were counted as shutdown (not confirmed written), so
-    // delivered lies between written and written + shutdown (+ one cut-off line).
-    assert!(d.events_total() >= written);
-    assert!(d.events_total() <= written + shutdown);
+    // The writer thread never blocks in a write on a pipe: when the guard gives up, it
+    // knows exactly which lines got out, so what the reader received is what was
+    // counted written, line for line (and one line the stop cut, at most).
+    assert_eq!(d.events_total(), written);
     assert!(
         d.malformed.len() <= 1,
         "malformed: {:?}",

@@ -177,6 +177,11 @@ struct Options {
     ours_output: String,
     /// The preallocated log file, once written.
     arena: Option<PathBuf>,
+    /// Which load generators drive the cells: ours (`builtin`, and the paired
+    /// measurement), `wrk` (the external tool, as a user would measure), or `both`.
+    generator: String,
+    /// Connections of `wrk` (one thread, pinned to the load generator's core).
+    wrk_connections: usize,
 }
 
 impl Options {
@@ -197,6 +202,8 @@ impl Options {
             prealloc_mib: 0,
             ours_output: "writer".to_owned(),
             arena: None,
+            generator: "builtin".to_owned(),
+            wrk_connections: 8,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -231,6 +238,15 @@ impl Options {
                 }
                 "--prealloc-mib" => {
                     o.prealloc_mib = value().parse().unwrap_or_else(|_| usage(flag));
+                }
+                "--generator" => {
+                    o.generator = value();
+                    if !["builtin", "wrk", "both"].contains(&o.generator.as_str()) {
+                        usage(flag);
+                    }
+                }
+                "--wrk-connections" => {
+                    o.wrk_connections = value().parse().unwrap_or_else(|_| usage(flag));
                 }
                 "--lines" => {
                     o.lines = value()
@@ -274,7 +290,8 @@ fn usage(flag: &str) -> ! {
          [--connections 64] [--pipeline 1] [--lines 0,1,5] \
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
          [--paired-runs 3] [--paired-lines 5] [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)] \
-         [--ours-output writer|devnull|discard|filter-only (diagnostics of ours)]"
+         [--ours-output writer|devnull|discard|filter-only (diagnostics of ours)] \
+         [--generator builtin|wrk|both] [--wrk-connections 8]"
     );
     std::process::exit(2)
 }
@@ -328,7 +345,17 @@ fn parent(mut o: Options) {
     // pair of services (its log file's pages) decides a logger's figure.
     let mut paired_runs: Vec<Value> = Vec::new();
     let loggers: Vec<Logger> = o.loggers.iter().flatten().copied().collect();
-    for turn in 0..o.paired_runs {
+    let generators: Vec<bool> = match o.generator.as_str() {
+        "wrk" => vec![true],
+        "both" => vec![false, true],
+        _ => vec![false],
+    };
+    let paired_turns = if generators.contains(&false) {
+        o.paired_runs
+    } else {
+        0
+    };
+    for turn in 0..paired_turns {
         let order: Vec<Logger> = if turn % 2 == 0 {
             loggers.clone()
         } else {
@@ -350,6 +377,7 @@ fn parent(mut o: Options) {
         .map(|l| pool_paired(l.name(), &paired_runs))
         .collect();
     let mut runs: Vec<Value> = Vec::new();
+    let mut wrk_runs: Vec<Value> = Vec::new();
     let mut skipped = 0;
     for round in 0..o.rounds {
         // Every other round in reverse, so a drift in the machine's load spreads evenly.
@@ -363,9 +391,14 @@ fn parent(mut o: Options) {
                 skipped += 1;
                 continue;
             }
-            let run = run_cell(&o, &dir, logger, lines);
-            eprintln!("round {round}: {run}");
-            runs.push(json!({"round": round, "run": run}));
+            // Both generators on the same cell back to back, so a drift of the machine
+            // weighs on both alike.
+            for &wrk in &generators {
+                let run = run_cell(&o, &dir, logger, lines, wrk);
+                eprintln!("round {round}{}: {run}", if wrk { " (wrk)" } else { "" });
+                let into = if wrk { &mut wrk_runs } else { &mut runs };
+                into.push(json!({"round": round, "run": run}));
+            }
         }
     }
     let probe_after = page_cache_probe(&dir);
@@ -373,6 +406,7 @@ fn parent(mut o: Options) {
     let load_after = loadavg();
 
     let summary = summarise(&cells, &runs);
+    let summary_wrk = summarise(&cells, &wrk_runs);
     let mut out = String::new();
     out.push_str(&format!(
         "\n## HTTP service: req/s by logger x lines per request\n\n\
@@ -384,6 +418,17 @@ fn parent(mut o: Options) {
         probe_text(probe_before), probe_text(probe_after),
     ));
     out.push_str(&table(&summary));
+    if !wrk_runs.is_empty() {
+        out.push_str(&format!(
+            "\n## The same cells under wrk\n\n\
+             `wrk -t1 -c{} -d{}s --latency` (after a {}s run not counted), pinned to cpu {LOAD_CPU}, \
+             each right after the same cell under the built-in generator\n\n",
+            o.wrk_connections,
+            wrk_secs(o.measure),
+            wrk_secs(o.warmup),
+        ));
+        out.push_str(&table(&summary_wrk));
+    }
     out.push_str(&format!(
         "\n## Paired: {} lines vs 0 lines per request, load alternating between the two services\n\n\
          Both services of a logger run side by side on cpu {SERVICE_CPU}; the load moves from one to the other every {:?} \
@@ -427,6 +472,10 @@ fn parent(mut o: Options) {
         "page_cache_probe_ns_per_kib": {"before": probe_before, "after": probe_after},
         "total_secs": run_start.elapsed().as_secs_f64(),
         "cells": summary,
+        "generator": o.generator,
+        "wrk_connections": o.wrk_connections,
+        "cells_wrk": summary_wrk,
+        "runs_wrk": wrk_runs,
         "paired": paired,
         "paired_runs": paired_runs,
         "target": {"name": "ours at 5 lines/request loses <= 15% of its 0-line req/s",
@@ -683,8 +732,80 @@ fn load_json(l: &load_generator::LoadReport, service_cores: Option<f64>) -> Valu
     })
 }
 
-/// Runs one (logger, lines) cell: starts the service, loads it, stops it, counts its file.
-fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Value {
+/// Whole seconds for `wrk -d` (at least one).
+fn wrk_secs(d: Duration) -> u64 {
+    d.as_secs_f64().ceil().max(1.0) as u64
+}
+
+/// Loads the service at `addr` with `wrk` (one thread, `o.wrk_connections` connections,
+/// pinned to the load generator's core as this process is): a run of `o.warmup` not
+/// counted, then one of `o.measure`. Returns what [`load_json`] returns, from wrk's own
+/// report.
+fn wrk_load(o: &Options, addr: SocketAddr) -> Result<Value, String> {
+    let url = format!("http://{addr}/api/orders");
+    let run = |d: Duration| {
+        let out = Command::new("wrk")
+            .args([
+                "-t1",
+                &format!("-c{}", o.wrk_connections),
+                &format!("-d{}s", wrk_secs(d)),
+                "--latency",
+                &url,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "wrk failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    run(o.warmup)?;
+    let text = run(o.measure)?;
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix).map(str::trim))
+            .map(str::to_owned)
+    };
+    let rps: f64 = field("Requests/sec:")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no Requests/sec in wrk's output:\n{text}"))?;
+    let p99_us = field("99%").and_then(|v| {
+        let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+        let n: f64 = num.parse().ok()?;
+        Some(match unit {
+            "us" => n,
+            "ms" => n * 1e3,
+            "s" => n * 1e6,
+            _ => return None,
+        })
+    });
+    let non_200: u64 = field("Non-2xx or 3xx responses:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // "Socket errors: connect 0, read 0, write 0, timeout 0"
+    let socket_errors: u64 = field("Socket errors:").map_or(0, |v| {
+        v.split(',')
+            .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
+            .sum()
+    });
+    Ok(json!({
+        "requests_per_sec": rps,
+        "p99_us": p99_us,
+        "non_200": non_200,
+        "connection_errors": socket_errors,
+        "bad_body": 0,
+        "wrk_output": text,
+    }))
+}
+
+/// Runs one (logger, lines) cell: starts the service, loads it (with our generator, or
+/// `wrk`), stops it, counts its file.
+fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32, wrk: bool) -> Value {
     let service = match Service::start(o, dir, logger, lines, "") {
         Ok(s) => s,
         Err(report) => return report,
@@ -709,17 +830,30 @@ fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32) -> Valu
         let b = CpuSample::take(child_pid);
         b.since(&a)
     });
-    let load = load_generator::run(&config, BODY.len());
+    let load = if wrk {
+        wrk_load(o, config.addr)
+    } else {
+        load_generator::run(&config, BODY.len())
+            .map_err(|e| e.to_string())
+            .map(|l| load_json(&l, None))
+    };
     let cpu = sampler.join().expect("sampler");
     let mut run = service.finish();
     let service_cores = cpu["service_running_cores"]
         .as_f64()
         .filter(|v| *v > 0.0)
         .or_else(|| cpu["service_cores"].as_f64());
-    run["load"] = match &load {
-        Ok(l) => load_json(l, service_cores),
-        Err(e) => json!({"error": e.to_string()}),
+    run["load"] = match load {
+        Ok(mut l) => {
+            // Per service CPU-second, as `load_json` says, for either generator.
+            l["requests_per_cpu_sec"] = json!(service_cores
+                .filter(|c| *c > 0.0)
+                .and_then(|c| l["requests_per_sec"].as_f64().map(|r| r / c)));
+            l
+        }
+        Err(e) => json!({"error": e}),
     };
+    run["generator"] = json!(if wrk { "wrk" } else { "builtin" });
     run["cpu"] = cpu;
     run
 }

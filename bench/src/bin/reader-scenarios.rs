@@ -128,6 +128,8 @@ fn child(logger: Logger, secs: f64, rate: u64) {
         "p99_us": hist.quantile_ns(0.99) as f64 / 1e3,
         "max_us": hist.max_ns() as f64 / 1e3,
         "calls": hist.count(),
+        "calls_1ms": hist.count_at_least(1_000_000),
+        "calls_50ms": hist.count_at_least(50_000_000),
         "baseline_rss_kb": baseline_kb,
         "peak_rss_kb": peak_rss_kb().max(peak_during_kb),
         "flush_secs": flush_start.elapsed().as_secs_f64(),
@@ -266,7 +268,10 @@ fn run_one(logger: Logger, reader: Reader, rate: u64) -> Value {
         }
         carry.extend_from_slice(data);
     }
-    d.tally(&carry);
+    // An unterminated tail is no whole line (a writer stopped inside it).
+    if !carry.is_empty() {
+        d.other += 1;
+    }
     let status = child.wait().expect("wait");
     finished.store(true, Ordering::Release);
     let killed = watchdog.join().unwrap_or(false);
@@ -305,6 +310,17 @@ fn summarise(
     let emitted = info_emitted + error_emitted;
     let delivered = d.info + d.error;
     let uncounted = emitted as i64 - delivered as i64 - counted as i64;
+    // Ours, line for line against its own counters: lines the reader got that were
+    // counted dropped (positive) or counted written and never arrived (negative), and
+    // drops counted but never reported (in-band, or on stderr at exit).
+    let own = &r["own"];
+    let exact = (logger == Logger::Ours).then(|| {
+        let written = u(&own["info"]["written"]) + u(&own["error"]["written"]);
+        json!({
+            "delivered_minus_counted_written": delivered as i64 - written as i64,
+            "dropped_not_reported": u(&own["dropped_counted"]) as i64 - counted as i64,
+        })
+    });
     json!({
         "logger": logger.name(),
         "reader": reader.name(),
@@ -314,6 +330,8 @@ fn summarise(
         "p50_us": r["p50_us"],
         "p99_us": r["p99_us"],
         "max_us": r["max_us"],
+        "calls_1ms": r["calls_1ms"],
+        "calls_50ms": r["calls_50ms"],
         "peak_rss_kb": r["peak_rss_kb"],
         "baseline_rss_kb": r["baseline_rss_kb"],
         "rss_growth_kb": u(&r["peak_rss_kb"]).saturating_sub(u(&r["baseline_rss_kb"])),
@@ -324,6 +342,7 @@ fn summarise(
         "info_counted_dropped": if logger == Logger::Ours { json!(d.reported_info) } else { Value::Null },
         "dropped_counted_all_levels": counted,
         "lost_uncounted": uncounted,
+        "ours_exact": exact,
         "unparsed_lines": d.other,
         "summary_lines": d.summary_lines,
         "bytes_read": d.bytes,
@@ -346,18 +365,20 @@ fn fmt_us(v: &Value) -> String {
 
 fn table(results: &[Value]) -> String {
     let mut out = String::new();
-    out.push_str("| load | logger | reader | events/s | p99 call | max call | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| load | logger | reader | events/s | p99 call | max call | calls ≥ 1 ms / ≥ 50 ms | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted | ours: delivered − counted written / drops not reported |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         let u = |k: &str| r[k].as_u64().unwrap_or(0);
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {} | {:.0} | {} | {} | {} / {} | {:.1} MiB (+{:.1}) | {}/{} | {} | {} | {} / {} | {} | {} |\n",
             r["load"].as_str().unwrap_or(""),
             r["logger"].as_str().unwrap_or(""),
             r["reader"].as_str().unwrap_or(""),
             r["events_per_sec"].as_f64().unwrap_or(0.0),
             fmt_us(&r["p99_us"]),
             fmt_us(&r["max_us"]),
+            u("calls_1ms"),
+            u("calls_50ms"),
             u("peak_rss_kb") as f64 / 1024.0,
             u("rss_growth_kb") as f64 / 1024.0,
             u("error_delivered"),
@@ -369,6 +390,15 @@ fn table(results: &[Value]) -> String {
                 .map_or("n/a".to_owned(), |n| n.to_string()),
             u("dropped_counted_all_levels"),
             r["lost_uncounted"],
+            if r["ours_exact"].is_null() {
+                "n/a".to_owned()
+            } else {
+                format!(
+                    "{} / {}",
+                    r["ours_exact"]["delivered_minus_counted_written"],
+                    r["ours_exact"]["dropped_not_reported"]
+                )
+            },
         ));
     }
     out
@@ -376,8 +406,14 @@ fn table(results: &[Value]) -> String {
 
 fn parent() {
     let only: Option<Logger> = std::env::args().nth(1).and_then(|a| a.parse().ok());
+    // A second argument, `max` or `offered`, runs only that load.
+    let only_load = std::env::args().nth(2);
     let mut results = Vec::new();
     for rate in [0, OFFERED_RATE] {
+        let load = if rate == 0 { "max" } else { "offered" };
+        if only_load.as_deref().is_some_and(|l| l != load) {
+            continue;
+        }
         for reader in Reader::ALL {
             for logger in Logger::ALL {
                 if only.is_some_and(|o| o != logger) {

@@ -213,29 +213,43 @@ pub enum Overflow {
 /// full. Only consulted in [`Overflow::Drop`] mode; in [`Overflow::Block`] mode every line
 /// waits.
 ///
+/// In every variant the line first takes the place of the queued lines of lower levels
+/// (below `alwaysKeep`, and `warn` lines for an `error`), which are dropped and counted as
+/// [`DropReason::Evicted`]. If that does not make room:
+///
 /// # Examples
 ///
 /// ```
-/// use logpolicy::writer::ReserveFull;
+/// use logpolicy::writer::{Output, ReserveFull, WriterConfig};
 /// use std::time::Duration;
-/// assert_eq!(ReserveFull::default(), ReserveFull::WaitThenDrop(Duration::from_millis(100)));
+/// // The default never makes a caller wait.
+/// assert_eq!(ReserveFull::default(), ReserveFull::Drop);
+/// // Waiting is an explicit choice, with a bound.
+/// let config = WriterConfig::new(Output::Stderr)
+///     .reserve_full(ReserveFull::WaitThenDrop(Duration::from_millis(20)));
+/// assert!(config.validate().is_ok());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// [`DropReason::Evicted`]: super::DropReason::Evicted
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReserveFull {
-    /// Wait up to this long for space, then drop and count ([`DropReason::ReserveFull`]).
+    /// Never wait (the default): the line takes the place of the oldest queued lines of
+    /// its own level (not of a higher one, nor of the batch being written), counted as
+    /// [`DropReason::Evicted`]; if even that cannot make room, it is dropped and counted
+    /// ([`DropReason::ReserveFull`]).
+    ///
+    /// [`DropReason::Evicted`]: super::DropReason::Evicted
+    /// [`DropReason::ReserveFull`]: super::DropReason::ReserveFull
+    #[default]
+    Drop,
+    /// Wait up to this long for space, then drop and count ([`DropReason::ReserveFull`]):
+    /// queued lines of the same level are kept, at the price of a call that may wait
+    /// this long.
     ///
     /// [`DropReason::ReserveFull`]: super::DropReason::ReserveFull
     WaitThenDrop(Duration),
-    /// Drop at once and count.
-    Drop,
     /// Wait as long as it takes.
     Block,
-}
-
-impl Default for ReserveFull {
-    fn default() -> Self {
-        ReserveFull::WaitThenDrop(Duration::from_millis(100))
-    }
 }
 
 /// Configuration of a [`Writer`](super::Writer).
@@ -274,7 +288,7 @@ pub struct WriterConfig {
     /// What lines below `alwaysKeep` do when their share is full. Default [`Overflow::Drop`].
     pub overflow: Overflow,
     /// What `alwaysKeep` lines do when the whole queue is full (drop mode only).
-    /// Default: wait up to 100 ms, then drop.
+    /// Default [`ReserveFull::Drop`]: never wait; evict older lines, else drop.
     pub reserve_full: ReserveFull,
     /// How long dropping the [`WriterGuard`](super::WriterGuard) waits for the queue to be
     /// written. Default 2 s.

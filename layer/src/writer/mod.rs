@@ -54,7 +54,9 @@
 //! are evicted). Chunks are allocated lazily, reused forever, and never grow, and at most
 //! `capacity / chunk + 4` of them ever exist (a line that would need another waits as if
 //! the queue were full; with lines much shorter than a chunk that never happens before
-//! the byte bound): memory is the capacity plus four chunks (256 KiB at most), plus the
+//! the byte bound): memory is the capacity plus four chunks (256 KiB at most), plus 4
+//! bytes per queued line (where it ends and its level; a chunk takes at most one line per
+//! 12 bytes of its size, so this is at most a third of the chunks' size), plus the
 //! thread's stack.
 //!
 //! # Overflow semantics
@@ -65,7 +67,7 @@
 //!
 //! | mode | line below `alwaysKeep`, share full | `alwaysKeep` line, queue full |
 //! |---|---|---|
-//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] (or [`DropReason::Contended`] if the lock is not free within [`WriterConfig::lock_spin`]) | the queued lines below `alwaysKeep` that are not being written are dropped to make room ([`DropReason::Evicted`]); if that is not enough, as [`ReserveFull`] says: by default wait up to 100 ms, then [`DropReason::ReserveFull`] |
+//! | [`Overflow::Drop`] (default) | dropped at once, [`DropReason::QueueFull`] (or [`DropReason::Contended`] if the lock is not free within [`WriterConfig::lock_spin`]) | never waits by default: takes the place of queued lines of lower levels, then of the oldest queued lines of its own level ([`DropReason::Evicted`]), else is dropped ([`DropReason::ReserveFull`]); waiting, with a bound, is an opt-in of [`ReserveFull`] |
 //! | [`Overflow::Block`] | waits for space | waits for space |
 //!
 //! The reserve applies in block mode too, so errors still overtake an info flood in the
@@ -79,22 +81,26 @@
 //! - [`DropReason::ReserveFull`]: an `alwaysKeep` line found the reserve full too.
 //! - [`DropReason::OutputClosed`]: the line was queued, but the `write` of its batch failed
 //!   with an error other than `EINTR`/`EAGAIN` (`EPIPE` when the reader went away, `ENOSPC`,
-//!   …). The whole batch is counted, even if a prefix of it reached the output. The writer
-//!   keeps serving: later lines are still taken, tried and counted.
-//! - [`DropReason::Shutdown`]: the line was still queued when the guard's flush timed out,
-//!   or was logged after the guard was dropped.
+//!   …). The lines of the batch that reached the output whole are counted as written, the
+//!   others as dropped (see *Accounting*). The writer keeps serving: later lines are still
+//!   taken, tried and counted.
+//! - [`DropReason::Shutdown`]: the line was still queued (or not yet taken whole by the
+//!   output) when the guard's flush timed out, or was logged after the guard was dropped.
 //! - [`DropReason::Contended`]: a line below `alwaysKeep` (drop mode) could not take the
 //!   queue's lock within [`WriterConfig::lock_spin`] because its holder was descheduled,
 //!   while the queue held a quarter of its share or more. It has its own
 //!   reason, not `QueueFull`, so that scheduling trouble is not mistaken for a slow reader.
-//! - [`DropReason::Evicted`]: a line below `alwaysKeep` was queued, then dropped to make
-//!   room for an `alwaysKeep` line that found the whole queue full (drop mode). Every
-//!   such line still waiting (not in the batch being written, and not part of a line
-//!   longer than a chunk) goes at once, and the `alwaysKeep` lines that remain are packed
-//!   together in order; until the writer next gets a batch out, new lines below
-//!   `alwaysKeep` are refused as `QueueFull`, since they could only be evicted in turn.
-//!   So behind a stalled reader the queue fills with errors and warnings, up to the
-//!   capacity less the batch in flight, instead of losing them after the reserve.
+//! - [`DropReason::Evicted`]: a queued line was dropped to make room for an `alwaysKeep`
+//!   line that found the whole queue full (drop mode): first every waiting line of a
+//!   lower level (below `alwaysKeep`, and `warn` lines for an `error`) goes at once, and
+//!   the lines that remain are packed together in order; until the writer next gets a
+//!   batch out, new lines below `alwaysKeep` are refused as `QueueFull`, since they could
+//!   only be evicted in turn. If that is not enough, with the default
+//!   [`ReserveFull::Drop`], the oldest waiting lines of the line's own level go, front
+//!   to back, until it fits. Lines in the batch being written, pieces of lines longer
+//!   than a chunk and lines of a higher level are never evicted. So behind a stalled
+//!   reader the queue fills with errors and warnings, up to the capacity less the batch
+//!   in flight, the newest kept, and no call waits.
 //!
 //! # Accounting and in-band reports
 //!
@@ -116,15 +122,28 @@
 //! stats. Reports are not events: they are counted in [`WriterStats::summary_lines`],
 //! never in the per-level counters. The writer never emits `tracing` events itself.
 //!
+//! A line is counted once, as written or as dropped, never both. On a pipe, socket or
+//! terminal the writer thread never blocks inside a `write` (it asks the kernel not to
+//! wait, `RWF_NOWAIT`, and waits for writability in `poll`), so when a write stops part
+//! way (an error, or a stop) it knows exactly which bytes got out: every line whose last
+//! byte did is written, the others are dropped. A line cut in the middle is ended with
+//! ` [torn]` before the next bytes the writer writes, so no reader takes it, or the
+//! next line, for a whole one.
+//!
 //! # Shutdown
 //!
-//! Dropping the [`WriterGuard`] stops accepting lines, waits up to
-//! [`WriterConfig::flush_timeout`] for the queue (and pending reports) to be written, then
-//! stops the thread. If the time runs out, whatever is still queued, including a batch the
-//! thread is blocked writing, is counted as [`DropReason::Shutdown`] and the thread is left
-//! to end with the process (it may be blocked in `write` on a paused reader; it writes and
-//! counts nothing more after that). [`install_panic_hook`] flushes, within a second, what
-//! is queued when a thread panics.
+//! Dropping the [`WriterGuard`] (or [`WriterGuard::finish`], which also returns the final
+//! counters) stops accepting lines, waits up to [`WriterConfig::flush_timeout`] for the
+//! queue (and pending reports) to be written, then stops the thread. If the time runs
+//! out, the thread stops where it is (within 50 ms: it waits for the output only in
+//! `poll`), counts what the output took of its batch as written and everything else as
+//! [`DropReason::Shutdown`], and writes one last summary line with the drops not yet
+//! reported: to the output if it takes it at once, else to stderr, else nowhere but the
+//! counters ([`ExitReport`]). Only on a kernel that cannot write without waiting (before
+//! Linux 4.14) may the thread still be blocked in a `write` after [`STOP_GRACE`]: its
+//! batch is then counted as `Shutdown` although the reader may still get part of it, and
+//! the thread is left to end with the process. [`install_panic_hook`] flushes, within a
+//! second, what is queued when a thread panics.
 //!
 //! # Examples
 //!
@@ -156,7 +175,7 @@ pub use config::{
     Output, Overflow, ReserveFull, Rotation, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
     MAX_RESERVE_PERCENT, MAX_ROTATION_KEEP, MIN_CAPACITY_BYTES, MIN_ROTATION_BYTES,
 };
-pub use stats::{DropCounts, DropReason, LevelStats, WriterStats, REASONS};
+pub use stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -340,18 +359,26 @@ impl Writer {
             DropReason::QueueFull
         };
         let mut deadline = None;
-        let mut evicted = false;
+        let mut waited = false;
         loop {
             if st.closed {
                 st.count_drop(li, DropReason::Shutdown, 1, false);
                 return false;
             }
             let fit = st.queue.fit(line.len(), always_keep);
-            if fit == Fit::Later && always_keep && sh.overflow == Overflow::Drop && !evicted {
-                // Errors take the place of queued infos rather than wait or be dropped.
-                evicted = true;
-                if sh.evict(&mut st) {
+            if fit == Fit::Later && always_keep && sh.overflow == Overflow::Drop {
+                // Errors take the place of queued lines of lower levels rather than wait
+                // or be dropped; by default (never wait) then of older ones of their own.
+                let below = st.queue.evict_below(li);
+                if sh.count_evicted(&mut st, below) {
                     continue;
+                }
+                if sh.reserve_full == ReserveFull::Drop {
+                    let need = st.queue.shortfall(line.len(), always_keep);
+                    let older = st.queue.evict_oldest(li, need);
+                    if sh.count_evicted(&mut st, older) {
+                        continue;
+                    }
                 }
             }
             let wait = match fit {
@@ -381,6 +408,9 @@ impl Writer {
                     return false;
                 }
                 Wait::Forever => {
+                    if !std::mem::replace(&mut waited, true) {
+                        st.space_waits += 1;
+                    }
                     st.space_waiters += 1;
                     st = sh.space.wait(st).unwrap_or_else(PoisonError::into_inner);
                     st.space_waiters -= 1;
@@ -392,6 +422,9 @@ impl Writer {
                             sh.wake_writer(&mut st);
                         }
                         return false;
+                    }
+                    if !std::mem::replace(&mut waited, true) {
+                        st.space_waits += 1;
                     }
                     st.space_waiters += 1;
                     st = sh
@@ -473,6 +506,11 @@ impl Writer {
     }
 }
 
+/// How long the guard waits, once its flush has timed out, for the writer thread to
+/// count what it could not write and say its last words (it sees the stop within 50 ms
+/// unless the kernel cannot write without waiting, see [`WriterGuard::finish`]).
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
 impl WriterGuard {
     /// A handle to the writer this guard owns.
     pub fn writer(&self) -> Writer {
@@ -480,11 +518,54 @@ impl WriterGuard {
             shared: Arc::clone(&self.shared),
         }
     }
-}
 
-impl Drop for WriterGuard {
-    fn drop(&mut self) {
+    /// Flushes and stops the writer, as dropping the guard does, and returns the final
+    /// counters: every line emitted so far is counted as written or dropped, exactly once
+    /// (`emitted == written + dropped` per level), including what the flush could not
+    /// deliver in [`WriterConfig::flush_timeout`] ([`DropReason::Shutdown`]).
+    ///
+    /// When lines were dropped and not yet reported in-band, the writer writes one last
+    /// summary line with the counts per level and reason: to the output if it takes it
+    /// at once, else to stderr, else nowhere but these counters; [`WriterStats::exit_report`]
+    /// says which. Lines logged after this are counted as `Shutdown` drops in the
+    /// writer's stats, and nowhere else.
+    ///
+    /// Takes at most the flush timeout plus [`STOP_GRACE`]. On a pipe the writer thread
+    /// never blocks in a write (it asks the kernel not to wait) so it always stops in
+    /// time; on a kernel older than Linux 4.14 it may still be blocked writing a batch
+    /// to a paused reader after the grace: that batch is then counted as `Shutdown`,
+    /// although the reader may still get part of it, and the last report goes to stderr
+    /// from here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{DropReason, Output, Writer, WriterConfig};
+    /// use tracing_core::Level;
+    ///
+    /// let path = std::env::temp_dir().join(format!("writer-finish-{}.log", std::process::id()));
+    /// let config = WriterConfig::new(Output::File(path.clone())).capacity_bytes(4096);
+    /// let (writer, guard) = Writer::new(config)?;
+    /// writer.write_line(Level::INFO, false, b"kept\n");
+    /// writer.write_line(Level::INFO, false, &[b'x'; 8192]); // can never fit
+    /// let stats = guard.finish();
+    /// assert_eq!(stats.written_total(), 1);
+    /// assert_eq!(stats.dropped(DropReason::QueueFull), 1);
+    /// assert_eq!(stats.emitted_total(), stats.written_total() + stats.dropped_total());
+    /// // The drop was reported in-band before the writer stopped.
+    /// assert!(std::fs::read_to_string(&path)?.contains("\"msg\":\"dropped events\""));
+    /// # std::fs::remove_file(path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn finish(mut self) -> WriterStats {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> WriterStats {
         let sh = &*self.shared;
+        let Some(thread) = self.thread.take() else {
+            return sh.lock_folded().snapshot();
+        };
         let deadline = Instant::now().checked_add(sh.flush_timeout);
         let mut st = sh.lock_folded();
         st.closed = true;
@@ -505,38 +586,74 @@ impl Drop for WriterGuard {
                 Some(_) => break,
                 None => Duration::from_secs(3600),
             };
-            st.progress_waiters += 1;
-            st = sh
-                .progress
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            st.progress_waiters -= 1;
+            st = wait_progress(sh, st, left);
         }
-        if !drained {
-            let lines = st.queue.abandon();
-            sh.publish_queued(&st);
-            for (li, n) in lines.iter().enumerate() {
-                st.count_drop(li, DropReason::Shutdown, *n, false);
-            }
-            st.resolved_seq += lines.iter().sum::<u64>();
-            st.abandoned = true;
-        }
+        // Stop: the thread counts what is left, says its last words and exits.
         st.stop = true;
         sh.stop_flag.store(true, Ordering::Release);
         sh.work.notify_all();
+        if !drained {
+            let grace = Instant::now() + STOP_GRACE;
+            while !st.exited {
+                let now = Instant::now();
+                if now >= grace {
+                    break;
+                }
+                st = wait_progress(sh, st, grace - now);
+            }
+        }
+        if drained || st.exited {
+            // The thread has returned, or is idle and sees `stop` at once.
+            drop(st);
+            let _ = thread.join();
+            return sh.lock_folded().snapshot();
+        }
+        // The thread is blocked in a write the kernel could not make non-blocking: count
+        // what it holds as `Shutdown` and leave it to end with the process.
+        let lines = st.queue.abandon();
+        sh.publish_queued(&st);
+        for (li, n) in lines.iter().enumerate() {
+            st.count_drop(li, DropReason::Shutdown, *n, true);
+        }
+        st.resolved_seq += lines.iter().sum::<u64>();
+        st.abandoned = true;
+        let counts = std::mem::take(&mut st.unreported);
+        if summary::total(&counts) > 0 {
+            let mut line = Vec::new();
+            summary::write_summary_line(&mut line, sh.clock.now(), &counts);
+            st.exit_report = if !sh.output_is_stderr && output::write_stderr_nowait(&line) {
+                ExitReport::Stderr
+            } else {
+                st.unreported = counts;
+                ExitReport::CountersOnly
+            };
+        }
         if st.progress_waiters > 0 {
             sh.progress.notify_all();
         }
-        drop(st);
-        if let Some(thread) = self.thread.take() {
-            if drained {
-                // The thread is idle (nothing queued, nothing being written): it sees
-                // `stop` at once.
-                let _ = thread.join();
-            }
-            // Otherwise it may be blocked in `write` on a paused reader: leave it.
-        }
+        st.snapshot()
+    }
+}
+
+/// Waits on `progress` for at most `left`.
+fn wait_progress<'a>(
+    sh: &'a Shared,
+    mut st: std::sync::MutexGuard<'a, state::State>,
+    left: Duration,
+) -> std::sync::MutexGuard<'a, state::State> {
+    st.progress_waiters += 1;
+    st = sh
+        .progress
+        .wait_timeout(st, left)
+        .unwrap_or_else(PoisonError::into_inner)
+        .0;
+    st.progress_waiters -= 1;
+    st
+}
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 

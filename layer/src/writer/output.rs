@@ -46,16 +46,68 @@ pub(crate) struct Appender {
     prealloc: Prealloc,
     /// Opened by the writer (a file output), rather than a descriptor it was given.
     owned: bool,
+    /// Writes ask the kernel not to wait (`pwritev2` with `RWF_NOWAIT`): on anything
+    /// but a regular file, until the kernel refuses the flag. See [`write_some`].
+    nowait: bool,
 }
 
 impl Appender {
     fn new(file: File, owned: bool) -> Self {
+        let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
         Appender {
             prealloc: Prealloc::new(&file),
             file,
             owned,
+            nowait: !regular,
         }
     }
+}
+
+/// One write of `slices` to `out`. On a pipe, socket or terminal it never waits for the
+/// reader (`RWF_NOWAIT`: the kernel takes what fits and says `EAGAIN` when nothing
+/// does, without touching the descriptor's shared flags), so the writer thread waits
+/// only in [`wait_writable`], where it sees a stop: it always knows exactly which bytes
+/// the output took, and never has a write half done. A kernel that refuses the flag
+/// (before Linux 4.14, or a file type without it) gets plain, blocking writes from then
+/// on; regular files always do (they do not wait for a reader).
+fn write_some(out: &mut Appender, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    if out.nowait {
+        match rustix::io::pwritev2(
+            &out.file,
+            slices,
+            u64::MAX,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        ) {
+            Err(
+                rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS,
+            ) => {
+                out.nowait = false;
+            }
+            other => return other.map_err(io::Error::from),
+        }
+    }
+    out.file.write_vectored(slices)
+}
+
+/// Writes `line` to `out` once, without waiting for the reader where the kernel allows
+/// (see [`write_some`]), and only if it goes whole; for the last words of a writer.
+pub(crate) fn write_line_nowait(out: &mut Destination, line: &[u8]) -> bool {
+    let out = match out {
+        Destination::Plain(a) => a,
+        Destination::Rotating(r) => &mut r.out,
+    };
+    matches!(write_some(out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
+}
+
+/// Writes `line` to this process's stderr, as [`write_line_nowait`] does: only where
+/// the kernel can say it would wait (a stderr that is a file or a terminal is written
+/// plainly), and only if it goes whole.
+pub(crate) fn write_stderr_nowait(line: &[u8]) -> bool {
+    let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let mut out = Appender::new(File::from(fd), false);
+    matches!(write_some(&mut out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
 }
 
 impl Drop for Appender {
@@ -182,6 +234,9 @@ pub(crate) struct WriteOutcome {
     pub(crate) rotations: u64,
     /// A rotation that failed (the batch went on into the file at hand).
     pub(crate) rotation_error: Option<io::Error>,
+    /// The batch ended early because the writer was told to stop while the output was
+    /// not writable (then `error` says so too).
+    pub(crate) stopped: bool,
 }
 
 /// Writes `head` then every chunk of `chunks`, in as few `writev` calls as the output
@@ -366,7 +421,6 @@ fn write_range(
     outcome: &mut WriteOutcome,
 ) -> bool {
     out.prealloc.ahead(&out.file, to - from);
-    let out = &mut out.file;
     let mut at = from;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(stream.segments.len().min(MAX_IOV));
     while at < to {
@@ -385,7 +439,7 @@ fn write_range(
             slices.push(IoSlice::new(&s[lo..hi]));
         }
         outcome.syscalls += 1;
-        match out.write_vectored(&slices) {
+        match write_some(out, &slices) {
             Ok(0) => {
                 outcome.error = Some(io::Error::new(
                     ErrorKind::WriteZero,
@@ -399,7 +453,8 @@ fn write_range(
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if let Err(e) = wait_writable(out, stop) {
+                if let Err(e) = wait_writable(&out.file, stop) {
+                    outcome.stopped = stop.load(Ordering::Acquire);
                     outcome.error = Some(e);
                     return false;
                 }

@@ -35,12 +35,71 @@ pub(crate) const KEEP_RECORD_BYTES: usize = std::mem::size_of::<Span>();
 /// lines does not pin its records' memory).
 const KEEP_RECORDS_RETAINED: usize = 64;
 
+/// A chunk takes at most one line per this many bytes of its size, so that the line
+/// marks ([`Chunk::ends`], 4 bytes a line) never take more than a third of it, however
+/// short the lines.
+const MARK_BYTES_PER_LINE: usize = 12;
+
+/// A line's entry in [`Chunk::ends`]: where it ends in its chunk (at most 64 KiB, so
+/// in 29 bits) and its level.
+#[inline]
+fn mark(end: usize, level: usize) -> u32 {
+    ((end as u32) << 3) | level as u32
+}
+
+/// The lines of a batch that got out whole when only its first `delivered` bytes did,
+/// and the others, per level; and whether the output stopped inside a line (so the next
+/// bytes it takes would join that torn line).
+pub(crate) fn split_delivered(batch: &[Chunk], delivered: u64) -> Split {
+    let mut split = Split::default();
+    let mut at = 0u64;
+    for chunk in batch {
+        let len = chunk.data.len() as u64;
+        if at + len <= delivered {
+            add(&mut split.written, chunk.line_count());
+        } else {
+            for &m in &chunk.ends {
+                let (end, level) = (u64::from(m >> 3), (m & 7) as usize);
+                if at + end <= delivered {
+                    split.written[level] += 1;
+                } else {
+                    split.lost[level] += 1;
+                }
+            }
+            if delivered > at {
+                let cut = (delivered - at) as usize;
+                split.torn |= chunk.data.get(cut - 1) != Some(&b'\n');
+            }
+        }
+        at += len;
+    }
+    split
+}
+
+/// What the writer writes before anything else after a write that stopped inside a line:
+/// it ends the torn line so that no reader takes it, or the next line, for a whole one.
+pub(crate) const TORN_END: &[u8] = b" [torn]\n";
+
+/// What [`split_delivered`] tells of a batch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Split {
+    /// Lines whose every byte the output took, per level.
+    pub(crate) written: [u64; LEVELS],
+    /// The other lines, per level.
+    pub(crate) lost: [u64; LEVELS],
+    /// The output took part of a line and no more.
+    pub(crate) torn: bool,
+}
+
 /// A chunk of whole lines, or one piece of a line longer than a chunk.
 #[derive(Debug)]
 pub(crate) struct Chunk {
     data: Vec<u8>,
     /// Lines that end in this chunk, per level.
     lines: [u32; LEVELS],
+    /// Where each line that ends in this chunk ends, and its level, in order (see
+    /// [`mark`]): what tells, when a write stops part way, which lines got out whole.
+    ends: Vec<u32>,
     /// The `alwaysKeep` lines in this chunk, in order (not for pieces of long lines).
     keep: Vec<Span>,
     /// A piece of a line longer than a chunk: nothing else is put in it, and it is never
@@ -55,6 +114,7 @@ impl Chunk {
         Chunk {
             data: Vec::with_capacity(chunk_size),
             lines: [0; LEVELS],
+            ends: Vec::new(),
             keep: Vec::new(),
             piece: false,
             continues: false,
@@ -67,6 +127,7 @@ impl Chunk {
         let start = self.data.len();
         self.data.extend_from_slice(line);
         self.lines[level] += 1;
+        self.ends.push(mark(self.data.len(), level));
         if always_keep {
             // Both fit in u32: a chunk is at most 64 KiB.
             self.keep.push(Span {
@@ -90,6 +151,7 @@ impl Chunk {
     fn reset(&mut self) {
         self.data.clear();
         self.lines = [0; LEVELS];
+        self.ends.clear();
         self.keep.clear();
         self.keep.shrink_to(KEEP_RECORDS_RETAINED);
         self.piece = false;
@@ -149,7 +211,7 @@ fn add(into: &mut [u64; LEVELS], lines: [u64; LEVELS]) {
 /// `capacity / chunk_size + 4` chunks ever exist (a line that would need another one
 /// waits, as if the budget were spent).
 ///
-/// [`Queue::evict_below_keep`] drops every pending line below `alwaysKeep` (not the
+/// [`Queue::evict_below`] drops every pending line below a level (not the
 /// batch in flight, not pieces of long lines) and packs the `alwaysKeep` lines that remain,
 /// in order, into as few chunks as they fit.
 #[derive(Debug)]
@@ -285,9 +347,11 @@ impl Queue {
     /// Whether a line of `len` bytes goes into the last pending chunk.
     #[inline]
     fn tail_has_room(&self, len: usize) -> bool {
-        self.pending
-            .back()
-            .is_some_and(|t| !t.piece && t.data.len() + len <= self.chunk_size)
+        self.pending.back().is_some_and(|t| {
+            !t.piece
+                && t.data.len() + len <= self.chunk_size
+                && t.ends.len() < self.chunk_size / MARK_BYTES_PER_LINE
+        })
     }
 
     fn has_chunks_for(&self, len: usize) -> bool {
@@ -343,6 +407,7 @@ impl Queue {
                 chunk.continues = !rest.is_empty();
                 if rest.is_empty() {
                     chunk.lines[level] += 1;
+                    chunk.ends.push(mark(chunk.data.len(), level));
                 }
                 self.pending.push_back(chunk);
             }
@@ -395,16 +460,27 @@ impl Queue {
         std::mem::take(&mut self.inflight_lines)
     }
 
-    /// Drops every pending line below `alwaysKeep` (the batch in flight and pieces of
-    /// lines longer than a chunk stay) and packs the `alwaysKeep` lines that remain, in
+    /// Drops every pending line below `level` (an index of [`LEVELS`]): every line below
+    /// `alwaysKeep`, and the `alwaysKeep` lines of a lower level (the batch in flight and
+    /// pieces of lines longer than a chunk stay), and packs the lines that remain, in
     /// order, into as few chunks as they fit; emptied chunks are freed. Until a batch is
     /// written, lines below `alwaysKeep` then do not fit. Returns the lines dropped, per
-    /// level. Copies only the `alwaysKeep` lines' bytes.
-    pub(crate) fn evict_below_keep(&mut self) -> [u64; LEVELS] {
+    /// level. Copies only the remaining `alwaysKeep` lines' bytes.
+    pub(crate) fn evict_below(&mut self, level: usize) -> [u64; LEVELS] {
         let mut evicted = [0u64; LEVELS];
+        if self.pending_lines[..level.min(LEVELS)]
+            .iter()
+            .all(|&n| n == 0)
+        {
+            // Nothing of a lower level waits (the common case once the queue holds only
+            // `alwaysKeep` lines): no need to look at every line. A line below
+            // `alwaysKeep` is of a lower level than any `alwaysKeep` line of the same
+            // policy.
+            return evicted;
+        }
         for chunk in self.pending.iter().filter(|c| !c.piece) {
             let mut keep = [0u64; LEVELS];
-            for span in &chunk.keep {
+            for span in chunk.keep.iter().filter(|s| usize::from(s.level) >= level) {
                 keep[usize::from(span.level)] += 1;
             }
             for ((e, l), k) in evicted.iter_mut().zip(chunk.line_count()).zip(keep) {
@@ -426,10 +502,100 @@ impl Queue {
                 .iter()
                 .position(|c| c.piece)
                 .map_or(chunks.len(), |p| from + p);
-            pack(&mut chunks[from..to], &mut self.scratch, self.chunk_size);
+            pack(
+                &mut chunks[from..to],
+                &mut self.scratch,
+                self.chunk_size,
+                |span| usize::from(span.level) >= level,
+            );
             from = to;
         }
-        // Free the chunks the packing emptied (a chunk can hold only empty lines: keep it).
+        self.free_emptied();
+        for (p, e) in self.pending_lines.iter_mut().zip(evicted) {
+            *p -= e;
+        }
+        evicted
+    }
+
+    /// Drops the oldest pending `alwaysKeep` lines of level `level` or below (by then
+    /// there are no others below it, see [`Queue::evict_below`]), front to back, until
+    /// `need` bytes are freed, or, with `need == 0` (the bytes fit but no chunk is free),
+    /// a whole chunk is; lines of a higher level, the batch in flight and pieces of long
+    /// lines stay. Each chunk touched is compacted in place (at most a chunk's bytes
+    /// copied). Returns the lines dropped, per level (none if nothing could go).
+    pub(crate) fn evict_oldest(&mut self, level: usize, need: usize) -> [u64; LEVELS] {
+        let mut evicted = [0u64; LEVELS];
+        let mut freed = 0usize;
+        for i in 0..self.pending.len() {
+            if self.pending[i].piece {
+                continue;
+            }
+            let chunk = &mut self.pending[i];
+            if chunk.lines.iter().sum::<u32>() as usize != chunk.keep.len() {
+                // Lines below `alwaysKeep` queued since the last `evict_below`: that one
+                // deals with them (it runs first); the chunk stays as it is here.
+                continue;
+            }
+            let budget = need.saturating_sub(freed);
+            let mut chunk_freed = 0usize;
+            let mut gone = [0u64; LEVELS];
+            let mut fill = 0usize;
+            let mut w = 0usize;
+            for r in 0..chunk.keep.len() {
+                let span = chunk.keep[r];
+                let (start, len) = (span.start as usize, span.len as usize);
+                // Lines at or below `level`, from the chunk's front, while more bytes are
+                // needed (all of them when a chunk is what is needed).
+                if usize::from(span.level) <= level && (need == 0 || chunk_freed < budget) {
+                    chunk_freed += len + KEEP_RECORD_BYTES;
+                    gone[usize::from(span.level)] += 1;
+                    continue;
+                }
+                chunk.data.copy_within(start..start + len, fill);
+                chunk.keep[w] = Span {
+                    start: fill as u32,
+                    ..span
+                };
+                w += 1;
+                fill += len;
+            }
+            chunk.data.truncate(fill);
+            chunk.keep.truncate(w);
+            chunk.ends.clear();
+            for span in &chunk.keep {
+                let end = (span.start + span.len) as usize;
+                chunk.ends.push(mark(end, usize::from(span.level)));
+            }
+            for (l, g) in chunk.lines.iter_mut().zip(gone) {
+                *l -= g as u32;
+            }
+            add(&mut evicted, gone);
+            freed += chunk_freed;
+            let emptied = chunk.data.is_empty() && chunk.lines == [0; LEVELS];
+            if (need > 0 && freed >= need) || (need == 0 && emptied) {
+                break;
+            }
+        }
+        if freed == 0 {
+            return evicted;
+        }
+        self.free_emptied();
+        for (p, e) in self.pending_lines.iter_mut().zip(evicted) {
+            *p -= e;
+        }
+        evicted
+    }
+
+    /// How many bytes must leave the queue before a line of `len` bytes is within its
+    /// limit (0 if it is, or can never be).
+    pub(crate) fn shortfall(&self, len: usize, always_keep: bool) -> usize {
+        let cost = self.line_cost(len, always_keep);
+        (self.queued_bytes() + cost).saturating_sub(self.limit(always_keep))
+    }
+
+    /// Frees the pending chunks an eviction emptied (a chunk can hold only empty lines:
+    /// keep it), and recounts the pending bytes.
+    fn free_emptied(&mut self) {
         let mut i = 0;
         while i < self.pending.len() {
             let emptied = self.pending[i].data.is_empty() && self.pending[i].lines == [0; LEVELS];
@@ -442,10 +608,6 @@ impl Queue {
             }
         }
         self.pending_bytes = self.pending.iter().map(Chunk::cost).sum();
-        for (p, e) in self.pending_lines.iter_mut().zip(evicted) {
-            *p -= e;
-        }
-        evicted
     }
 
     /// How many fresh chunks the writer thread should allocate (outside the lock) and
@@ -494,14 +656,19 @@ impl Queue {
     }
 }
 
-/// Packs the `alwaysKeep` lines of `chunks` (no pieces among them), in order, from the
+/// Packs the `alwaysKeep` lines of `chunks` that `stays` (no pieces among them), in order, from the
 /// start of the first chunk on; what is left of each chunk afterwards is only those lines.
 /// Chunks emptied by the packing are left empty.
 ///
 /// Works in place: a line moves to an earlier chunk, or earlier in its own chunk, never
 /// later (a line always fits where the previous lines' removal left room before it), so
 /// nothing is overwritten before it is read.
-fn pack(chunks: &mut [Chunk], scratch: &mut Vec<Span>, chunk_size: usize) {
+fn pack(
+    chunks: &mut [Chunk],
+    scratch: &mut Vec<Span>,
+    chunk_size: usize,
+    stays: impl Fn(&Span) -> bool,
+) {
     if chunks.is_empty() {
         return;
     }
@@ -511,7 +678,8 @@ fn pack(chunks: &mut [Chunk], scratch: &mut Vec<Span>, chunk_size: usize) {
         scratch.clear();
         std::mem::swap(scratch, &mut chunks[r].keep);
         chunks[r].lines = [0; LEVELS];
-        for span in scratch.iter() {
+        chunks[r].ends.clear();
+        for span in scratch.iter().filter(|s| stays(s)) {
             let (start, len) = (span.start as usize, span.len as usize);
             if fill + len > chunk_size {
                 chunks[w].data.truncate(fill);
@@ -532,6 +700,7 @@ fn pack(chunks: &mut [Chunk], scratch: &mut Vec<Span>, chunk_size: usize) {
             });
             chunks[w].lines[usize::from(span.level)] += 1;
             fill += len;
+            chunks[w].ends.push(mark(fill, usize::from(span.level)));
         }
         if r > w {
             chunks[r].data.clear();
@@ -631,7 +800,7 @@ mod tests {
             }
         }
         let before = q.queued_lines();
-        let evicted = q.evict_below_keep();
+        let evicted = q.evict_below(4);
         assert_eq!(evicted[4], 0);
         assert_eq!(evicted[2], before[2]);
         assert_eq!(q.queued_lines(), [0, 0, 0, 0, before[4]]);
@@ -639,7 +808,7 @@ mod tests {
         assert_eq!(q.pending_bytes(), expected.len() + 11 * KEEP_RECORD_BYTES);
         assert_eq!(q.pending.len(), 1, "packed into one chunk");
         // Nothing left to evict.
-        assert_eq!(q.evict_below_keep(), [0; LEVELS]);
+        assert_eq!(q.evict_below(4), [0; LEVELS]);
         // Lines below alwaysKeep are refused until a batch is written; errors still fit.
         assert!(q.refusing_below_keep());
         assert_eq!(q.fit(10, false), Fit::Later);
@@ -662,7 +831,7 @@ mod tests {
         q.push(4, b"", true);
         q.push(2, b"info\n", false);
         q.push(3, b"", true);
-        assert_eq!(q.evict_below_keep(), [0, 0, 1, 0, 0]);
+        assert_eq!(q.evict_below(3), [0, 0, 1, 0, 0]);
         assert_eq!(q.queued_lines(), [0, 0, 0, 1, 1]);
         let mut batch = Vec::new();
         q.take(&mut batch);
@@ -717,7 +886,7 @@ mod tests {
                         clear_chunks(&mut batch);
                         add(&mut written_lines, q.finish(&mut batch, true));
                     }
-                    4 => add(&mut evicted_lines, q.evict_below_keep()),
+                    4 => add(&mut evicted_lines, q.evict_below(4)),
                     6 | 7 => {
                         // The fast path: appends exactly when the line fits and the
                         // last chunk has room for it, and otherwise changes nothing.
@@ -789,6 +958,122 @@ mod tests {
                 written_lines[2] + evicted_lines[2],
                 queued.iter().filter(|(_, k)| !*k).count() as u64
             );
+        }
+
+        /// Whatever the interleaving of pushes (three levels, two of them `alwaysKeep`),
+        /// evictions of lower levels and of older lines, batches the output takes whole or
+        /// only in part (cut anywhere, then failing), and a shutdown that gives up on the
+        /// rest: every line pushed is counted exactly once, as written (and then the
+        /// reader has it, whole) or as dropped, per level; the reader's own count of the
+        /// whole lines it got matches the written count per level; no line is torn into
+        /// another.
+        #[test]
+        fn each_line_is_written_or_dropped_exactly_once(
+            ops in proptest::collection::vec((0u8..24, 0usize..600, any::<proptest::sample::Index>()), 1..400)
+        ) {
+            let capacity = 16 * 1024;
+            let mut q = Queue::new(capacity, capacity * 3 / 4);
+            let mut batch = Vec::new();
+            let mut expected = std::collections::HashMap::new();
+            let mut next = 0u32;
+            let mut pushed = [0u64; LEVELS];
+            let mut written = [0u64; LEVELS];
+            let mut dropped = [0u64; LEVELS];
+            let mut reader: Vec<u8> = Vec::new();
+            let mut torn = false;
+            for (op, len, at) in ops {
+                match op {
+                    0..=2 | 15..=22 => {
+                        let level = 2 + usize::from(op % 3);
+                        let keep = level >= 3;
+                        let mut line = format!("{next}:{level}:").into_bytes();
+                        line.resize(line.len() + len, b'a' + (next % 26) as u8);
+                        line.push(b'\n');
+                        if q.fit(line.len(), keep) == Fit::Now {
+                            q.push(level, &line, keep);
+                            pushed[level] += 1;
+                            expected.insert(next, line);
+                            next += 1;
+                        }
+                    }
+                    3 => add(&mut dropped, q.evict_below(3 + at.index(2))),
+                    4 => {
+                        let level = 3 + at.index(2);
+                        add(&mut dropped, q.evict_oldest(level, len * 4));
+                    }
+                    5 | 6 => {
+                        if batch.is_empty() && q.pending_bytes() > 0 {
+                            q.take(&mut batch);
+                        }
+                    }
+                    7..=10 => deliver(&mut batch, &mut q, None, &mut written, &mut dropped, &mut reader, &mut torn),
+                    11..=14 => deliver(&mut batch, &mut q, Some(at), &mut written, &mut dropped, &mut reader, &mut torn),
+                    _ => {
+                        // Shutdown: what is in flight is cut, the rest given up.
+                        if !batch.is_empty() {
+                            deliver(&mut batch, &mut q, Some(at), &mut written, &mut dropped, &mut reader, &mut torn);
+                        }
+                        add(&mut dropped, q.abandon());
+                        break;
+                    }
+                }
+                let mut total = written;
+                add(&mut total, dropped);
+                add(&mut total, q.queued_lines());
+                prop_assert_eq!(total, pushed);
+            }
+            // The reader's own count: whole lines, each exactly as pushed, once.
+            let mut seen = std::collections::HashSet::new();
+            let mut got = [0u64; LEVELS];
+            for line in reader.split_inclusive(|&b| b == b'\n') {
+                let mut parts = line.splitn(3, |&b| b == b':');
+                let id = parts.next().and_then(|p| std::str::from_utf8(p).ok()?.parse::<u32>().ok());
+                if let Some(id) = id {
+                    if expected.get(&id).is_some_and(|e| e.as_slice() == line) {
+                        prop_assert!(seen.insert(id), "line {} delivered twice", id);
+                        got[usize::from(line[line.iter().position(|&b| b == b':').unwrap_or(0) + 1] - b'0')] += 1;
+                    }
+                }
+            }
+            let mut total = written;
+            add(&mut total, dropped);
+            add(&mut total, q.queued_lines());
+            prop_assert_eq!(total, pushed);
+            prop_assert_eq!(got, written);
+        }
+    }
+
+    /// What the output takes of the batch in flight, all of it or a prefix (`cut`), as
+    /// the writer thread counts it; the reader gets those bytes, after the writer's
+    /// [`TORN_END`] if the previous write stopped inside a line.
+    fn deliver(
+        batch: &mut Vec<Chunk>,
+        q: &mut Queue,
+        cut: Option<proptest::sample::Index>,
+        written: &mut [u64; LEVELS],
+        dropped: &mut [u64; LEVELS],
+        reader: &mut Vec<u8>,
+        torn: &mut bool,
+    ) {
+        let all = bytes(batch);
+        let n = cut.map_or(all.len(), |c| c.index(all.len() + 1));
+        if *torn && n > 0 {
+            reader.extend_from_slice(TORN_END);
+        }
+        reader.extend_from_slice(&all[..n]);
+        let split = split_delivered(batch, n as u64);
+        if n > 0 {
+            *torn = split.torn;
+        }
+        add(written, split.written);
+        add(dropped, split.lost);
+        clear_chunks(batch);
+        let lines = q.finish(batch, cut.is_none());
+        let mut both = split.written;
+        add(&mut both, split.lost);
+        assert_eq!(lines, both);
+        if n == all.len() {
+            assert_eq!(split.lost, [0; LEVELS]);
         }
     }
 }

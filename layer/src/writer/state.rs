@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::config::{Overflow, ReserveFull, WriterConfig, WriterError};
 use super::output::{self, Destination};
 use super::queue::Queue;
-use super::stats::{DropCounts, DropReason, LevelStats, WriterStats, REASONS};
+use super::stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 use super::summary::{self, Unreported};
 use crate::clock::Clock;
 use crate::level::LEVELS;
@@ -35,7 +35,7 @@ pub(super) struct Shared {
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     pub(super) queued_hint: AtomicUsize,
     /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
-    /// [`Queue::evict_below_keep`]), mirrored under the lock, read without it.
+    /// [`Queue::evict_below`]), mirrored under the lock, read without it.
     pub(super) evicting: AtomicBool,
     /// Lines below `alwaysKeep` refused without taking the lock (drop mode: queue seen
     /// full, or lock not free within [`WriterConfig::lock_spin`]), per [`LOCKLESS_REASONS`] and level;
@@ -47,6 +47,8 @@ pub(super) struct Shared {
     pub(super) flush_timeout: Duration,
     pub(super) lock_spin: Duration,
     pub(super) clock: Arc<dyn Clock>,
+    /// The output is stderr: the last report has nowhere else to go.
+    pub(super) output_is_stderr: bool,
 }
 
 /// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
@@ -86,6 +88,8 @@ pub(super) struct State {
     /// The writer thread is writing a batch outside the lock.
     pub(super) writer_busy: bool,
     pub(super) space_waiters: usize,
+    /// Calls that waited for space (see `WriterStats::space_waits`).
+    pub(super) space_waits: u64,
     pub(super) progress_waiters: usize,
     /// The guard was dropped: no more lines are accepted.
     pub(super) closed: bool,
@@ -93,6 +97,10 @@ pub(super) struct State {
     pub(super) stop: bool,
     /// The guard gave up on the queue and counted it as `Shutdown`.
     pub(super) abandoned: bool,
+    /// The thread has counted everything and said its last words: nothing changes after.
+    pub(super) exited: bool,
+    /// Where the last report went.
+    pub(super) exit_report: ExitReport,
 }
 
 impl State {
@@ -162,6 +170,8 @@ impl State {
             io_errors: self.io_errors,
             last_io_error: self.last_io_error,
             summary_lines: self.summary_lines,
+            exit_report: self.exit_report,
+            space_waits: self.space_waits,
         }
     }
 }
@@ -181,6 +191,7 @@ impl Shared {
             clock,
             ..
         } = config;
+        let output_is_stderr = matches!(output, super::config::Output::Stderr);
         let out = output::open(output)?;
         let shared = Shared {
             state: Mutex::new(State {
@@ -202,10 +213,13 @@ impl Shared {
                 writer_idle: false,
                 writer_busy: false,
                 space_waiters: 0,
+                space_waits: 0,
                 progress_waiters: 0,
                 closed: false,
                 stop: false,
                 abandoned: false,
+                exited: false,
+                exit_report: ExitReport::NotNeeded,
             }),
             work: Condvar::new(),
             space: Condvar::new(),
@@ -220,6 +234,7 @@ impl Shared {
             flush_timeout,
             lock_spin,
             clock,
+            output_is_stderr,
         };
         Ok((out, shared))
     }
@@ -259,11 +274,10 @@ impl Shared {
         st
     }
 
-    /// Evicts the pending lines below `alwaysKeep` (see [`Queue::evict_below_keep`],
-    /// which also refuses further ones until the writer gets a batch out) and counts
-    /// them. Returns whether anything was evicted.
-    pub(super) fn evict(&self, st: &mut State) -> bool {
-        let evicted = st.queue.evict_below_keep();
+    /// Counts the lines an eviction dropped (see [`Queue::evict_below`] and
+    /// [`Queue::evict_oldest`]) as [`DropReason::Evicted`]. Returns whether anything was
+    /// evicted.
+    pub(super) fn count_evicted(&self, st: &mut State, evicted: [u64; LEVELS]) -> bool {
         let total: u64 = evicted.iter().sum();
         if total == 0 {
             return false;

@@ -43,10 +43,11 @@ pub enum DropReason {
     /// [`DropReason::QueueFull`]) keeps a lock-contention problem from passing for a
     /// slow reader.
     Contended,
-    /// A line below `alwaysKeep` was queued, then dropped to make room for an
-    /// `alwaysKeep` line that found the queue, reserve included, full (drop mode): while
-    /// the output is stalled, errors and warnings take the place of older infos rather
-    /// than being dropped themselves.
+    /// A queued line was dropped to make room for an `alwaysKeep` line that found the
+    /// queue, reserve included, full (drop mode): lines of lower levels first, then, by
+    /// default, the oldest lines of the new line's own level. While the output is
+    /// stalled, newer errors and warnings take the place of older or less severe lines
+    /// rather than make the caller wait.
     Evicted,
 }
 
@@ -164,6 +165,45 @@ pub struct WriterStats {
     pub rotations: u64,
     /// In-band drop summary lines written.
     pub summary_lines: u64,
+    /// Where the writer's last report of drops went when it stopped.
+    pub exit_report: ExitReport,
+    /// Calls to [`Writer::write_line`](super::Writer::write_line) that waited for space
+    /// in the queue: only in [`Overflow::Block`](super::Overflow::Block) mode, or for
+    /// `alwaysKeep` lines with [`ReserveFull::WaitThenDrop`](super::ReserveFull) or
+    /// `ReserveFull::Block`. Always 0 with the defaults: no call waits for the reader.
+    pub space_waits: u64,
+}
+
+/// Where a writer's last report went: when it stops with drops not yet reported (the
+/// guard's flush timed out, or drops since the last report), it writes one last summary
+/// line, with the counts per level and reason, where someone will see it.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::writer::{ExitReport, Output, Writer, WriterConfig};
+/// use tracing_core::Level;
+///
+/// let path = std::env::temp_dir().join(format!("exit-report-{}.log", std::process::id()));
+/// let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone())))?;
+/// writer.write_line(Level::INFO, false, b"bye\n");
+/// // Everything was written: no last report was needed.
+/// assert_eq!(guard.finish().exit_report, ExitReport::NotNeeded);
+/// # std::fs::remove_file(path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExitReport {
+    /// The writer has not stopped, or stopped with every drop already reported.
+    #[default]
+    NotNeeded,
+    /// The last summary line went to the output, after the last line it took.
+    InBand,
+    /// The output would not take it at once; it went to the process's stderr.
+    Stderr,
+    /// Neither would take it at once: the drops are only in the counters (which
+    /// [`WriterGuard::finish`](super::WriterGuard::finish) returns).
+    CountersOnly,
 }
 
 impl WriterStats {

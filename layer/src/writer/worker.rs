@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::output;
 use super::queue::{self, clear_chunks, fresh_chunk};
 use super::state::{Shared, State};
-use super::stats::DropReason;
+use super::stats::{DropReason, ExitReport};
 use super::summary;
 
 /// How often an idle writer thread looks for drops counted without the lock, so that they
@@ -73,10 +73,13 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
     let capacity = st.queue.capacity();
     let mut nap = NAP_MIN;
     let mut last_take = Instant::now();
+    // The output took part of a line and no more: the next bytes start a new line.
+    let mut torn = false;
     loop {
         let mut lingered = false;
         loop {
             if st.stop {
+                last_words(shared, st, &mut out, torn);
                 return;
             }
             st.fold(&shared.lockless_drops);
@@ -116,10 +119,26 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
         drop(st);
 
         head.clear();
+        if torn {
+            head.extend_from_slice(queue::TORN_END);
+        }
         if let Some(counts) = &report {
             summary::write_summary_line(&mut head, shared.clock.now(), counts);
         }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
+        // Which lines got out whole, if not all did: counted exactly, never both written
+        // and dropped.
+        let split = outcome.error.as_ref().map(|_| {
+            let head_len = head.len() as u64;
+            let split = queue::split_delivered(&batch, outcome.bytes.saturating_sub(head_len));
+            let stopped_inside = match outcome.bytes {
+                0 => torn,
+                n if n < head_len => head.get(n as usize - 1) != Some(&b'\n'),
+                _ => split.torn,
+            };
+            (split, stopped_inside)
+        });
+        torn = split.is_some_and(|(_, t)| t);
         clear_chunks(&mut batch);
 
         st = shared.lock();
@@ -164,12 +183,26 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
                 st.healthy = true;
             }
             Some(e) => {
-                st.io_errors += 1;
-                st.last_io_error = Some(e.kind());
-                st.healthy = false;
-                let reportable = !st.closed;
-                for (li, n) in lines.iter().enumerate() {
-                    st.count_drop(li, DropReason::OutputClosed, *n, reportable);
+                let (split, _) = split.unwrap_or_default();
+                debug_assert_eq!(
+                    lines,
+                    std::array::from_fn(|i| split.written[i] + split.lost[i])
+                );
+                for (c, n) in st.levels.iter_mut().zip(split.written) {
+                    c.written += n;
+                }
+                let reason = if outcome.stopped {
+                    // Told to stop while the output took nothing: the guard's flush timed
+                    // out. Reported in the last line.
+                    DropReason::Shutdown
+                } else {
+                    st.io_errors += 1;
+                    st.last_io_error = Some(e.kind());
+                    st.healthy = false;
+                    DropReason::OutputClosed
+                };
+                for (li, n) in split.lost.iter().enumerate() {
+                    st.count_drop(li, reason, *n, true);
                 }
             }
         }
@@ -186,6 +219,53 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
             st = top_up_spares(shared, shared.lock());
         }
     }
+}
+
+/// The thread's end: what is still queued is counted as [`DropReason::Shutdown`], and
+/// if any drop was not reported yet, one last summary line says so: in-band if the
+/// output takes it at once, else on stderr if that does, else nowhere but the counters
+/// (see [`ExitReport`]). Then whoever waits is told.
+fn last_words<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    out: &mut output::Destination,
+    torn: bool,
+) {
+    st.fold(&shared.lockless_drops);
+    let lines = st.queue.abandon();
+    for (li, n) in lines.iter().enumerate() {
+        st.count_drop(li, DropReason::Shutdown, *n, true);
+    }
+    st.resolved_seq += lines.iter().sum::<u64>();
+    shared.publish_queued(&st);
+    if summary::total(&st.unreported) > 0 {
+        let counts = std::mem::take(&mut st.unreported);
+        let mut line = Vec::with_capacity(512);
+        if torn {
+            line.extend_from_slice(queue::TORN_END);
+        }
+        summary::write_summary_line(&mut line, shared.clock.now(), &counts);
+        drop(st);
+        let to_output = output::write_line_nowait(out, &line);
+        let to_stderr = !to_output
+            && !shared.output_is_stderr
+            && output::write_stderr_nowait(&line[if torn { queue::TORN_END.len() } else { 0 }..]);
+        st = shared.lock();
+        st.exit_report = if to_output {
+            st.summary_lines += 1;
+            st.bytes_written += line.len() as u64;
+            ExitReport::InBand
+        } else if to_stderr {
+            ExitReport::Stderr
+        } else {
+            st.unreported = counts;
+            ExitReport::CountersOnly
+        };
+    }
+    st.reported_seq = st.drops_seq;
+    st.exited = true;
+    drop(st);
+    shared.progress.notify_all();
 }
 
 #[cfg(test)]

@@ -299,6 +299,7 @@ fn run_child(spec: &ChildSpec) {
     let produced_ms = start.elapsed().as_secs_f64() * 1e3;
     let queued_at_end = writer.stats().queue_bytes;
     let drop_start = Instant::now();
+    let mut finished = None;
     if spec.end_with_panic {
         // The hook runs on the panicking thread before `join` returns; the guard is
         // never dropped, so only the hook can have flushed what was queued.
@@ -306,11 +307,16 @@ fn run_child(spec: &ChildSpec) {
         assert!(panicked.is_err());
         std::mem::forget(guard);
     } else {
-        drop(guard);
+        finished = Some(guard.finish());
     }
     let guard_drop_ms = drop_start.elapsed().as_secs_f64() * 1e3;
     let total_ms = start.elapsed().as_secs_f64() * 1e3;
     let stats = writer.stats();
+    // What `finish` returned is final: nothing changed after it.
+    assert!(
+        finished.is_none_or(|f| f == stats),
+        "{finished:?} then {stats:?}"
+    );
     let report = json!({
         "emitted": emitted,
         "stats": stats_json(&stats),
@@ -358,6 +364,8 @@ pub fn stats_json(s: &WriterStats) -> Value {
         "io_errors": s.io_errors,
         "last_io_error": s.last_io_error.map(|k| format!("{k:?}")),
         "summary_lines": s.summary_lines,
+        "exit_report": format!("{:?}", s.exit_report),
+        "space_waits": s.space_waits,
     })
 }
 
@@ -477,6 +485,25 @@ impl Run {
     }
     pub fn stat(&self, key: &str) -> &Value {
         &self.report["stats"][key]
+    }
+    /// The drops per level of the summary lines the child's writer wrote to stderr (its
+    /// last report, when stdout would not take it).
+    pub fn reported_on_stderr(&self) -> [u64; LEVELS] {
+        let mut out = [0; LEVELS];
+        for v in self
+            .stderr
+            .lines()
+            .filter(|l| l.contains("\"msg\":\"dropped events\""))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            for (i, key) in ["trace", "debug", "info", "warn", "error"]
+                .iter()
+                .enumerate()
+            {
+                out[i] += v[*key].as_u64().unwrap_or(0);
+            }
+        }
+        out
     }
     pub fn num(&self, key: &str) -> f64 {
         self.report[key].as_f64().unwrap_or(f64::NAN)
