@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, SystemTime};
 
-use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
+use logpolicy::admin::{AdminConfig, AdminServer};
 use logpolicy::clock::format_rfc3339;
 use logpolicy::wire::{self, SigningKey, TrustedKeys};
 use logpolicy::writer::{Output, Writer, WriterConfig};
@@ -73,7 +73,7 @@ fn metrics_are_prometheus_text_with_every_family() {
             "127.0.0.1:0".parse().unwrap(),
             TrustedKeys::new([key.verifying_key()]),
         )
-        .pod(PodIdentity::default()),
+        .any_pod(),
         filter.handle(),
         Some(writer.clone()),
     )

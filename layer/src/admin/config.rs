@@ -18,6 +18,12 @@ pub const POD_NAME_ENV: &str = "POD_NAME";
 /// namespace are refused.
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
 
+/// Set to `1` (or `true`) to start the endpoint without the pod's identity, outside
+/// Kubernetes: documents are then accepted whatever pod they name, where the identity is
+/// unknown. In a cluster, never: one operator key signs for every namespace, and the
+/// identity check is what keeps a document for one pod out of another.
+pub const ANY_POD_ENV: &str = "LOGPOLICY_ADMIN_ANY_POD";
+
 /// Why the admin endpoint could not be configured or started.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -42,6 +48,14 @@ pub enum AdminError {
         addr: SocketAddr,
         /// Why.
         source: std::io::Error,
+    },
+    /// The pod's identity is incomplete and [`AdminConfig::any_pod`] (or
+    /// [`ANY_POD_ENV`]) was not given: the endpoint would accept documents signed for
+    /// other pods.
+    #[error("the admin endpoint needs the pod's identity to refuse documents signed for other pods, and {missing} unset: set them from the downward API (metadata.uid, metadata.name, metadata.namespace), or {ANY_POD_ENV}=1 outside Kubernetes")]
+    NoPodIdentity {
+        /// The variables missing, e.g. `POD_UID and POD_NAME are`.
+        missing: String,
     },
     /// The endpoint's thread or runtime could not be started.
     #[error("cannot start the admin thread: {0}")]
@@ -75,6 +89,19 @@ impl PodIdentity {
             name: get(POD_NAME_ENV),
             namespace: get(POD_NAMESPACE_ENV),
         }
+    }
+
+    /// The variables of the fields not known, in the order uid, name, namespace.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (POD_UID_ENV, &self.uid),
+            (POD_NAME_ENV, &self.name),
+            (POD_NAMESPACE_ENV, &self.namespace),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(var, _)| var)
+        .collect()
     }
 }
 
@@ -164,6 +191,7 @@ pub struct AdminConfig {
     pub(crate) addr: SocketAddr,
     pub(crate) keys: KeySource,
     pub(crate) pod: PodIdentity,
+    pub(crate) any_pod: bool,
     pub(crate) limits: AdminLimits,
 }
 
@@ -174,6 +202,7 @@ impl AdminConfig {
             addr,
             keys: KeySource::Fixed(keys),
             pod: PodIdentity::default(),
+            any_pod: false,
             limits: AdminLimits::default(),
         }
     }
@@ -193,6 +222,7 @@ impl AdminConfig {
                 path,
             },
             pod: PodIdentity::default(),
+            any_pod: false,
             limits: AdminLimits::default(),
         })
     }
@@ -218,7 +248,61 @@ impl AdminConfig {
         } else {
             return Err(AdminError::NoTrustedKeys);
         };
-        Ok(Some(config.pod(PodIdentity::from_env())))
+        let config = config.pod(PodIdentity::from_env());
+        Ok(Some(
+            match std::env::var(ANY_POD_ENV).ok().as_deref().map(str::trim) {
+                None | Some("" | "0" | "false") => config,
+                Some("1" | "true") => config.any_pod(),
+                Some(other) => {
+                    return Err(AdminError::Env {
+                        var: ANY_POD_ENV,
+                        message: format!("invalid value {other:?} (expected 1, true, 0 or false)"),
+                    })
+                }
+            },
+        ))
+    }
+
+    /// Starts without a complete pod identity (outside Kubernetes): documents are
+    /// accepted whatever pod they name, where the identity is unknown. Without it,
+    /// [`AdminServer::start`](super::AdminServer::start) refuses an incomplete identity
+    /// ([`AdminError::NoPodIdentity`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::admin::{AdminConfig, AdminError, AdminServer};
+    /// use logpolicy::wire::{SigningKey, TrustedKeys};
+    /// use logpolicy::PolicyFilter;
+    ///
+    /// let keys = || TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+    /// let filter = PolicyFilter::from_directives("info").unwrap();
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys());
+    /// let err = AdminServer::start(config, filter.handle(), None).unwrap_err();
+    /// assert!(matches!(err, AdminError::NoPodIdentity { .. }), "{err}");
+    ///
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys()).any_pod();
+    /// let admin = AdminServer::start(config, filter.handle(), None).unwrap();
+    /// # drop(admin);
+    /// ```
+    #[must_use]
+    pub fn any_pod(mut self) -> Self {
+        self.any_pod = true;
+        self
+    }
+
+    /// The identity is complete, or [`any_pod`](Self::any_pod) was given.
+    pub(crate) fn check_identity(&self) -> Result<(), AdminError> {
+        let missing = self.pod.missing();
+        if self.any_pod || missing.is_empty() {
+            return Ok(());
+        }
+        let missing = match missing.as_slice() {
+            [one] => format!("{one} is"),
+            [init @ .., last] => format!("{} and {last} are", init.join(", ")),
+            [] => String::new(),
+        };
+        Err(AdminError::NoPodIdentity { missing })
     }
 
     /// The pod's identity, for checking documents.

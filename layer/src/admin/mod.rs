@@ -13,12 +13,17 @@
 //! | `LOGPOLICY_ADMIN_ADDR` | Turns the endpoint on, listening there: `0.0.0.0:9090`, `[::]:9090`, `:9090` (every IPv4 address), `127.0.0.1:0` (a free port). Unset or empty: off. |
 //! | `LOGPOLICY_TRUSTED_KEYS` | The public keys whose signatures are accepted: base64 of 32 bytes each, separated by commas, spaces or newlines. Several allowed, for rotation. |
 //! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments. Re-read when it changes (a mounted ConfigMap); if it stops parsing, nothing is trusted until it is fixed. |
-//! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Unset: not checked. |
-//! | `POD_NAME` | The pod's `metadata.name`; checked like the uid when set. |
-//! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid when set. |
+//! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Required. |
+//! | `POD_NAME` | The pod's `metadata.name`; checked like the uid. Required. |
+//! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |
+//! | `LOGPOLICY_ADMIN_ANY_POD` | `1` or `true`: start without the three above (outside Kubernetes); a field not known is not checked. |
 //!
 //! With the address set and no trusted key, starting fails: such an endpoint could
-//! never accept a push.
+//! never accept a push. Without the pod's uid, name and namespace it fails too
+//! ([`AdminError::NoPodIdentity`], naming the variables), unless
+//! `LOGPOLICY_ADMIN_ANY_POD` (or [`AdminConfig::any_pod`]) says so: one operator key
+//! signs for every namespace, and the identity check is what keeps a document signed for
+//! one pod out of every other.
 //!
 //! # Endpoints
 //!
@@ -94,7 +99,11 @@
 //! let key = wire::generate_signing_key()?;
 //! let filter = PolicyFilter::from_directives("info")?;
 //! let config = AdminConfig::new("127.0.0.1:0".parse()?, wire::TrustedKeys::new([key.verifying_key()]))
-//!     .pod(PodIdentity { uid: Some("uid-1".into()), ..Default::default() });
+//!     .pod(PodIdentity {
+//!         uid: Some("uid-1".into()),
+//!         name: Some("web-1".into()),
+//!         namespace: Some("shop".into()),
+//!     });
 //! let admin = AdminServer::start(config, filter.handle(), None)?;
 //!
 //! let doc = PolicyDocument::new(PodRef::new("shop", "web-1", "uid-1"), 1)
@@ -118,7 +127,7 @@ mod server;
 mod service;
 
 pub use config::{
-    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, POD_NAMESPACE_ENV,
-    POD_NAME_ENV, POD_UID_ENV,
+    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, ANY_POD_ENV,
+    POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV,
 };
 pub use server::AdminServer;

@@ -42,7 +42,7 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// let filter = PolicyFilter::from_directives("info").unwrap();
 /// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
 /// let admin = AdminServer::start(
-///     AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys), filter.handle(), None).unwrap();
+///     AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys).any_pod(), filter.handle(), None).unwrap();
 ///
 /// let mut conn = std::net::TcpStream::connect(admin.local_addr()).unwrap();
 /// conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
@@ -67,6 +67,7 @@ impl AdminServer {
         handle: PolicyHandle,
         writer: Option<Writer>,
     ) -> Result<Self, AdminError> {
+        config.check_identity()?;
         let addr = config.addr;
         let listener =
             StdListener::bind(addr).map_err(|source| AdminError::Bind { addr, source })?;
