@@ -115,9 +115,15 @@ pub struct AdminLimits {
     pub header_timeout: Duration,
     /// How long one connection may last, body and response included (default 5 s).
     pub request_timeout: Duration,
-    /// Connections served at once (default 64); beyond it a connection gets a 503 and is
-    /// closed.
+    /// Connections served at once (default 64). When all are taken, a new connection
+    /// takes the place of the oldest one still sending its request (head first, then
+    /// body); only when every connection is past that does it get a 503. A peer that sent
+    /// a validly signed request in the last 10 minutes (the operator) is never evicted,
+    /// and finds 8 more slots kept for it.
     pub max_connections: usize,
+    /// Connections from one IP address at once (default 16); beyond it that address gets
+    /// a 503, except a peer that sent a validly signed request in the last 10 minutes.
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for AdminLimits {
@@ -127,6 +133,7 @@ impl Default for AdminLimits {
             header_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(5),
             max_connections: 64,
+            max_connections_per_peer: 16,
         }
     }
 }

@@ -52,7 +52,8 @@
 //!   `logpolicy_policy_version` (once a document is held), `logpolicy_policy_generation`,
 //!   `logpolicy_policy_active_layers`,
 //!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
-//!   `logpolicy_admin_requests_total{status}`.
+//!   `logpolicy_admin_requests_total{status}` (every request and every connection that
+//!   ended without one, see below).
 //! - `GET /healthz`: `{"status":"ok"}`.
 //!
 //! # Statuses
@@ -75,7 +76,12 @@
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
 //! | 404 | `not_found` | any other path |
 //! | 405 | `method_not_allowed` | another method on a known path (with `Allow`) |
-//! | 503 | `busy` | more than 64 connections at once (answered and closed at once) |
+//! | 503 | `busy` | every slot is taken by a connection past its request, or this address already holds 16 (answered and closed at once) |
+//!
+//! Connections that never make a request are counted too, with the status hyper or the
+//! limits give them (no body is sent): 408 (no complete head within 2 s, or closed to
+//! make room for a new connection), 431 (a head over 16 KiB), 400 (a head that does not
+//! parse).
 //!
 //! The signature is checked before the body is parsed: bytes from a client without the
 //! key never reach the JSON parser, let alone the policy.
@@ -84,8 +90,15 @@
 //!
 //! See [`AdminLimits`]: the body (64 KiB), the request head (16 KiB), the time to send
 //! the head (2 s) and the whole connection (5 s: a slow client is cut, however slowly it
-//! trickles), one request per connection, and at most 64 connections at once. A held
-//! connection costs one small task on the endpoint's thread and never blocks another.
+//! trickles), one request per connection, at most 64 connections at once and 16 from
+//! one address. A held connection costs one small task on the endpoint's thread and
+//! never blocks another.
+//!
+//! When the 64 are taken, a new connection takes the place of the oldest one still
+//! sending its request (its head first, then its body): clients that open connections
+//! and send nothing cannot keep a signed push out, however many addresses they use. A
+//! peer that sent a validly signed request in the last 10 minutes (the operator) is
+//! never evicted, is not held to the per-address cap, and finds 8 more slots kept for it.
 //!
 //! # Example
 //!

@@ -16,7 +16,11 @@ use crate::wire::{
 use crate::writer::Writer;
 
 /// The statuses the endpoint answers, for the request counter (a fixed label set).
-pub(crate) const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 409, 413, 422, 500, 503];
+/// 408 and 431 are counted by the server for connections that never made a request
+/// (no complete head in time, or evicted while reading it; a head over the limit).
+pub(crate) const STATUSES: [u16; 13] = [
+    200, 400, 401, 403, 404, 405, 408, 409, 413, 422, 431, 500, 503,
+];
 
 /// A response: status, content type, body, and for 405 the allowed methods.
 #[derive(Debug)]
@@ -25,6 +29,8 @@ pub(crate) struct Reply {
     pub content_type: &'static str,
     pub body: String,
     pub allow: Option<&'static str>,
+    /// The request carried a valid signature by a trusted key (whatever the answer).
+    pub signed: bool,
 }
 
 const JSON: &str = "application/json";
@@ -44,6 +50,7 @@ impl Reply {
             content_type: JSON,
             body,
             allow: None,
+            signed: false,
         }
     }
 
@@ -185,6 +192,14 @@ impl Admin {
         if let Err(e) = wire::verify(body, signature, &keys) {
             return Reply::error(401, e.code(), e.to_string());
         }
+        Reply {
+            signed: true,
+            ..self.push_signed(body, delete)
+        }
+    }
+
+    /// [`push`](Self::push) once the signature is verified.
+    fn push_signed(&self, body: &[u8], delete: bool) -> Reply {
         let (doc, layers) = match PolicyDocument::decode(body) {
             Ok(decoded) => decoded,
             Err(e) if e.kind == DocumentErrorKind::Syntax => {

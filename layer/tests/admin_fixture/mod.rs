@@ -214,3 +214,30 @@ pub fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
     let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
     (at(0.5), at(0.99))
 }
+
+/// A connection to `addr` from the loopback address `from` (e.g. 127.0.0.7): another
+/// peer, as far as the endpoint can tell.
+pub fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    bind(&fd, &SocketAddr::new(from.into(), 0)).unwrap();
+    connect(&fd, &addr).unwrap();
+    let conn = TcpStream::from(fd);
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn
+}
+
+/// Whether the server closed `conn` (reads end of stream or a reset) within `within`.
+pub fn closed_by_server(conn: &mut TcpStream, within: Duration) -> bool {
+    conn.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
