@@ -1,11 +1,11 @@
 //! How the admin endpoint is configured: in code, or from the environment.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::wire::{KeyError, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
+use crate::wire::{read_keys_file, KeyError, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
 
 /// The variable that turns the endpoint on, with the address it listens on
 /// (`0.0.0.0:9090`, `[::]:9090`, `127.0.0.1:0`, or `:9090` for every IPv4 address).
@@ -138,43 +138,101 @@ impl Default for AdminLimits {
     }
 }
 
-/// Where the trusted keys come from: fixed, or a file re-read when it changes (a
-/// mounted ConfigMap is updated in place).
+/// Where the trusted keys come from: fixed, or a file (a mounted ConfigMap is updated in
+/// place) read by a thread of its own, never by the endpoint's.
 #[derive(Debug)]
 pub(crate) enum KeySource {
     Fixed(TrustedKeys),
-    File {
-        path: PathBuf,
-        cache: Mutex<FileKeys>,
-    },
+    File(Arc<KeyFile>),
+}
+
+/// How often the keys file is read again.
+pub(crate) const KEYS_REREAD: Duration = Duration::from_millis(500);
+/// A read of the keys file that takes longer than this leaves nothing trusted until it
+/// completes (a file that cannot be read now may hold a revocation).
+const KEYS_READ_LIMIT: Duration = Duration::from_secs(5);
+
+/// A keys file and what was last read from it: the keys follow the file's content (not
+/// its time or size), and a failed read is retried at the next one.
+#[derive(Debug)]
+pub(crate) struct KeyFile {
+    path: PathBuf,
+    state: Mutex<KeyState>,
 }
 
 #[derive(Debug)]
-pub(crate) struct FileKeys {
-    stamp: Option<(SystemTime, u64)>,
+struct KeyState {
+    /// The bytes the keys were parsed from (`None` after a failed read).
+    content: Option<Vec<u8>>,
     keys: Result<TrustedKeys, String>,
+    reading_since: Option<Instant>,
 }
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+impl KeyFile {
+    /// Reads `path` once (in the caller's thread: never waits on a FIFO or a device).
+    fn open(path: PathBuf) -> Result<Self, AdminError> {
+        let bytes = read_keys_file(&path)?;
+        let keys = TrustedKeys::from_bytes(&bytes, &path)?;
+        Ok(KeyFile {
+            path,
+            state: Mutex::new(KeyState {
+                content: Some(bytes),
+                keys: Ok(keys),
+                reading_since: None,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeyState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the file again (on the keys thread): parses it if its content changed or
+    /// the last read failed.
+    pub(crate) fn refresh(&self) {
+        self.lock().reading_since = Some(Instant::now());
+        let read = read_keys_file(&self.path);
+        let mut state = self.lock();
+        state.reading_since = None;
+        match read {
+            Ok(bytes) => {
+                if state.content.as_ref() != Some(&bytes) || state.keys.is_err() {
+                    state.keys =
+                        TrustedKeys::from_bytes(&bytes, &self.path).map_err(|e| e.to_string());
+                    state.content = Some(bytes);
+                }
+            }
+            Err(e) => {
+                state.keys = Err(e.to_string());
+                state.content = None;
+            }
+        }
+    }
+
+    fn current(&self) -> Result<TrustedKeys, String> {
+        let state = self.lock();
+        if let Some(since) = state.reading_since {
+            let waited = since.elapsed();
+            if waited > KEYS_READ_LIMIT {
+                return Err(format!(
+                    "{}: a read has not completed in {:.0?}",
+                    self.path.display(),
+                    waited
+                ));
+            }
+        }
+        state.keys.clone()
+    }
 }
 
 impl KeySource {
-    /// The keys in force; for a file, re-read if its time or size changed. A file that
-    /// stops parsing trusts nothing until it is fixed (never a stale, maybe revoked, key).
+    /// The keys in force: for a file, as last read (at most [`KEYS_REREAD`] ago). A file
+    /// that cannot be read or parsed trusts nothing until it is fixed (never a stale,
+    /// maybe revoked, key).
     pub(crate) fn current(&self) -> Result<TrustedKeys, String> {
         match self {
             KeySource::Fixed(k) => Ok(k.clone()),
-            KeySource::File { path, cache } => {
-                let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-                let now = stamp(path);
-                if now.is_none() || now != cache.stamp {
-                    cache.keys = TrustedKeys::from_file(path).map_err(|e| e.to_string());
-                    cache.stamp = now;
-                }
-                cache.keys.clone()
-            }
+            KeySource::File(file) => file.current(),
         }
     }
 }
@@ -214,20 +272,15 @@ impl AdminConfig {
         }
     }
 
-    /// Listen on `addr`, trusting the keys in the file at `path`, re-read whenever it
-    /// changes. Reads it once now: a missing or invalid file is an error.
+    /// Listen on `addr`, trusting the keys in the file at `path`, read again every
+    /// 500 ms on a thread of its own (`logpolicy-keys`) and followed by content: a
+    /// rewrite is seen whatever its time and size, and a failed read is retried. Reads
+    /// it once now: a missing or invalid file, or one that is not a regular file (a FIFO,
+    /// a device), or larger than 64 KiB, is an error.
     pub fn with_keys_file(addr: SocketAddr, path: impl Into<PathBuf>) -> Result<Self, AdminError> {
-        let path = path.into();
-        let keys = TrustedKeys::from_file(&path)?;
         Ok(AdminConfig {
             addr,
-            keys: KeySource::File {
-                cache: Mutex::new(FileKeys {
-                    stamp: stamp(&path),
-                    keys: Ok(keys),
-                }),
-                path,
-            },
+            keys: KeySource::File(Arc::new(KeyFile::open(path.into())?)),
             pod: PodIdentity::default(),
             any_pod: false,
             limits: AdminLimits::default(),

@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | `LOGPOLICY_ADMIN_ADDR` | Turns the endpoint on, listening there: `0.0.0.0:9090`, `[::]:9090`, `:9090` (every IPv4 address), `127.0.0.1:0` (a free port). Unset or empty: off. |
 //! | `LOGPOLICY_TRUSTED_KEYS` | The public keys whose signatures are accepted: base64 of 32 bytes each, separated by commas, spaces or newlines. Several allowed, for rotation. |
-//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments. Re-read when it changes (a mounted ConfigMap); if it stops parsing, nothing is trusted until it is fixed. |
+//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments; a regular file of at most 64 KiB (a FIFO or a device is refused without being waited on). Read again every 500 ms by a thread of its own (`logpolicy-keys`), never by the endpoint's, and followed by content (a mounted ConfigMap is rewritten in place); while it cannot be read or parsed, or a read hangs for over 5 s, nothing is trusted. |
 //! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Required. |
 //! | `POD_NAME` | The pod's `metadata.name`; checked like the uid. Required. |
 //! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |

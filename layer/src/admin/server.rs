@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::config::{AdminConfig, AdminError, AdminLimits};
+use super::config::{AdminConfig, AdminError, AdminLimits, KeyFile, KeySource, KEYS_REREAD};
 use super::service::{Admin, Reply, Route};
 use crate::enforce::PolicyHandle;
 use crate::wire::SIGNATURE_HEADER;
@@ -59,6 +59,44 @@ pub struct AdminServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The keys file's reader, when the keys come from a file.
+    keys: Option<KeysThread>,
+}
+
+/// The thread that reads the keys file again and again; told to stop, never joined (a
+/// read may hang on a broken file system: the endpoint does not wait for it).
+#[derive(Debug)]
+struct KeysThread {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
+
+impl KeysThread {
+    fn start(file: Arc<KeyFile>) -> Result<Self, AdminError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("logpolicy-keys".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(KEYS_REREAD);
+                    if stopped.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    file.refresh();
+                }
+            })
+            .map_err(AdminError::Thread)?;
+        Ok(KeysThread {
+            stop,
+            thread: handle.thread().clone(),
+        })
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.unpark();
+    }
 }
 
 impl AdminServer {
@@ -86,6 +124,10 @@ impl AdminServer {
             .build()
             .map_err(AdminError::Thread)?;
         let limits = config.limits;
+        let keys = match &config.keys {
+            KeySource::File(file) => Some(KeysThread::start(file.clone())?),
+            KeySource::Fixed(_) => None,
+        };
         let admin = Arc::new(Admin::new(config, handle, writer));
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -96,6 +138,7 @@ impl AdminServer {
             addr: local,
             stop: Some(stop),
             thread: Some(thread),
+            keys,
         })
     }
 
@@ -110,6 +153,9 @@ impl AdminServer {
     }
 
     fn stop_and_join(&mut self) {
+        if let Some(keys) = self.keys.take() {
+            keys.stop();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
