@@ -124,6 +124,13 @@ pub struct AdminLimits {
     /// Connections from one IP address at once (default 16); beyond it that address gets
     /// a 503, except a peer that sent a validly signed request in the last 10 minutes.
     pub max_connections_per_peer: usize,
+    /// How far a document's `issuedAt` may be from this pod's clock, either way (default
+    /// 5 minutes): older, it may be a replayed capture; newer, a clock far off. Either
+    /// way it is refused (`not_fresh`). Clocks of nodes drift by seconds, not minutes.
+    pub document_window: Duration,
+    /// The longest a pushed layer may last, from its document's `issuedAt` to its
+    /// `expiresAt` (default 7 days); longer is refused (`lifetime_too_long`).
+    pub max_layer_lifetime: Duration,
 }
 
 impl Default for AdminLimits {
@@ -134,6 +141,8 @@ impl Default for AdminLimits {
             request_timeout: Duration::from_secs(5),
             max_connections: 64,
             max_connections_per_peer: 16,
+            document_window: Duration::from_secs(5 * 60),
+            max_layer_lifetime: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

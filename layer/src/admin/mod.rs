@@ -71,7 +71,12 @@
 //! | 401 | `untrusted_key`, `bad_signature`, `no_trusted_keys` | signed by a key not trusted, a signature that does not match the body, or a keys file that no longer parses. Every authentication failure is 401; 403 is kept for an authenticated document for another pod. |
 //! | 400 | `malformed_json`, `bad_request` | the (authentic) body is not JSON, or could not be read |
 //! | 422 | `invalid_document` | JSON that is not a valid document: `reason` names the field, e.g. `layers[1].targets[0].level: invalid level "verbose" …`; also a `DELETE` with layers |
-//! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's, where known |
+//! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's |
+//! | 422 | `version_too_large` | `version` above 2^53 - 1 ([`MAX_DOCUMENT_VERSION`](crate::wire::MAX_DOCUMENT_VERSION)): no version can take the last one and freeze every later document out |
+//! | 422 | `not_fresh` | `issuedAt` more than 5 minutes ([`AdminLimits::document_window`]) before or after this pod's clock: a replayed capture, or a clock far off |
+//! | 422 | `expired` | a layer's `expiresAt` is not after the document's `issuedAt` |
+//! | 422 | `lifetime_too_long` | a layer would last more than 7 days ([`AdminLimits::max_layer_lifetime`]) from `issuedAt` |
+//! | 409 | `older_than_held` | a newer version with an earlier `issuedAt` than the document held: a replay |
 //! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content (the body also gives `heldVersion`) |
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
 //! | 404 | `not_found` | any other path |
@@ -85,6 +90,25 @@
 //!
 //! The signature is checked before the body is parsed: bytes from a client without the
 //! key never reach the JSON parser, let alone the policy.
+//!
+//! # Time
+//!
+//! A document is judged by the pod's clock, never by the signer's:
+//!
+//! - **Fresh only**: `issuedAt` must be within 5 minutes of the pod's clock either way.
+//!   The operator signs every push anew, so its documents are seconds old; a capture
+//!   replayed later, after a restart of the container too (when the version held is
+//!   gone with the process), is refused (`not_fresh`). Within the window, a document
+//!   issued before the one held is refused too (`older_than_held`).
+//! - **A layer lasts its time-to-live from receipt**: a layer whose `expiresAt` is `T`
+//!   ends `T - issuedAt` after the pod received it, on the pod's clock. This is the same
+//!   as `T` moved by the measured offset between `issuedAt` and the pod's clock (which
+//!   includes the transit, milliseconds). A signer 8 s ahead or behind, or a pod's clock
+//!   2 minutes off, changes nothing about how long a raise lasts. `GET /logpolicy`
+//!   shows the expiry on the pod's clock.
+//! - **Bounded**: a layer with `expiresAt` not after `issuedAt` is refused (`expired`),
+//!   one lasting over 7 days too (`lifetime_too_long`). A layer with no `expiresAt`
+//!   (a standing policy) is accepted.
 //!
 //! # Limits
 //!

@@ -89,7 +89,7 @@ mod signature;
 
 pub use document::{
     DocumentError, DocumentErrorKind, PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS,
-    MAX_POD_FIELD_LEN,
+    MAX_DOCUMENT_VERSION, MAX_POD_FIELD_LEN,
 };
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub(crate) use keys::read_keys_file;

@@ -119,9 +119,11 @@ impl Fixture {
     }
 }
 
+/// A document body for the pod `uid`, issued now.
 pub fn doc_for(uid: &str, version: u64, layers: &str) -> String {
+    let issued = logpolicy::clock::format_rfc3339(std::time::SystemTime::now());
     format!(
-        r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"{uid}"}},"version":{version},"issuedAt":"2026-11-29T20:06:15Z","layers":{layers}}}"#
+        r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"{uid}"}},"version":{version},"issuedAt":"{issued}","layers":{layers}}}"#
     )
 }
 
