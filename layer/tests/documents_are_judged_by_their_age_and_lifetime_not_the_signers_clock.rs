@@ -13,7 +13,7 @@ mod admin_fixture;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use admin_fixture::{send, Reply};
+use admin_fixture::{put_signed, Reply};
 use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
 use logpolicy::clock::{parse_rfc3339, Clock, ManualClock};
 use logpolicy::policy::LayerSpec;
@@ -67,15 +67,7 @@ impl Pod {
         let mut doc =
             PolicyDocument::new(PodRef::new("shop", "web-1", "u-1"), version).with_layer(layer);
         doc.issued_at = issued;
-        let body = doc.to_json();
-        let sig = wire::sign(body.as_bytes(), &self.key);
-        send(
-            self.admin.local_addr(),
-            "PUT",
-            "/logpolicy",
-            &[(wire::SIGNATURE_HEADER, &sig)],
-            body.as_bytes(),
-        )
+        put_signed(self.admin.local_addr(), &self.key, &doc.to_json())
     }
 
     fn now(&self) -> SystemTime {
@@ -131,25 +123,22 @@ fn a_capture_replayed_later_is_refused_saying_so_even_after_a_restart() {
 
 #[test]
 fn a_signer_ahead_or_behind_changes_nothing_about_how_long_a_raise_lasts() {
-    // Signer 8 s ahead, a 3 s raise: 3 s on the pod's clock (not 11).
-    let p = pod();
-    let issued = p.now() + 8 * S;
-    assert_eq!(p.push(1, issued, Some(issued + 3 * S)).status, 200);
-    assert_eq!(p.level(), Level::Debug);
-    p.advance(2900 * Duration::from_millis(1));
-    assert_eq!(p.level(), Level::Debug);
-    p.advance(200 * Duration::from_millis(1));
-    assert_eq!(p.level(), Level::Info);
-
-    // Signer 8 s behind, a 3 s raise: applied (not expired at once), for 3 s.
-    let p = pod();
-    let issued = p.now() - 8 * S;
-    assert_eq!(p.push(1, issued, Some(issued + 3 * S)).status, 200);
-    assert_eq!(p.level(), Level::Debug);
-    p.advance(2900 * Duration::from_millis(1));
-    assert_eq!(p.level(), Level::Debug);
-    p.advance(200 * Duration::from_millis(1));
-    assert_eq!(p.level(), Level::Info);
+    // Signer 8 s ahead (a 3 s raise lasted 11 s), 8 s behind (it never applied, and
+    // the push answered 200): 3 s on the pod's clock either way.
+    for signer_ahead in [true, false] {
+        let p = pod();
+        let issued = if signer_ahead {
+            p.now() + 8 * S
+        } else {
+            p.now() - 8 * S
+        };
+        assert_eq!(p.push(1, issued, Some(issued + 3 * S)).status, 200);
+        assert_eq!(p.level(), Level::Debug);
+        p.advance(2900 * Duration::from_millis(1));
+        assert_eq!(p.level(), Level::Debug);
+        p.advance(200 * Duration::from_millis(1));
+        assert_eq!(p.level(), Level::Info);
+    }
 
     // The pod's clock 120 s fast, a 60 s raise: it takes effect and lasts 60 s.
     let p = pod();

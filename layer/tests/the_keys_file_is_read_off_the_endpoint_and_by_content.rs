@@ -10,7 +10,7 @@ mod admin_fixture;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use admin_fixture::{doc_for, send, Reply};
+use admin_fixture::{doc_for, put_signed, send, Reply};
 use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
 use logpolicy::wire::{self, SigningKey};
 use logpolicy::PolicyFilter;
@@ -56,14 +56,7 @@ impl Drop for Pod {
 impl Pod {
     fn push(&self, signer: &SigningKey, version: u64) -> Reply {
         let body = doc_for(admin_fixture::POD_UID, version, "[]");
-        let sig = wire::sign(body.as_bytes(), signer);
-        send(
-            self.admin.local_addr(),
-            "PUT",
-            "/logpolicy",
-            &[(wire::SIGNATURE_HEADER, &sig)],
-            body.as_bytes(),
-        )
+        put_signed(self.admin.local_addr(), signer, &body)
     }
 
     /// Pushes (a new version each time) until `done` says yes, for at most 5 s.

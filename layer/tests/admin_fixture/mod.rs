@@ -243,3 +243,15 @@ pub fn closed_by_server(conn: &mut TcpStream, within: Duration) -> bool {
         }
     }
 }
+
+/// `body` signed with `key`, sent as `PUT /logpolicy` to `addr`.
+pub fn put_signed(addr: SocketAddr, key: &wire::SigningKey, body: &str) -> Reply {
+    let sig = wire::sign(body.as_bytes(), key);
+    send(
+        addr,
+        "PUT",
+        "/logpolicy",
+        &[(wire::SIGNATURE_HEADER, &sig)],
+        body.as_bytes(),
+    )
+}
