@@ -91,6 +91,11 @@ fn value_sets() -> Vec<&'static [(&'static str, &'static str)]> {
         &[("watchNamespaces", "{shop,payments}")],
         &[("replicaCount", "2")],
         &[("networkPolicy.enabled", "true")],
+        &[
+            ("workloadNetworkPolicy.enabled", "true"),
+            ("workloadNetworkPolicy.namespaces", "{shop}"),
+            ("workloadNetworkPolicy.servicePorts", "{8080,http}"),
+        ],
         &[("serviceMonitor.enabled", "true")],
         &[("signingKey.existingSecret", "my-key")],
         &[("crds.install", "false")],
@@ -402,6 +407,61 @@ fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_ad
                      "podSelector": {"matchLabels": {"logpolicy.dev/enabled": "true"}}}]},
         ])
     );
+}
+
+#[test]
+fn the_workload_network_policy_opens_the_admin_port_to_the_operator_only() {
+    let objects = rendered(&[
+        ("workloadNetworkPolicy.enabled", "true"),
+        ("watchNamespaces", "{shop,payments}"),
+        ("workloadNetworkPolicy.servicePorts", "{8080,http}"),
+    ]);
+    let policies: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "NetworkPolicy")
+        .collect();
+    assert_eq!(policies.len(), 2);
+    let selector = one(&objects, "Deployment").unwrap()["spec"]["selector"]["matchLabels"].clone();
+    for (np, ns) in policies.iter().zip(["shop", "payments"]) {
+        assert_eq!(np["metadata"]["namespace"], ns);
+        assert_eq!(
+            np["spec"]["podSelector"],
+            json!({"matchLabels": {"logpolicy.dev/enabled": "true"}})
+        );
+        assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
+        assert_eq!(
+            np["spec"]["ingress"],
+            json!([
+                {"ports": [{"port": 9090, "protocol": "TCP"}],
+                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                           "podSelector": {"matchLabels": selector}}]},
+                {"ports": [{"port": 8080, "protocol": "TCP"}, {"port": "http", "protocol": "TCP"}]},
+            ])
+        );
+    }
+    // Without the service's ports it would close them: refused, saying why.
+    let err = helm::template(
+        RELEASE,
+        NS,
+        &[
+            ("workloadNetworkPolicy.enabled", "true"),
+            ("workloadNetworkPolicy.namespaces", "{shop}"),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("workloadNetworkPolicy.servicePorts"), "{err}");
+    let err = helm::template(
+        RELEASE,
+        NS,
+        &[
+            ("workloadNetworkPolicy.enabled", "true"),
+            ("workloadNetworkPolicy.servicePorts", "{8080}"),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("workloadNetworkPolicy.namespaces"), "{err}");
 }
 
 #[test]

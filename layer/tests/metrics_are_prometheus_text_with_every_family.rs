@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, SystemTime};
 
-use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
+use logpolicy::admin::{AdminConfig, AdminServer};
 use logpolicy::clock::format_rfc3339;
 use logpolicy::wire::{self, SigningKey, TrustedKeys};
 use logpolicy::writer::{Output, Writer, WriterConfig};
@@ -73,7 +73,7 @@ fn metrics_are_prometheus_text_with_every_family() {
             "127.0.0.1:0".parse().unwrap(),
             TrustedKeys::new([key.verifying_key()]),
         )
-        .pod(PodIdentity::default()),
+        .any_pod(),
         filter.handle(),
         Some(writer.clone()),
     )
@@ -87,8 +87,9 @@ fn metrics_are_prometheus_text_with_every_family() {
     assert!(writer.flush(Duration::from_secs(5)));
 
     let expires = format_rfc3339(SystemTime::now() + Duration::from_secs(600));
+    let issued = format_rfc3339(SystemTime::now());
     let body = format!(
-        r#"{{"pod":{{"namespace":"a","name":"b","uid":"c"}},"version":17,"issuedAt":"2026-11-29T20:06:15Z","layers":[{{"source":"ops/x","expiresAt":"{expires}","defaultLevel":"debug"}}]}}"#
+        r#"{{"pod":{{"namespace":"a","name":"b","uid":"c"}},"version":17,"issuedAt":"{issued}","layers":[{{"source":"ops/x","expiresAt":"{expires}","defaultLevel":"debug"}}]}}"#
     );
     let req = format!(
         "PUT /logpolicy HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n{}: {}\r\n\r\n{body}",

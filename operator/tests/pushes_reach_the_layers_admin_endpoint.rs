@@ -31,7 +31,8 @@ fn start_pod(name: &str, uid: &str, key: &SigningKey) -> Pod {
     )
     .pod(PodIdentity {
         uid: Some(uid.into()),
-        ..Default::default()
+        name: Some(name.into()),
+        namespace: Some("shop".into()),
     });
     let admin = AdminServer::start(config, filter.handle(), None).unwrap();
     Pod {

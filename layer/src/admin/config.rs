@@ -1,11 +1,11 @@
 //! How the admin endpoint is configured: in code, or from the environment.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::wire::{KeyError, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
+use crate::wire::{read_keys_file, KeyError, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
 
 /// The variable that turns the endpoint on, with the address it listens on
 /// (`0.0.0.0:9090`, `[::]:9090`, `127.0.0.1:0`, or `:9090` for every IPv4 address).
@@ -17,6 +17,12 @@ pub const POD_NAME_ENV: &str = "POD_NAME";
 /// The pod's namespace (downward API `metadata.namespace`); documents for another
 /// namespace are refused.
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+
+/// Set to `1` (or `true`) to start the endpoint without the pod's identity, outside
+/// Kubernetes: documents are then accepted whatever pod they name, where the identity is
+/// unknown. In a cluster, never: one operator key signs for every namespace, and the
+/// identity check is what keeps a document for one pod out of another.
+pub const ANY_POD_ENV: &str = "LOGPOLICY_ADMIN_ANY_POD";
 
 /// Why the admin endpoint could not be configured or started.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +48,14 @@ pub enum AdminError {
         addr: SocketAddr,
         /// Why.
         source: std::io::Error,
+    },
+    /// The pod's identity is incomplete and [`AdminConfig::any_pod`] (or
+    /// [`ANY_POD_ENV`]) was not given: the endpoint would accept documents signed for
+    /// other pods.
+    #[error("the admin endpoint needs the pod's identity to refuse documents signed for other pods, and {missing} unset: set them from the downward API (metadata.uid, metadata.name, metadata.namespace), or {ANY_POD_ENV}=1 outside Kubernetes")]
+    NoPodIdentity {
+        /// The variables missing, e.g. `POD_UID and POD_NAME are`.
+        missing: String,
     },
     /// The endpoint's thread or runtime could not be started.
     #[error("cannot start the admin thread: {0}")]
@@ -76,6 +90,19 @@ impl PodIdentity {
             namespace: get(POD_NAMESPACE_ENV),
         }
     }
+
+    /// The variables of the fields not known, in the order uid, name, namespace.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (POD_UID_ENV, &self.uid),
+            (POD_NAME_ENV, &self.name),
+            (POD_NAMESPACE_ENV, &self.namespace),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(var, _)| var)
+        .collect()
+    }
 }
 
 /// Bounds on what a client can make the endpoint hold.
@@ -88,9 +115,22 @@ pub struct AdminLimits {
     pub header_timeout: Duration,
     /// How long one connection may last, body and response included (default 5 s).
     pub request_timeout: Duration,
-    /// Connections served at once (default 64); beyond it a connection gets a 503 and is
-    /// closed.
+    /// Connections served at once (default 64). When all are taken, a new connection
+    /// takes the place of the oldest one still sending its request (head first, then
+    /// body); only when every connection is past that does it get a 503. A peer that sent
+    /// a validly signed request in the last 10 minutes (the operator) is never evicted,
+    /// and finds 8 more slots kept for it.
     pub max_connections: usize,
+    /// Connections from one IP address at once (default 16); beyond it that address gets
+    /// a 503, except a peer that sent a validly signed request in the last 10 minutes.
+    pub max_connections_per_peer: usize,
+    /// How far a document's `issuedAt` may be from this pod's clock, either way (default
+    /// 5 minutes): older, it may be a replayed capture; newer, a clock far off. Either
+    /// way it is refused (`not_fresh`). Clocks of nodes drift by seconds, not minutes.
+    pub document_window: Duration,
+    /// The longest a pushed layer may last, from its document's `issuedAt` to its
+    /// `expiresAt` (default 7 days); longer is refused (`lifetime_too_long`).
+    pub max_layer_lifetime: Duration,
 }
 
 impl Default for AdminLimits {
@@ -100,47 +140,108 @@ impl Default for AdminLimits {
             header_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(5),
             max_connections: 64,
+            max_connections_per_peer: 16,
+            document_window: Duration::from_secs(5 * 60),
+            max_layer_lifetime: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
 
-/// Where the trusted keys come from: fixed, or a file re-read when it changes (a
-/// mounted ConfigMap is updated in place).
+/// Where the trusted keys come from: fixed, or a file (a mounted ConfigMap is updated in
+/// place) read by a thread of its own, never by the endpoint's.
 #[derive(Debug)]
 pub(crate) enum KeySource {
     Fixed(TrustedKeys),
-    File {
-        path: PathBuf,
-        cache: Mutex<FileKeys>,
-    },
+    File(Arc<KeyFile>),
+}
+
+/// How often the keys file is read again.
+pub(crate) const KEYS_REREAD: Duration = Duration::from_millis(500);
+/// A read of the keys file that takes longer than this leaves nothing trusted until it
+/// completes (a file that cannot be read now may hold a revocation).
+const KEYS_READ_LIMIT: Duration = Duration::from_secs(5);
+
+/// A keys file and what was last read from it: the keys follow the file's content (not
+/// its time or size), and a failed read is retried at the next one.
+#[derive(Debug)]
+pub(crate) struct KeyFile {
+    path: PathBuf,
+    state: Mutex<KeyState>,
 }
 
 #[derive(Debug)]
-pub(crate) struct FileKeys {
-    stamp: Option<(SystemTime, u64)>,
+struct KeyState {
+    /// The bytes the keys were parsed from (`None` after a failed read).
+    content: Option<Vec<u8>>,
     keys: Result<TrustedKeys, String>,
+    reading_since: Option<Instant>,
 }
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+impl KeyFile {
+    /// Reads `path` once (in the caller's thread: never waits on a FIFO or a device).
+    fn open(path: PathBuf) -> Result<Self, AdminError> {
+        let bytes = read_keys_file(&path)?;
+        let keys = TrustedKeys::from_bytes(&bytes, &path)?;
+        Ok(KeyFile {
+            path,
+            state: Mutex::new(KeyState {
+                content: Some(bytes),
+                keys: Ok(keys),
+                reading_since: None,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeyState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the file again (on the keys thread): parses it if its content changed or
+    /// the last read failed.
+    pub(crate) fn refresh(&self) {
+        self.lock().reading_since = Some(Instant::now());
+        let read = read_keys_file(&self.path);
+        let mut state = self.lock();
+        state.reading_since = None;
+        match read {
+            Ok(bytes) => {
+                if state.content.as_ref() != Some(&bytes) || state.keys.is_err() {
+                    state.keys =
+                        TrustedKeys::from_bytes(&bytes, &self.path).map_err(|e| e.to_string());
+                    state.content = Some(bytes);
+                }
+            }
+            Err(e) => {
+                state.keys = Err(e.to_string());
+                state.content = None;
+            }
+        }
+    }
+
+    fn current(&self) -> Result<TrustedKeys, String> {
+        let state = self.lock();
+        if let Some(since) = state.reading_since {
+            let waited = since.elapsed();
+            if waited > KEYS_READ_LIMIT {
+                return Err(format!(
+                    "{}: a read has not completed in {:.0?}",
+                    self.path.display(),
+                    waited
+                ));
+            }
+        }
+        state.keys.clone()
+    }
 }
 
 impl KeySource {
-    /// The keys in force; for a file, re-read if its time or size changed. A file that
-    /// stops parsing trusts nothing until it is fixed (never a stale, maybe revoked, key).
+    /// The keys in force: for a file, as last read (at most [`KEYS_REREAD`] ago). A file
+    /// that cannot be read or parsed trusts nothing until it is fixed (never a stale,
+    /// maybe revoked, key).
     pub(crate) fn current(&self) -> Result<TrustedKeys, String> {
         match self {
             KeySource::Fixed(k) => Ok(k.clone()),
-            KeySource::File { path, cache } => {
-                let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-                let now = stamp(path);
-                if now.is_none() || now != cache.stamp {
-                    cache.keys = TrustedKeys::from_file(path).map_err(|e| e.to_string());
-                    cache.stamp = now;
-                }
-                cache.keys.clone()
-            }
+            KeySource::File(file) => file.current(),
         }
     }
 }
@@ -164,6 +265,7 @@ pub struct AdminConfig {
     pub(crate) addr: SocketAddr,
     pub(crate) keys: KeySource,
     pub(crate) pod: PodIdentity,
+    pub(crate) any_pod: bool,
     pub(crate) limits: AdminLimits,
 }
 
@@ -174,25 +276,22 @@ impl AdminConfig {
             addr,
             keys: KeySource::Fixed(keys),
             pod: PodIdentity::default(),
+            any_pod: false,
             limits: AdminLimits::default(),
         }
     }
 
-    /// Listen on `addr`, trusting the keys in the file at `path`, re-read whenever it
-    /// changes. Reads it once now: a missing or invalid file is an error.
+    /// Listen on `addr`, trusting the keys in the file at `path`, read again every
+    /// 500 ms on a thread of its own (`logpolicy-keys`) and followed by content: a
+    /// rewrite is seen whatever its time and size, and a failed read is retried. Reads
+    /// it once now: a missing or invalid file, or one that is not a regular file (a FIFO,
+    /// a device), or larger than 64 KiB, is an error.
     pub fn with_keys_file(addr: SocketAddr, path: impl Into<PathBuf>) -> Result<Self, AdminError> {
-        let path = path.into();
-        let keys = TrustedKeys::from_file(&path)?;
         Ok(AdminConfig {
             addr,
-            keys: KeySource::File {
-                cache: Mutex::new(FileKeys {
-                    stamp: stamp(&path),
-                    keys: Ok(keys),
-                }),
-                path,
-            },
+            keys: KeySource::File(Arc::new(KeyFile::open(path.into())?)),
             pod: PodIdentity::default(),
+            any_pod: false,
             limits: AdminLimits::default(),
         })
     }
@@ -218,7 +317,61 @@ impl AdminConfig {
         } else {
             return Err(AdminError::NoTrustedKeys);
         };
-        Ok(Some(config.pod(PodIdentity::from_env())))
+        let config = config.pod(PodIdentity::from_env());
+        Ok(Some(
+            match std::env::var(ANY_POD_ENV).ok().as_deref().map(str::trim) {
+                None | Some("" | "0" | "false") => config,
+                Some("1" | "true") => config.any_pod(),
+                Some(other) => {
+                    return Err(AdminError::Env {
+                        var: ANY_POD_ENV,
+                        message: format!("invalid value {other:?} (expected 1, true, 0 or false)"),
+                    })
+                }
+            },
+        ))
+    }
+
+    /// Starts without a complete pod identity (outside Kubernetes): documents are
+    /// accepted whatever pod they name, where the identity is unknown. Without it,
+    /// [`AdminServer::start`](super::AdminServer::start) refuses an incomplete identity
+    /// ([`AdminError::NoPodIdentity`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::admin::{AdminConfig, AdminError, AdminServer};
+    /// use logpolicy::wire::{SigningKey, TrustedKeys};
+    /// use logpolicy::PolicyFilter;
+    ///
+    /// let keys = || TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+    /// let filter = PolicyFilter::from_directives("info").unwrap();
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys());
+    /// let err = AdminServer::start(config, filter.handle(), None).unwrap_err();
+    /// assert!(matches!(err, AdminError::NoPodIdentity { .. }), "{err}");
+    ///
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys()).any_pod();
+    /// let admin = AdminServer::start(config, filter.handle(), None).unwrap();
+    /// # drop(admin);
+    /// ```
+    #[must_use]
+    pub fn any_pod(mut self) -> Self {
+        self.any_pod = true;
+        self
+    }
+
+    /// The identity is complete, or [`any_pod`](Self::any_pod) was given.
+    pub(crate) fn check_identity(&self) -> Result<(), AdminError> {
+        let missing = self.pod.missing();
+        if self.any_pod || missing.is_empty() {
+            return Ok(());
+        }
+        let missing = match missing.as_slice() {
+            [one] => format!("{one} is"),
+            [init @ .., last] => format!("{} and {last} are", init.join(", ")),
+            [] => String::new(),
+        };
+        Err(AdminError::NoPodIdentity { missing })
     }
 
     /// The pod's identity, for checking documents.

@@ -214,6 +214,7 @@ pub(crate) fn render(admin: &Admin) -> Reply {
             content_type: OPENMETRICS,
             body,
             allow: None,
+            signed: false,
         },
         Err(_) => Reply::error(500, "metrics_failed", "the metrics could not be encoded"),
     }

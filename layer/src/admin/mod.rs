@@ -12,13 +12,18 @@
 //! | --- | --- |
 //! | `LOGPOLICY_ADMIN_ADDR` | Turns the endpoint on, listening there: `0.0.0.0:9090`, `[::]:9090`, `:9090` (every IPv4 address), `127.0.0.1:0` (a free port). Unset or empty: off. |
 //! | `LOGPOLICY_TRUSTED_KEYS` | The public keys whose signatures are accepted: base64 of 32 bytes each, separated by commas, spaces or newlines. Several allowed, for rotation. |
-//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments. Re-read when it changes (a mounted ConfigMap); if it stops parsing, nothing is trusted until it is fixed. |
-//! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Unset: not checked. |
-//! | `POD_NAME` | The pod's `metadata.name`; checked like the uid when set. |
-//! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid when set. |
+//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments; a regular file of at most 64 KiB (a FIFO or a device is refused without being waited on). Read again every 500 ms by a thread of its own (`logpolicy-keys`), never by the endpoint's, and followed by content (a mounted ConfigMap is rewritten in place); while it cannot be read or parsed, or a read hangs for over 5 s, nothing is trusted. |
+//! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Required. |
+//! | `POD_NAME` | The pod's `metadata.name`; checked like the uid. Required. |
+//! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |
+//! | `LOGPOLICY_ADMIN_ANY_POD` | `1` or `true`: start without the three above (outside Kubernetes); a field not known is not checked. |
 //!
 //! With the address set and no trusted key, starting fails: such an endpoint could
-//! never accept a push.
+//! never accept a push. Without the pod's uid, name and namespace it fails too
+//! ([`AdminError::NoPodIdentity`], naming the variables), unless
+//! `LOGPOLICY_ADMIN_ANY_POD` (or [`AdminConfig::any_pod`]) says so: one operator key
+//! signs for every namespace, and the identity check is what keeps a document signed for
+//! one pod out of every other.
 //!
 //! # Endpoints
 //!
@@ -47,7 +52,8 @@
 //!   `logpolicy_policy_version` (once a document is held), `logpolicy_policy_generation`,
 //!   `logpolicy_policy_active_layers`,
 //!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
-//!   `logpolicy_admin_requests_total{status}`.
+//!   `logpolicy_admin_requests_total{status}` (every request and every connection that
+//!   ended without one, see below).
 //! - `GET /healthz`: `{"status":"ok"}`.
 //!
 //! # Statuses
@@ -65,22 +71,58 @@
 //! | 401 | `untrusted_key`, `bad_signature`, `no_trusted_keys` | signed by a key not trusted, a signature that does not match the body, or a keys file that no longer parses. Every authentication failure is 401; 403 is kept for an authenticated document for another pod. |
 //! | 400 | `malformed_json`, `bad_request` | the (authentic) body is not JSON, or could not be read |
 //! | 422 | `invalid_document` | JSON that is not a valid document: `reason` names the field, e.g. `layers[1].targets[0].level: invalid level "verbose" …`; also a `DELETE` with layers |
-//! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's, where known |
+//! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's |
+//! | 422 | `version_too_large` | `version` above 2^53 - 1 ([`MAX_DOCUMENT_VERSION`](crate::wire::MAX_DOCUMENT_VERSION)): no version can take the last one and freeze every later document out |
+//! | 422 | `not_fresh` | `issuedAt` more than 5 minutes ([`AdminLimits::document_window`]) before or after this pod's clock: a replayed capture, or a clock far off |
+//! | 422 | `expired` | a layer's `expiresAt` is not after the document's `issuedAt` |
+//! | 422 | `lifetime_too_long` | a layer would last more than 7 days ([`AdminLimits::max_layer_lifetime`]) from `issuedAt` |
+//! | 409 | `older_than_held` | a newer version with an earlier `issuedAt` than the document held: a replay |
 //! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content (the body also gives `heldVersion`) |
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
 //! | 404 | `not_found` | any other path |
 //! | 405 | `method_not_allowed` | another method on a known path (with `Allow`) |
-//! | 503 | `busy` | more than 64 connections at once (answered and closed at once) |
+//! | 503 | `busy` | every slot is taken by a connection past its request, or this address already holds 16 (answered and closed at once) |
+//!
+//! Connections that never make a request are counted too, with the status hyper or the
+//! limits give them (no body is sent): 408 (no complete head within 2 s, or closed to
+//! make room for a new connection), 431 (a head over 16 KiB), 400 (a head that does not
+//! parse).
 //!
 //! The signature is checked before the body is parsed: bytes from a client without the
 //! key never reach the JSON parser, let alone the policy.
+//!
+//! # Time
+//!
+//! A document is judged by the pod's clock, never by the signer's:
+//!
+//! - **Fresh only**: `issuedAt` must be within 5 minutes of the pod's clock either way.
+//!   The operator signs every push anew, so its documents are seconds old; a capture
+//!   replayed later, after a restart of the container too (when the version held is
+//!   gone with the process), is refused (`not_fresh`). Within the window, a document
+//!   issued before the one held is refused too (`older_than_held`).
+//! - **A layer lasts its time-to-live from receipt**: a layer whose `expiresAt` is `T`
+//!   ends `T - issuedAt` after the pod received it, on the pod's clock. This is the same
+//!   as `T` moved by the measured offset between `issuedAt` and the pod's clock (which
+//!   includes the transit, milliseconds). A signer 8 s ahead or behind, or a pod's clock
+//!   2 minutes off, changes nothing about how long a raise lasts. `GET /logpolicy`
+//!   shows the expiry on the pod's clock.
+//! - **Bounded**: a layer with `expiresAt` not after `issuedAt` is refused (`expired`),
+//!   one lasting over 7 days too (`lifetime_too_long`). A layer with no `expiresAt`
+//!   (a standing policy) is accepted.
 //!
 //! # Limits
 //!
 //! See [`AdminLimits`]: the body (64 KiB), the request head (16 KiB), the time to send
 //! the head (2 s) and the whole connection (5 s: a slow client is cut, however slowly it
-//! trickles), one request per connection, and at most 64 connections at once. A held
-//! connection costs one small task on the endpoint's thread and never blocks another.
+//! trickles), one request per connection, at most 64 connections at once and 16 from
+//! one address. A held connection costs one small task on the endpoint's thread and
+//! never blocks another.
+//!
+//! When the 64 are taken, a new connection takes the place of the oldest one still
+//! sending its request (its head first, then its body): clients that open connections
+//! and send nothing cannot keep a signed push out, however many addresses they use. A
+//! peer that sent a validly signed request in the last 10 minutes (the operator) is
+//! never evicted, is not held to the per-address cap, and finds 8 more slots kept for it.
 //!
 //! # Example
 //!
@@ -94,7 +136,11 @@
 //! let key = wire::generate_signing_key()?;
 //! let filter = PolicyFilter::from_directives("info")?;
 //! let config = AdminConfig::new("127.0.0.1:0".parse()?, wire::TrustedKeys::new([key.verifying_key()]))
-//!     .pod(PodIdentity { uid: Some("uid-1".into()), ..Default::default() });
+//!     .pod(PodIdentity {
+//!         uid: Some("uid-1".into()),
+//!         name: Some("web-1".into()),
+//!         namespace: Some("shop".into()),
+//!     });
 //! let admin = AdminServer::start(config, filter.handle(), None)?;
 //!
 //! let doc = PolicyDocument::new(PodRef::new("shop", "web-1", "uid-1"), 1)
@@ -118,7 +164,7 @@ mod server;
 mod service;
 
 pub use config::{
-    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, POD_NAMESPACE_ENV,
-    POD_NAME_ENV, POD_UID_ENV,
+    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, ANY_POD_ENV,
+    POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV,
 };
 pub use server::AdminServer;

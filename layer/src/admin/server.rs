@@ -1,10 +1,12 @@
 //! The endpoint's thread, runtime, listener and connection limits.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -14,9 +16,10 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
-use super::config::{AdminConfig, AdminError, AdminLimits};
+use super::config::{AdminConfig, AdminError, AdminLimits, KeyFile, KeySource, KEYS_REREAD};
 use super::service::{Admin, Reply, Route};
 use crate::enforce::PolicyHandle;
 use crate::wire::SIGNATURE_HEADER;
@@ -42,7 +45,7 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// let filter = PolicyFilter::from_directives("info").unwrap();
 /// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
 /// let admin = AdminServer::start(
-///     AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys), filter.handle(), None).unwrap();
+///     AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys).any_pod(), filter.handle(), None).unwrap();
 ///
 /// let mut conn = std::net::TcpStream::connect(admin.local_addr()).unwrap();
 /// conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
@@ -56,6 +59,44 @@ pub struct AdminServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The keys file's reader, when the keys come from a file.
+    keys: Option<KeysThread>,
+}
+
+/// The thread that reads the keys file again and again; told to stop, never joined (a
+/// read may hang on a broken file system: the endpoint does not wait for it).
+#[derive(Debug)]
+struct KeysThread {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
+
+impl KeysThread {
+    fn start(file: Arc<KeyFile>) -> Result<Self, AdminError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("logpolicy-keys".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(KEYS_REREAD);
+                    if stopped.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    file.refresh();
+                }
+            })
+            .map_err(AdminError::Thread)?;
+        Ok(KeysThread {
+            stop,
+            thread: handle.thread().clone(),
+        })
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.unpark();
+    }
 }
 
 impl AdminServer {
@@ -67,6 +108,7 @@ impl AdminServer {
         handle: PolicyHandle,
         writer: Option<Writer>,
     ) -> Result<Self, AdminError> {
+        config.check_identity()?;
         let addr = config.addr;
         let listener =
             StdListener::bind(addr).map_err(|source| AdminError::Bind { addr, source })?;
@@ -82,6 +124,10 @@ impl AdminServer {
             .build()
             .map_err(AdminError::Thread)?;
         let limits = config.limits;
+        let keys = match &config.keys {
+            KeySource::File(file) => Some(KeysThread::start(file.clone())?),
+            KeySource::Fixed(_) => None,
+        };
         let admin = Arc::new(Admin::new(config, handle, writer));
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -92,6 +138,7 @@ impl AdminServer {
             addr: local,
             stop: Some(stop),
             thread: Some(thread),
+            keys,
         })
     }
 
@@ -106,6 +153,9 @@ impl AdminServer {
     }
 
     fn stop_and_join(&mut self) {
+        if let Some(keys) = self.keys.take() {
+            keys.stop();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -121,6 +171,151 @@ impl Drop for AdminServer {
     }
 }
 
+/// How long a peer that sent a validly signed request is remembered as a signer.
+const SIGNER_MEMORY: Duration = Duration::from_secs(600);
+/// Slots beyond [`AdminLimits::max_connections`] kept for signers.
+const SIGNER_RESERVE: usize = 8;
+/// Signers remembered at most (the oldest is forgotten first).
+const MAX_SIGNERS: usize = 64;
+
+/// The answer to a peer over its own cap.
+const BUSY_PEER: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 74\r\nconnection: close\r\n\r\n{\"error\":\"busy\",\"reason\":\"too many connections from this address at once\"}";
+
+/// How far a connection got with its request.
+const READING_HEAD: u8 = 0;
+const READING_BODY: u8 = 1;
+const ANSWERING: u8 = 2;
+
+/// One connection in progress.
+struct Open {
+    peer: IpAddr,
+    since: Instant,
+    stage: Arc<AtomicU8>,
+    signer: bool,
+    abort: Option<AbortHandle>,
+}
+
+/// The connections in progress, per peer, and the peers that signed recently: what
+/// decides who gets a slot when they run out.
+#[derive(Default)]
+struct Slots {
+    next: u64,
+    open: HashMap<u64, Open>,
+    per_peer: HashMap<IpAddr, usize>,
+    signers: HashMap<IpAddr, Instant>,
+}
+
+/// What to do with a new connection.
+enum Admit {
+    Yes,
+    /// Yes, in the place of this connection (aborted).
+    Evicting(u64),
+    BusyPeer,
+    Busy,
+}
+
+impl Slots {
+    fn is_signer(&self, peer: IpAddr, now: Instant) -> bool {
+        self.signers
+            .get(&peer)
+            .is_some_and(|t| now.duration_since(*t) < SIGNER_MEMORY)
+    }
+
+    fn signed(&mut self, peer: IpAddr, now: Instant) {
+        if self.signers.len() >= MAX_SIGNERS && !self.signers.contains_key(&peer) {
+            self.signers
+                .retain(|_, t| now.duration_since(*t) < SIGNER_MEMORY);
+            if self.signers.len() >= MAX_SIGNERS {
+                if let Some(oldest) = self
+                    .signers
+                    .iter()
+                    .min_by_key(|(_, t)| **t)
+                    .map(|(p, _)| *p)
+                {
+                    self.signers.remove(&oldest);
+                }
+            }
+        }
+        self.signers.insert(peer, now);
+    }
+
+    fn admit(&self, peer: IpAddr, now: Instant, limits: &AdminLimits) -> Admit {
+        let signer = self.is_signer(peer, now);
+        let mine = self.per_peer.get(&peer).copied().unwrap_or(0);
+        if !signer && mine >= limits.max_connections_per_peer.max(1) {
+            return Admit::BusyPeer;
+        }
+        let max = limits.max_connections.max(1);
+        if self.open.len() < max {
+            return Admit::Yes;
+        }
+        // The oldest connection still sending its head, else its body; never a signer's
+        // nor one being answered.
+        let victim = self
+            .open
+            .iter()
+            .filter(|(_, o)| !o.signer && o.stage.load(Ordering::Relaxed) < ANSWERING)
+            .min_by_key(|(_, o)| (o.stage.load(Ordering::Relaxed), o.since))
+            .map(|(id, _)| *id);
+        match victim {
+            Some(id) => Admit::Evicting(id),
+            None if signer && self.open.len() < max + SIGNER_RESERVE => Admit::Yes,
+            None => Admit::Busy,
+        }
+    }
+
+    fn insert(&mut self, peer: IpAddr, now: Instant, stage: Arc<AtomicU8>) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let signer = self.is_signer(peer, now);
+        self.open.insert(
+            id,
+            Open {
+                peer,
+                since: now,
+                stage,
+                signer,
+                abort: None,
+            },
+        );
+        *self.per_peer.entry(peer).or_default() += 1;
+        id
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Open> {
+        let open = self.open.remove(&id)?;
+        if let Some(n) = self.per_peer.get_mut(&open.peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_peer.remove(&open.peer);
+            }
+        }
+        Some(open)
+    }
+}
+
+/// Shared between the accept loop and the connections (all on the endpoint's one thread;
+/// the lock is never contended).
+type SharedSlots = Arc<Mutex<Slots>>;
+
+fn lock(slots: &SharedSlots) -> std::sync::MutexGuard<'_, Slots> {
+    slots
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Frees a connection's slot when its task ends, however it ends (aborted included).
+struct SlotGuard {
+    slots: SharedSlots,
+    id: u64,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        lock(&self.slots).remove(self.id);
+    }
+}
+
 async fn serve(
     listener: StdListener,
     admin: Arc<Admin>,
@@ -130,67 +325,129 @@ async fn serve(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = SharedSlots::default();
     loop {
         let accepted = tokio::select! {
             _ = &mut stopped => return,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             // Out of file descriptors and the like: let it pass, do not spin.
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
-        match slots.clone().try_acquire_owned() {
-            Ok(slot) => {
-                let admin = admin.clone();
-                tokio::spawn(async move {
-                    connection(stream, admin, limits).await;
-                    drop(slot);
-                });
+        let peer = peer.ip();
+        let now = Instant::now();
+        let mut s = lock(&slots);
+        match s.admit(peer, now, &limits) {
+            Admit::Yes => {}
+            Admit::Evicting(id) => {
+                if let Some(abort) = s.remove(id).and_then(|o| o.abort) {
+                    abort.abort();
+                }
+                admin.count(408);
             }
-            Err(_) => {
+            Admit::BusyPeer => {
+                admin.count(503);
+                let _ = stream.try_write(BUSY_PEER);
+                continue;
+            }
+            Admit::Busy => {
                 admin.count(503);
                 let _ = stream.try_write(BUSY);
+                continue;
             }
+        }
+        let stage = Arc::new(AtomicU8::new(READING_HEAD));
+        let id = s.insert(peer, now, stage.clone());
+        let guard = SlotGuard {
+            slots: slots.clone(),
+            id,
+        };
+        let task = tokio::spawn(connection(
+            stream,
+            Conn {
+                admin: admin.clone(),
+                slots: slots.clone(),
+                peer,
+                stage,
+            },
+            limits,
+            guard,
+        ));
+        if let Some(open) = s.open.get_mut(&id) {
+            open.abort = Some(task.abort_handle());
         }
     }
 }
 
+/// What a connection's requests need besides the request.
+#[derive(Clone)]
+struct Conn {
+    admin: Arc<Admin>,
+    slots: SharedSlots,
+    peer: IpAddr,
+    stage: Arc<AtomicU8>,
+}
+
 /// Serves one connection: one request (no keep-alive), within the header and
-/// whole-connection timeouts.
-async fn connection(stream: TcpStream, admin: Arc<Admin>, limits: AdminLimits) {
+/// whole-connection timeouts. A connection that ends without a request is counted: 431
+/// for a head over the limit, 400 for one that does not parse, 408 for none in time.
+async fn connection(stream: TcpStream, conn: Conn, limits: AdminLimits, _slot: SlotGuard) {
     let _ = stream.set_nodelay(true);
+    let served = conn.clone();
     let service = service_fn(move |req| {
-        let admin = admin.clone();
-        async move { Ok::<_, Infallible>(request(req, &admin).await) }
+        let conn = served.clone();
+        async move { Ok::<_, Infallible>(request(req, &conn).await) }
     });
-    let conn = http1::Builder::new()
+    let http = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(false)
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service);
     // On timeout the connection future is dropped, which closes the socket.
-    let _ = tokio::time::timeout(limits.request_timeout, conn).await;
+    let outcome = tokio::time::timeout(limits.request_timeout, http).await;
+    if conn.stage.load(Ordering::Relaxed) != READING_HEAD {
+        return;
+    }
+    match outcome {
+        Ok(Ok(())) => {} // closed before sending anything
+        Ok(Err(e)) if e.is_parse_too_large() => conn.admin.count(431),
+        Ok(Err(e)) if e.is_parse() => conn.admin.count(400),
+        Ok(Err(e)) if e.is_timeout() => conn.admin.count(408),
+        Ok(Err(_)) => {}
+        Err(_) => conn.admin.count(408),
+    }
 }
 
-async fn request(req: Request<Incoming>, admin: &Admin) -> Response<Full<Bytes>> {
+async fn request(req: Request<Incoming>, conn: &Conn) -> Response<Full<Bytes>> {
+    conn.stage.store(READING_BODY, Ordering::Relaxed);
+    let admin = &conn.admin;
     let route = Route::of(req.method().as_str(), req.uri().path());
     let head = req.method() == hyper::Method::HEAD;
     let reply = if route.takes_body() {
-        read_and_respond(req, route, admin).await
+        read_and_respond(req, route, admin, &conn.stage).await
     } else {
+        conn.stage.store(ANSWERING, Ordering::Relaxed);
         admin.respond(route, None, &[])
     };
+    if reply.signed {
+        lock(&conn.slots).signed(conn.peer, Instant::now());
+    }
     admin.count(reply.status);
     to_response(reply, head)
 }
 
-async fn read_and_respond(req: Request<Incoming>, route: Route, admin: &Admin) -> Reply {
+async fn read_and_respond(
+    req: Request<Incoming>,
+    route: Route,
+    admin: &Admin,
+    stage: &AtomicU8,
+) -> Reply {
     let max = admin.max_body_bytes;
     let too_large = || {
         Reply::error(
@@ -223,6 +480,7 @@ async fn read_and_respond(req: Request<Incoming>, route: Route, admin: &Admin) -
             )
         }
     };
+    stage.store(ANSWERING, Ordering::Relaxed);
     admin.respond(route, signature.as_deref(), &body)
 }
 

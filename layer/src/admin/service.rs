@@ -3,20 +3,28 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use super::config::{AdminConfig, KeySource, PodIdentity};
+use crate::clock::format_rfc3339;
 use crate::enforce::PolicyHandle;
-use crate::policy::{EffectivePolicy, LayerSpec, Policy, PolicyError, BASELINE_SOURCE};
+use crate::policy::{
+    EffectivePolicy, LayerSpec, Policy, PolicyError, PolicyLayer, BASELINE_SOURCE,
+};
 use crate::wire::{
     self, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyDocument,
-    PolicyView,
+    PolicyView, MAX_DOCUMENT_VERSION,
 };
 use crate::writer::Writer;
 
 /// The statuses the endpoint answers, for the request counter (a fixed label set).
-pub(crate) const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 409, 413, 422, 500, 503];
+/// 408 and 431 are counted by the server for connections that never made a request
+/// (no complete head in time, or evicted while reading it; a head over the limit).
+pub(crate) const STATUSES: [u16; 13] = [
+    200, 400, 401, 403, 404, 405, 408, 409, 413, 422, 431, 500, 503,
+];
 
 /// A response: status, content type, body, and for 405 the allowed methods.
 #[derive(Debug)]
@@ -25,6 +33,8 @@ pub(crate) struct Reply {
     pub content_type: &'static str,
     pub body: String,
     pub allow: Option<&'static str>,
+    /// The request carried a valid signature by a trusted key (whatever the answer).
+    pub signed: bool,
 }
 
 const JSON: &str = "application/json";
@@ -44,6 +54,7 @@ impl Reply {
             content_type: JSON,
             body,
             allow: None,
+            signed: false,
         }
     }
 
@@ -103,6 +114,8 @@ pub(crate) struct Admin {
     keys: KeySource,
     pod: PodIdentity,
     pub(crate) max_body_bytes: usize,
+    document_window: Duration,
+    max_layer_lifetime: Duration,
     /// The last document accepted (its version is the one held).
     held: Mutex<Option<PolicyDocument>>,
     requests: [AtomicU64; STATUSES.len()],
@@ -116,6 +129,8 @@ impl Admin {
             keys: config.keys,
             pod: config.pod,
             max_body_bytes: config.limits.max_body_bytes,
+            document_window: config.limits.document_window,
+            max_layer_lifetime: config.limits.max_layer_lifetime,
             held: Mutex::new(None),
             requests: Default::default(),
         }
@@ -148,6 +163,79 @@ impl Admin {
 
     pub(crate) fn held_version(&self) -> Option<u64> {
         self.lock_held().as_ref().map(|d| d.version)
+    }
+
+    /// The document's times against this pod's clock (`now`): `issuedAt` within the
+    /// window either way, every layer's `expiresAt` after `issuedAt` and within the
+    /// longest lifetime, the version within bounds. Each layer's expiry is then moved to
+    /// this pod's clock: it ends `expiresAt - issuedAt` after it was received, so a
+    /// signer's clock ahead or behind this pod's changes nothing.
+    fn check_time(
+        &self,
+        doc: &PolicyDocument,
+        layers: &mut [PolicyLayer],
+        now: SystemTime,
+    ) -> Result<(), Reply> {
+        if doc.version > MAX_DOCUMENT_VERSION {
+            return Err(Reply::error(
+                422,
+                "version_too_large",
+                format!(
+                    "version: {} is above {MAX_DOCUMENT_VERSION} (2^53 - 1), which leaves room to grow",
+                    doc.version
+                ),
+            ));
+        }
+        let window = self.document_window;
+        let (off, way) = match now.duration_since(doc.issued_at) {
+            Ok(age) => (age, "before"),
+            Err(e) => (e.duration(), "after"),
+        };
+        if off > window {
+            return Err(Reply::error(
+                422,
+                "not_fresh",
+                format!(
+                    "issuedAt: {} is {} {way} this pod's clock ({}); a document is accepted within {} of it either way: a replayed capture, or a clock far off",
+                    format_rfc3339(doc.issued_at),
+                    format_duration(off),
+                    format_rfc3339(now),
+                    format_duration(window),
+                ),
+            ));
+        }
+        for (i, layer) in layers.iter_mut().enumerate() {
+            let Some(expires) = layer.expires_at else {
+                continue;
+            };
+            let ttl = match expires.duration_since(doc.issued_at) {
+                Ok(ttl) if !ttl.is_zero() => ttl,
+                _ => {
+                    return Err(Reply::error(
+                        422,
+                        "expired",
+                        format!(
+                            "layers[{i}].expiresAt: {} is not after issuedAt {}: the layer had expired when the document was issued",
+                            format_rfc3339(expires),
+                            format_rfc3339(doc.issued_at)
+                        ),
+                    ))
+                }
+            };
+            if ttl > self.max_layer_lifetime {
+                return Err(Reply::error(
+                    422,
+                    "lifetime_too_long",
+                    format!(
+                        "layers[{i}].expiresAt: the layer would last {} from issuedAt, more than the {} a pushed layer may",
+                        format_duration(ttl),
+                        format_duration(self.max_layer_lifetime)
+                    ),
+                ));
+            }
+            layer.expires_at = Some(now + ttl);
+        }
+        Ok(())
     }
 
     fn lock_held(&self) -> std::sync::MutexGuard<'_, Option<PolicyDocument>> {
@@ -185,7 +273,15 @@ impl Admin {
         if let Err(e) = wire::verify(body, signature, &keys) {
             return Reply::error(401, e.code(), e.to_string());
         }
-        let (doc, layers) = match PolicyDocument::decode(body) {
+        Reply {
+            signed: true,
+            ..self.push_signed(body, delete)
+        }
+    }
+
+    /// [`push`](Self::push) once the signature is verified.
+    fn push_signed(&self, body: &[u8], delete: bool) -> Reply {
+        let (doc, mut layers) = match PolicyDocument::decode(body) {
             Ok(decoded) => decoded,
             Err(e) if e.kind == DocumentErrorKind::Syntax => {
                 return Reply::error(400, "malformed_json", format!("body is not JSON: {e}"))
@@ -216,8 +312,23 @@ impl Admin {
                 "layers: a DELETE document must have no layers",
             );
         }
+        let now = self.handle.now();
+        if let Err(refused) = self.check_time(&doc, &mut layers, now) {
+            return refused;
+        }
         let mut held = self.lock_held();
         if let Some(current) = held.as_ref() {
+            if doc.issued_at < current.issued_at && doc.version > current.version {
+                return Reply::conflict(
+                    "older_than_held",
+                    format!(
+                        "issuedAt {} is before that of the document held ({}): a replay",
+                        format_rfc3339(doc.issued_at),
+                        format_rfc3339(current.issued_at)
+                    ),
+                    current.version,
+                );
+            }
             if doc.version < current.version {
                 return Reply::conflict(
                     "stale_version",
@@ -306,6 +417,19 @@ fn effective_view(e: &EffectivePolicy) -> EffectiveView {
         sampling: spec.sampling,
         burst: spec.burst,
         max_bytes_per_second: spec.max_bytes_per_second,
+    }
+}
+
+/// `d` as people read it: `6y 12d`, `3d 4h`, `2h 5m`, `4m 10s`, `1.5s`.
+fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (y, day, h, m) = (s / 31_557_600, s / 86_400, s / 3_600, s / 60);
+    match () {
+        _ if y > 0 => format!("{y}y {}d", (s % 31_557_600) / 86_400),
+        _ if day > 0 => format!("{day}d {}h", (s % 86_400) / 3_600),
+        _ if h > 0 => format!("{h}h {}m", (s % 3_600) / 60),
+        _ if m > 0 => format!("{m}m {}s", s % 60),
+        _ => format!("{:.1}s", d.as_secs_f64()),
     }
 }
 

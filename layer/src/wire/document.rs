@@ -57,6 +57,11 @@ pub struct PolicyDocument {
     pub layers: Vec<LayerSpec>,
 }
 
+/// The highest version a pod accepts (2^53 - 1): versions are milliseconds since the
+/// Unix epoch or above, and this leaves them room for a few hundred thousand years while
+/// no document can take the last version and freeze every later one out.
+pub const MAX_DOCUMENT_VERSION: u64 = (1 << 53) - 1;
+
 /// Which pod a document is for.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -247,13 +247,19 @@ impl TrustedKeys {
         Ok(out)
     }
 
-    /// Reads a trusted-keys file.
+    /// Reads a trusted-keys file: a regular file (a FIFO, a device or a directory is
+    /// refused without waiting on it) of at most [`MAX_KEYS_FILE_BYTES`], in UTF-8.
     pub fn from_file(path: &Path) -> Result<Self, KeyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        Self::from_bytes(&read_keys_file(path)?, path)
+    }
+
+    /// Parses the bytes of a keys file read from `path` (named in errors).
+    pub(crate) fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, KeyError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| KeyError::Io {
             path: path.display().to_string(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
-        Self::parse(&text)
+        Self::parse(text)
     }
 
     /// The keys from [`TRUSTED_KEYS_ENV`], else from the file [`TRUSTED_KEYS_FILE_ENV`]
@@ -287,6 +293,49 @@ impl TrustedKeys {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+}
+
+/// The largest trusted-keys file read (a key is one line of 44 characters).
+pub const MAX_KEYS_FILE_BYTES: u64 = 64 * 1024;
+
+/// The bytes of a keys file, read without ever waiting on something that is not a
+/// regular file: opened non-blocking (a FIFO with no writer opens at once), then
+/// refused unless a regular file of at most [`MAX_KEYS_FILE_BYTES`].
+pub(crate) fn read_keys_file(path: &Path) -> Result<Vec<u8>, KeyError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source: std::io::Error| KeyError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let invalid = |what: String| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(err)?;
+    let meta = file.metadata().map_err(err)?;
+    if !meta.file_type().is_file() {
+        return Err(invalid(
+            "not a regular file (a FIFO, a device or a directory is never read)".into(),
+        ));
+    }
+    if meta.len() > MAX_KEYS_FILE_BYTES {
+        return Err(invalid(format!(
+            "{} bytes, more than the {MAX_KEYS_FILE_BYTES} a keys file may have",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_KEYS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(err)?;
+    if bytes.len() as u64 > MAX_KEYS_FILE_BYTES {
+        return Err(invalid(format!(
+            "more than the {MAX_KEYS_FILE_BYTES} bytes a keys file may have"
+        )));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -89,13 +89,14 @@ mod signature;
 
 pub use document::{
     DocumentError, DocumentErrorKind, PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS,
-    MAX_POD_FIELD_LEN,
+    MAX_DOCUMENT_VERSION, MAX_POD_FIELD_LEN,
 };
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub(crate) use keys::read_keys_file;
 pub use keys::{
     encode_public_key, encode_signing_key, generate_signing_key, key_id, parse_public_key,
-    parse_signing_key, KeyError, KeyId, KeyIdError, TrustedKeys, TRUSTED_KEYS_ENV,
-    TRUSTED_KEYS_FILE_ENV,
+    parse_signing_key, KeyError, KeyId, KeyIdError, TrustedKeys, MAX_KEYS_FILE_BYTES,
+    TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV,
 };
 pub use reply::{EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView};
 pub use signature::{

@@ -119,9 +119,11 @@ impl Fixture {
     }
 }
 
+/// A document body for the pod `uid`, issued now.
 pub fn doc_for(uid: &str, version: u64, layers: &str) -> String {
+    let issued = logpolicy::clock::format_rfc3339(std::time::SystemTime::now());
     format!(
-        r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"{uid}"}},"version":{version},"issuedAt":"2026-11-29T20:06:15Z","layers":{layers}}}"#
+        r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"{uid}"}},"version":{version},"issuedAt":"{issued}","layers":{layers}}}"#
     )
 }
 
@@ -213,4 +215,43 @@ pub fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
     v.sort();
     let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
     (at(0.5), at(0.99))
+}
+
+/// A connection to `addr` from the loopback address `from` (e.g. 127.0.0.7): another
+/// peer, as far as the endpoint can tell.
+pub fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    bind(&fd, &SocketAddr::new(from.into(), 0)).unwrap();
+    connect(&fd, &addr).unwrap();
+    let conn = TcpStream::from(fd);
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn
+}
+
+/// Whether the server closed `conn` (reads end of stream or a reset) within `within`.
+pub fn closed_by_server(conn: &mut TcpStream, within: Duration) -> bool {
+    conn.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// `body` signed with `key`, sent as `PUT /logpolicy` to `addr`.
+pub fn put_signed(addr: SocketAddr, key: &wire::SigningKey, body: &str) -> Reply {
+    let sig = wire::sign(body.as_bytes(), key);
+    send(
+        addr,
+        "PUT",
+        "/logpolicy",
+        &[(wire::SIGNATURE_HEADER, &sig)],
+        body.as_bytes(),
+    )
 }

@@ -116,6 +116,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" => n.saturating_mul(86_400),
         _ => return Err(format!("invalid duration {s:?} (units: s, m, h, d)")),
     };
+    // What a pod accepts at most by default (`AdminLimits::max_layer_lifetime`).
+    const MAX: u64 = 7 * 86_400;
+    if secs == 0 || secs > MAX {
+        return Err(format!(
+            "duration {s:?} must be more than 0 and at most 7d: a pod refuses a longer-lived layer"
+        ));
+    }
     Ok(Duration::from_secs(secs))
 }
 
@@ -273,5 +280,22 @@ fn main() -> ExitCode {
             eprintln!("logpolicy-sign: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn durations_are_bounded_like_the_pods_lifetime() {
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
+        let err = parse_duration("99999999999999d").unwrap_err();
+        assert!(err.contains("at most 7d"), "{err}");
+        assert!(parse_duration("8d").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5y").unwrap_err().contains("units"));
     }
 }
