@@ -1,25 +1,190 @@
-//! Field visitors that write JSON or text straight into a byte buffer.
+//! Field visitors that write JSON, logfmt or text straight into a byte buffer.
 
 use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
 
-use super::callsite::{write_key, JsonCallsite};
+use super::callsite::CachedSite;
 use super::escape::{write_escaped, Escaping, Raw};
+use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 
 /// Writes `,"key":value` for each field.
 pub(crate) struct JsonFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
     /// The keys rendered once for the callsite, if it has them.
-    pub(crate) callsite: Option<&'static JsonCallsite>,
+    pub(crate) callsite: Option<&'static CachedSite>,
+    /// How keys are named (what `callsite` was rendered with).
+    pub(crate) keys: Keys,
 }
 
 impl JsonFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
-        if !self.callsite.is_some_and(|c| c.put_key(self.buf, field)) {
-            write_key(self.buf, field.name());
+        put_key(self.buf, self.callsite, self.keys, field);
+    }
+}
+
+/// Appends `field`'s key: the callsite's rendered one, else rendered now.
+#[inline]
+fn put_key(buf: &mut Vec<u8>, callsite: Option<&'static CachedSite>, keys: Keys, field: &Field) {
+    if !callsite.is_some_and(|c| c.put_key(buf, field)) {
+        write_key(buf, keys, field.name());
+    }
+}
+
+/// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`
+/// (opened at the first of them).
+pub(crate) struct OtelFields<'a, 's> {
+    pub(crate) inner: JsonFields<'a>,
+    /// Where `,"Attributes":{` starts, once written.
+    pub(crate) attributes: &'s mut Option<usize>,
+}
+
+impl OtelFields<'_, '_> {
+    #[inline]
+    fn field(&mut self, field: &Field, write: impl FnOnce(&mut JsonFields<'_>)) {
+        if field.name() == "message" {
+            let at = self.inner.buf.len();
+            write(&mut self.inner);
+            if let Some(open) = self.attributes {
+                // A message after other fields: move it before `Attributes`.
+                let len = self.inner.buf.len() - at;
+                self.inner.buf[*open..].rotate_right(len);
+                *open += len;
+            }
+            return;
         }
+        if self.attributes.is_some() {
+            write(&mut self.inner);
+            return;
+        }
+        *self.attributes = Some(self.inner.buf.len());
+        self.inner.buf.extend_from_slice(b",\"Attributes\":{");
+        let comma = self.inner.buf.len();
+        write(&mut self.inner);
+        self.inner.buf.remove(comma);
+    }
+}
+
+impl Visit for OtelFields<'_, '_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.field(field, |v| v.record_str(field, value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.field(field, |v| v.record_debug(field, value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.field(field, |v| v.record_i64(field, value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.field(field, |v| v.record_u64(field, value));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.field(field, |v| v.record_i128(field, value));
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.field(field, |v| v.record_u128(field, value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.field(field, |v| v.record_f64(field, value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.field(field, |v| v.record_bool(field, value));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.field(field, |v| v.record_error(field, value));
+    }
+}
+
+/// Writes ` key=value` for each field (the message as ` msg=`): strings bare when
+/// nothing in them needs quoting, else quoted with JSON's escapes; numbers and booleans
+/// bare.
+pub(crate) struct LogfmtFields<'a> {
+    pub(crate) buf: &'a mut Vec<u8>,
+    pub(crate) callsite: Option<&'static CachedSite>,
+    pub(crate) keys: Keys,
+}
+
+impl LogfmtFields<'_> {
+    /// Writes `render`'s output as a value: quoted and escaped, the quotes removed
+    /// afterwards when nothing in it needed them (no copy of the text is made).
+    fn rendered(&mut self, render: impl FnOnce(&mut Escaping<'_>)) {
+        let at = self.buf.len();
+        self.buf.push(b'"');
+        render(&mut Escaping(self.buf));
+        let text = &self.buf[at + 1..];
+        if !text.is_empty() && text.iter().all(|&b| LOGFMT_BARE[b as usize]) {
+            self.buf.remove(at);
+        } else {
+            self.buf.push(b'"');
+        }
+    }
+}
+
+impl Visit for LogfmtFields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_logfmt_str(self.buf, value);
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.rendered(|w| {
+            let _ = write!(w, "{value:?}");
+        });
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_i64(self.buf, value);
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_u64(self.buf, value);
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        if value.is_finite() {
+            self.buf
+                .extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+        } else {
+            let _ = write!(Raw(self.buf), "{value}");
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.rendered(|w| write_error(w, value));
+    }
+}
+
+/// Writes `value` and its sources, `: ` between them.
+fn write_error(w: &mut Escaping<'_>, value: &(dyn std::error::Error + 'static)) {
+    let _ = write!(w, "{value}");
+    let mut source = value.source();
+    while let Some(s) = source {
+        let _ = write!(w, ": {s}");
+        source = s.source();
     }
 }
 
@@ -85,12 +250,7 @@ impl Visit for JsonFields<'_> {
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.key(field);
         self.buf.push(b'"');
-        let _ = write!(Escaping(self.buf), "{value}");
-        let mut source = value.source();
-        while let Some(s) = source {
-            let _ = write!(Escaping(self.buf), ": {s}");
-            source = s.source();
-        }
+        write_error(&mut Escaping(self.buf), value);
         self.buf.push(b'"');
     }
 }
@@ -112,6 +272,12 @@ pub(crate) trait Buffered: Visit {
 }
 
 impl Buffered for JsonFields<'_> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Buffered for LogfmtFields<'_> {
     fn len(&self) -> usize {
         self.buf.len()
     }

@@ -12,6 +12,7 @@ use super::queue::Queue;
 use super::stats::{DropCounts, DropReason, LevelStats, WriterStats, REASONS};
 use super::summary::{self, Unreported};
 use crate::clock::Clock;
+use crate::format::Style;
 use crate::level::LEVELS;
 
 /// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
@@ -47,6 +48,8 @@ pub(super) struct Shared {
     pub(super) flush_timeout: Duration,
     pub(super) lock_spin: Duration,
     pub(super) clock: Arc<dyn Clock>,
+    /// The format and service of the writer's own lines.
+    pub(super) style: Style,
 }
 
 /// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
@@ -179,6 +182,8 @@ impl Shared {
             flush_timeout,
             lock_spin,
             clock,
+            format,
+            service,
             ..
         } = config;
         let out = output::open(output)?;
@@ -220,6 +225,7 @@ impl Shared {
             flush_timeout,
             lock_spin,
             clock,
+            style: Style::new(format, &service),
         };
         Ok((out, shared))
     }

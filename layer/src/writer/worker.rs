@@ -117,7 +117,7 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
 
         head.clear();
         if let Some(counts) = &report {
-            summary::write_summary_line(&mut head, shared.clock.now(), counts);
+            summary::write_summary_line(&mut head, &shared.style, shared.clock.now(), counts);
         }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
         clear_chunks(&mut batch);
