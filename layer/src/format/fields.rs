@@ -41,7 +41,7 @@ pub(crate) struct OtelFields<'a, 's> {
 }
 
 impl OtelFields<'_, '_> {
-    #[inline]
+    #[inline(always)]
     fn field(&mut self, field: &Field, write: impl FnOnce(&mut JsonFields<'_>)) {
         if field.name() == "message" {
             let at = self.inner.buf.len();
@@ -59,10 +59,11 @@ impl OtelFields<'_, '_> {
             return;
         }
         *self.attributes = Some(self.inner.buf.len());
-        self.inner.buf.extend_from_slice(b",\"Attributes\":{");
+        self.inner.buf.extend_from_slice(b",\"Attributes\":");
         let comma = self.inner.buf.len();
         write(&mut self.inner);
-        self.inner.buf.remove(comma);
+        // The first field's `,"key":` becomes `{"key":`.
+        self.inner.buf[comma] = b'{';
     }
 }
 

@@ -383,7 +383,6 @@ impl<K: LineSink> FormatLayer<K> {
             buf.extend_from_slice(&self.style.service);
         }
         let record = |v: &mut dyn Visit| event.record(v);
-        let span = ctx.event_span(event);
         let counts = match format {
             Format::Logfmt => {
                 let fields = LogfmtFields {
@@ -392,7 +391,7 @@ impl<K: LineSink> FormatLayer<K> {
                     keys,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if let Some(span) = span {
+                if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(span_open(format));
                     write_logfmt_str(buf, span.name());
                     self.put_span_fields::<LOGFMT, S>(&span, buf, r);
@@ -411,7 +410,7 @@ impl<K: LineSink> FormatLayer<K> {
                     attributes: &mut attributes,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if let Some(span) = span {
+                if let Some(span) = ctx.event_span(event) {
                     let open = span_open(format);
                     if attributes.is_some() {
                         buf.extend_from_slice(open);
@@ -434,7 +433,7 @@ impl<K: LineSink> FormatLayer<K> {
                     keys,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if let Some(span) = span {
+                if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(span_open(format));
                     self.put_json_span(buf, &span, r);
                 }
