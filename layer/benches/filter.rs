@@ -19,6 +19,10 @@
 //! (g) the same 6-field event in every format (`json-otel`, `json-ecs`, `json-gcp`,
 //!     `json-datadog`, `logfmt`, `text`) against `json`, with the service named (as
 //!     `init` names it from `OTEL_SERVICE_NAME`), and the bytes of each line;
+//! (h) with `--features opentelemetry`: the 6-field event in a span that carries an
+//!     OpenTelemetry context (a `tracing-opentelemetry` layer with an SDK tracer that
+//!     exports nothing), its line with the trace id and span id, against the same span
+//!     without that layer;
 //! (f) records of the `log` crate: a disabled `log::debug!` and a `log::info!(target:
 //!     "noisy")` disabled by target, through our bridge (`logpolicy::log_bridge`) vs
 //!     through `tracing-log`'s `LogTracer` + `EnvFilter` (each with `log`'s max level as
@@ -323,6 +327,35 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     })
 }
 
+/// (h): the 6-field event in an entered span, with and without an OpenTelemetry context.
+#[cfg(feature = "opentelemetry")]
+fn bench_trace_context(c: &mut Criterion) {
+    use opentelemetry::trace::TracerProvider as _;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let with = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(PolicyFilter::from_directives("info").expect("directives"))
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")))
+            .with(FormatLayer::new(Format::Json, NullSink)),
+    );
+    let without = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(PolicyFilter::from_directives("info").expect("directives"))
+            .with(FormatLayer::new(Format::Json, NullSink)),
+    );
+    for (id, dispatch) in [("with-context", with), ("without", without)] {
+        tracing::callsite::rebuild_interest_cache();
+        tracing::dispatcher::with_default(&dispatch, || {
+            tracing::callsite::rebuild_interest_cache();
+            let span = tracing::info_span!("request", method = "GET");
+            let _entered = span.enter();
+            c.benchmark_group("h-trace")
+                .bench_function(id, |b| b.iter(six_fields));
+        });
+    }
+    tracing::callsite::rebuild_interest_cache();
+}
+
 /// (g): the 6-field event in each format, and the bytes of its line.
 fn bench_formats(c: &mut Criterion) -> serde_json::Value {
     let service = Service::named("shop").version("1.4.2");
@@ -463,6 +496,8 @@ fn main() {
     bench_disabled(&mut c, "b-after-1000-swaps", 1_000);
     bench_reloadable(&mut c);
     let extra = bench_json(&mut c);
+    #[cfg(feature = "opentelemetry")]
+    bench_trace_context(&mut c);
     bench_log(&mut c);
     c.final_summary();
 
@@ -597,5 +632,13 @@ fn main() {
             per_iter: 1.0,
         });
     }
+    #[cfg(feature = "opentelemetry")]
+    rows.push(Row {
+        case: "(h) 6-field JSON in a span with an OpenTelemetry context vs without (reported)",
+        ours: ("h-trace", "with-context"),
+        peer: ("h-trace", "without"),
+        target: f64::INFINITY,
+        per_iter: 1.0,
+    });
     report::report("filter", &rows, extra);
 }

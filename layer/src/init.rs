@@ -20,6 +20,10 @@ use crate::writer::{
 /// The environment variables read for the baseline, first found wins.
 pub const ENV_VARS: [&str; 2] = ["LOGPOLICY", "RUST_LOG"];
 
+/// The environment variable naming the Google Cloud project of the traces (read by
+/// [`Builder::from_env`] for `json-gcp` lines).
+pub const GCP_PROJECT_VAR: &str = "GOOGLE_CLOUD_PROJECT";
+
 /// The baseline when neither variable is set.
 pub const DEFAULT_DIRECTIVES: &str = "info";
 
@@ -94,6 +98,7 @@ pub struct Builder {
     from_env: bool,
     format: Option<Format>,
     service: Service,
+    gcp_project: Option<String>,
     writer: Option<WriterConfig>,
     #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
@@ -219,6 +224,15 @@ impl Builder {
     #[must_use]
     pub fn service(mut self, service: Service) -> Self {
         self.service = service;
+        self
+    }
+
+    /// Names the Google Cloud project of the traces, for `json-gcp`'s trace field (see
+    /// [`FormatLayer::gcp_project`]). Default with [`Builder::from_env`]:
+    /// `GOOGLE_CLOUD_PROJECT`.
+    #[must_use]
+    pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
+        self.gcp_project = Some(project.into());
         self
     }
 
@@ -434,11 +448,17 @@ impl Builder {
             .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
             .transpose()?;
         let filter_for_output = filter.clone();
-        let subscriber = tracing_subscriber::registry().with(filter).with(
-            FormatLayer::new(format, writer.clone())
-                .service(&service)
-                .with_policy(&filter_for_output),
-        );
+        let mut layer = FormatLayer::new(format, writer.clone()).service(&service);
+        let gcp_project = self.gcp_project.clone().or_else(|| {
+            let var = self.from_env.then(|| std::env::var(GCP_PROJECT_VAR).ok());
+            var.flatten().filter(|p| !p.trim().is_empty())
+        });
+        if let Some(project) = gcp_project {
+            layer = layer.gcp_project(project);
+        }
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(layer.with_policy(&filter_for_output));
         let logging = Logging {
             #[cfg(feature = "admin")]
             admin,

@@ -70,6 +70,7 @@ fn log_events() {
         service = 12, version = 13, "service.name" = 14, "service.version" = 15,
         "@timestamp" = 16, "log.level" = 17, "log.logger" = 18, "ecs.version" = 19,
         "tracing.span" = 20, serviceContext = 21, "logging.googleapis.com/trace" = 22,
+        trace_id = 23, "trace.id" = 24, "dd.trace_id" = 25,
         "{}", HOSTILE
     );
     tracing::trace!(password = "hunter2", user = "ann", "no message = no secret");
@@ -92,11 +93,13 @@ fn lines(format: Format) -> Vec<String> {
 /// when a field has them), as the format's documentation lists them.
 fn reserved(format: Format) -> Vec<&'static str> {
     let keys = match format {
-        Format::Json | Format::Logfmt => "ts level target msg span service.name service.version",
+        Format::Json | Format::Logfmt => {
+            "ts level target msg span service.name service.version trace_id span_id"
+        }
         Format::JsonOtel => "span",
-        Format::JsonEcs => "@timestamp log.level log.logger ecs.version message tracing.span service.name service.version",
+        Format::JsonEcs => "@timestamp log.level log.logger ecs.version message tracing.span service.name service.version trace.id span.id",
         Format::JsonGcp => "time severity target message span serviceContext",
-        Format::JsonDatadog => "timestamp status logger.name message span service version",
+        Format::JsonDatadog => "timestamp status logger.name message span service version dd.trace_id dd.span_id",
         Format::Text => "",
     };
     keys.split(' ').collect()
@@ -336,7 +339,7 @@ fn expected() -> Vec<Line> {
         "logger.name": 11, "service": 12, "version": 13, "service.name": 14,
         "service.version": 15, "@timestamp": 16, "log.level": 17, "log.logger": 18,
         "ecs.version": 19, "tracing.span": 20, "serviceContext": 21,
-        "logging.googleapis.com/trace": 22,
+        "logging.googleapis.com/trace": 22, "trace_id": 23, "trace.id": 24, "dd.trace_id": 25,
     });
     let mut slow = line("warn", "shop::db", "slow", json!({"status": 503}));
     slow.span = Some((

@@ -16,7 +16,8 @@
 //! values are written as strings; integers and booleans as JSON numbers and booleans;
 //! floats as numbers (`NaN` and infinities as strings). A field whose name is one of the
 //! line's own keys (`ts`, `level`, `target`, `msg`, `span`, `service.name`,
-//! `service.version`) is written as `field.<name>`, so a line never has two equal keys.
+//! `service.version`, `trace_id`, `span_id`) is written as `field.<name>`, so a line
+//! never has two equal keys.
 //!
 //! # Where each format puts what
 //!
@@ -37,11 +38,25 @@
 //! `json-ecs` lines also carry `"ecs.version":"1.6.0"` (ecs-logging's required field).
 //! Reserved names (written `field.<name>` when a field has them): `json-otel`: `span`
 //! (inside `Attributes`); `json-ecs`: `@timestamp`, `log.level`, `log.logger`,
-//! `ecs.version`, `message`, `tracing.span`, `service.name`, `service.version`;
-//! `json-gcp`: `time`, `severity`, `target`, `message`, `span`, `serviceContext` and every
-//! `logging.googleapis.com/...`; `json-datadog`: `timestamp`, `status`, `logger.name`,
-//! `message`, `span`, `service`, `version`; `logfmt`: `ts`, `level`, `target`, `msg`,
-//! `span`, `service.name`, `service.version` and every `span.<key>`.
+//! `ecs.version`, `message`, `tracing.span`, `service.name`, `service.version`,
+//! `trace.id`, `span.id`; `json-gcp`: `time`, `severity`, `target`, `message`, `span`,
+//! `serviceContext` and every `logging.googleapis.com/...`; `json-datadog`: `timestamp`,
+//! `status`, `logger.name`, `message`, `span`, `service`, `version`, `dd.trace_id`,
+//! `dd.span_id`; `logfmt`: those of `json` and every `span.<key>`.
+//!
+//! # Trace ids
+//!
+//! With the cargo feature `opentelemetry`, an event whose span has an OpenTelemetry
+//! context (the span extension of `tracing-opentelemetry` 0.34, with `opentelemetry`
+//! 0.33; they require `tracing-subscriber` 0.3.22 or newer) carries the trace id and
+//! span id of that span, in W3C hex (32 and 16 digits), where its format's pipeline
+//! joins lines with traces: `json` and `logfmt`: `trace_id`, `span_id`; `json-otel`:
+//! `TraceId`, `SpanId`; `json-ecs`: `trace.id`, `span.id`; `json-gcp`:
+//! `logging.googleapis.com/trace` (`projects/PROJECT/traces/ID` when
+//! [`FormatLayer::gcp_project`] names the project) and `logging.googleapis.com/spanId`;
+//! `json-datadog`: `dd.trace_id`, `dd.span_id` as Datadog correlates them (the lower 64
+//! bits, in decimal). `text` lines carry none. Without the feature nothing of
+//! OpenTelemetry is compiled.
 //!
 //! Inside the span object of the JSON formats the span's fields follow `json`'s rules.
 //!
@@ -75,6 +90,7 @@ pub(crate) mod own_line;
 mod redact;
 mod schema;
 mod service;
+mod trace_ids;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -108,6 +124,8 @@ pub(crate) struct Style {
     pub(crate) format: Format,
     /// The service's fields as `format` writes them (empty when none is set).
     pub(crate) service: Arc<[u8]>,
+    /// The Google Cloud project of the traces (`json-gcp`'s trace field names it).
+    pub(crate) gcp_project: Option<Arc<str>>,
 }
 
 impl Style {
@@ -122,6 +140,7 @@ impl Style {
         Style {
             format,
             service: bytes.into(),
+            gcp_project: None,
         }
     }
 }
@@ -175,6 +194,8 @@ pub struct FormatLayer<K> {
     gate: OutputGate,
     /// Not linked, and told to redact nothing: fields are written as given.
     unredacted: bool,
+    /// Where the trace ids of spans come from.
+    trace: trace_ids::Source,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -189,6 +210,7 @@ impl<K: LineSink> FormatLayer<K> {
             clock: Arc::new(SystemClock),
             gate: OutputGate::new(),
             unredacted: false,
+            trace: trace_ids::Source::default(),
         }
     }
 
@@ -249,7 +271,19 @@ impl<K: LineSink> FormatLayer<K> {
     /// ```
     #[must_use]
     pub fn service(mut self, service: &Service) -> Self {
+        let project = self.style.gcp_project.take();
         self.style = Style::new(self.style.format, service);
+        self.style.gcp_project = project;
+        self
+    }
+
+    /// Names the Google Cloud project the traces belong to: `json-gcp` lines then carry
+    /// `logging.googleapis.com/trace` as `projects/PROJECT/traces/TRACE_ID`, the form
+    /// Cloud Logging links to Cloud Trace (only lines in a span with an OpenTelemetry
+    /// context carry one: cargo feature `opentelemetry`).
+    #[must_use]
+    pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
+        self.style.gcp_project = Some(project.into().into());
         self
     }
 
@@ -395,6 +429,7 @@ impl<K: LineSink> FormatLayer<K> {
                     buf.extend_from_slice(span_open(format));
                     write_logfmt_str(buf, span.name());
                     self.put_span_fields::<LOGFMT, S>(&span, buf, r);
+                    self.put_trace_ids(buf, &span);
                 }
                 buf.push(b'\n');
                 return counts;
@@ -410,7 +445,9 @@ impl<K: LineSink> FormatLayer<K> {
                     attributes: &mut attributes,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
+                let mut ids = None;
                 if let Some(span) = ctx.event_span(event) {
+                    ids = self.trace.of(&span);
                     let open = span_open(format);
                     if attributes.is_some() {
                         buf.extend_from_slice(open);
@@ -424,6 +461,9 @@ impl<K: LineSink> FormatLayer<K> {
                 if attributes.is_some() {
                     buf.push(b'}');
                 }
+                if let Some(ids) = ids {
+                    trace_ids::write(buf, format, &ids, None);
+                }
                 counts
             }
             _ => {
@@ -436,12 +476,29 @@ impl<K: LineSink> FormatLayer<K> {
                 if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(span_open(format));
                     self.put_json_span(buf, &span, r);
+                    self.put_trace_ids(buf, &span);
                 }
                 counts
             }
         };
         buf.extend_from_slice(b"}\n");
         counts
+    }
+
+    /// Appends the trace id and span id of `span`'s OpenTelemetry context, if it has
+    /// one (only with the `opentelemetry` feature).
+    #[inline]
+    fn put_trace_ids<S>(
+        &self,
+        buf: &mut Vec<u8>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(ids) = self.trace.of(span) {
+            let project = self.style.gcp_project.as_deref();
+            trace_ids::write(buf, self.style.format, &ids, project);
+        }
     }
 
     /// Appends the name of `span` (its opening quote written), the rest of its JSON
@@ -680,6 +737,10 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     K: LineSink,
 {
+    fn on_register_dispatch(&self, subscriber: &tracing_core::Dispatch) {
+        self.trace.register(subscriber);
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         self.gate.open_span(attrs, &span);

@@ -170,6 +170,8 @@ impl Keys {
                 "tracing.span",
                 "service.name",
                 "service.version",
+                "trace.id",
+                "span.id",
             ],
             Keys::Gcp => &[
                 "time",
@@ -187,6 +189,8 @@ impl Keys {
                 "span",
                 "service",
                 "version",
+                "dd.trace_id",
+                "dd.span_id",
             ],
             Keys::LogfmtSpan => &[],
         }
@@ -202,7 +206,7 @@ impl Keys {
 }
 
 /// The keys `json` and `logfmt` lines write themselves.
-const PLAIN_RESERVED: [&str; 7] = [
+const PLAIN_RESERVED: [&str; 9] = [
     "ts",
     "level",
     "target",
@@ -210,6 +214,8 @@ const PLAIN_RESERVED: [&str; 7] = [
     "span",
     "service.name",
     "service.version",
+    "trace_id",
+    "span_id",
 ];
 
 /// Appends the key of the field `name` as `keys` writes it: `,"<key>":` (JSON) or
