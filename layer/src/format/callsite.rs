@@ -143,7 +143,7 @@ pub(crate) fn cached_site(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::fields::{JsonFields, LogfmtFields};
+    use crate::format::fields::{JsonFields, LogfmtFields, TextFields};
 
     const KINDS: [Keys; Keys::COUNT] = [
         Keys::Json,
@@ -153,6 +153,7 @@ mod tests {
         Keys::Datadog,
         Keys::Logfmt,
         Keys::LogfmtSpan,
+        Keys::Text,
     ];
 
     #[test]
@@ -192,6 +193,10 @@ mod tests {
             ),
         }
         match kind {
+            Keys::Text => event.record(&mut TextFields {
+                buf: &mut buf,
+                callsite: c,
+            }),
             Keys::Logfmt | Keys::LogfmtSpan => event.record(&mut LogfmtFields {
                 buf: &mut buf,
                 callsite: c,

@@ -5,7 +5,7 @@ use std::fmt::{self, Write as _};
 use tracing_core::field::{Field, Visit};
 
 use super::callsite::CachedSite;
-use super::escape::{write_escaped, Escaping, Raw};
+use super::escape::{has_control, write_escaped, Escaping, Raw};
 use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 
 /// Writes `,"key":value` for each field.
@@ -367,25 +367,26 @@ fn write_i64(buf: &mut Vec<u8>, v: i64) {
 /// one line (control characters are escaped).
 pub(crate) struct TextFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
+    pub(crate) callsite: Option<&'static CachedSite>,
 }
 
 impl TextFields<'_> {
+    /// Writes the key; true for the message (written bare).
     #[inline]
     fn key(&mut self, field: &Field) -> bool {
-        self.buf.push(b' ');
-        if field.name() == "message" {
-            return true;
-        }
-        write_controls_escaped(self.buf, field.name());
-        self.buf.push(b'=');
-        false
+        put_key(self.buf, self.callsite, Keys::Text, field);
+        field.name() == "message"
     }
 }
 
 /// Escapes only control characters (`\n`, `\u{1b}`, ...): enough to keep one line one
 /// line and terminals safe, while quotes stay readable.
-fn write_controls_escaped(buf: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_controls_escaped(buf: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
+    if !has_control(bytes) {
+        buf.extend_from_slice(bytes);
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if b >= 0x20 && b != 0x7f {

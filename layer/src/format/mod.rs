@@ -527,16 +527,12 @@ impl<K: LineSink> FormatLayer<K> {
         r: ActiveRedaction,
     ) -> Counts {
         let meta = event.metadata();
+        let callsite = cached_site(meta, Keys::Text);
         write_since_epoch(buf, now);
-        buf.extend_from_slice(match *meta.level() {
-            tracing_core::Level::ERROR => b" ERROR ",
-            tracing_core::Level::WARN => b"  WARN ",
-            tracing_core::Level::INFO => b"  INFO ",
-            tracing_core::Level::DEBUG => b" DEBUG ",
-            _ => b" TRACE ",
-        });
-        buf.extend_from_slice(meta.target().as_bytes());
-        buf.push(b':');
+        match callsite {
+            Some(c) => buf.extend_from_slice(&c.head),
+            None => write_head(buf, Keys::Text, meta.level(), meta.target()),
+        }
         if let Some(span) = span {
             buf.push(b' ');
             buf.extend_from_slice(span.name().as_bytes());
@@ -548,10 +544,12 @@ impl<K: LineSink> FormatLayer<K> {
             }
             buf.extend_from_slice(b"}:");
         }
-        let callsite = cached_site(meta, Keys::Json);
         let counts = self.record_redacted(
             |v| event.record(v),
-            TextFields { buf: &mut *buf },
+            TextFields {
+                buf: &mut *buf,
+                callsite,
+            },
             meta,
             callsite,
             r,
@@ -625,7 +623,10 @@ impl<K: LineSink> FormatLayer<K> {
                 self.record_redacted(record, Tracked { inner, entries }, meta, callsite, r)
             }
             _ => {
-                let inner = TextFields { buf: bytes };
+                let inner = TextFields {
+                    buf: bytes,
+                    callsite,
+                };
                 self.record_redacted(record, Tracked { inner, entries }, meta, callsite, r)
             }
         };
@@ -692,7 +693,11 @@ impl SpanFields {
                             keys,
                         }
                         .record_str(&field, marker),
-                        TEXT => TextFields { buf }.record_str(&field, marker),
+                        TEXT => TextFields {
+                            buf,
+                            callsite: None,
+                        }
+                        .record_str(&field, marker),
                         _ => JsonFields {
                             buf,
                             callsite: None,

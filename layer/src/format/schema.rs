@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::escape::write_escaped;
+use super::fields::write_controls_escaped;
 use crate::clock::write_since_epoch;
 use crate::level::level_index;
 
@@ -114,8 +115,8 @@ impl FromStr for Format {
 }
 
 /// The key rules of one kind of line part: each event format's, and the span fields'
-/// of logfmt (`span.<key>=`). The span fields of every JSON format (and the redaction
-/// masks of text lines) use [`Keys::Json`].
+/// of logfmt (`span.<key>=`). The span fields of every JSON format use [`Keys::Json`];
+/// text lines use [`Keys::Text`] for events and spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Keys {
     Json,
@@ -125,18 +126,20 @@ pub(crate) enum Keys {
     Datadog,
     Logfmt,
     LogfmtSpan,
+    Text,
 }
 
 impl Keys {
     /// How many kinds there are (one callsite table each).
-    pub(crate) const COUNT: usize = 7;
+    pub(crate) const COUNT: usize = 8;
 
     /// The keys of `format`'s events (`span: false`) or span fields.
     pub(crate) const fn of(format: Format, span: bool) -> Keys {
         match (format, span) {
             (Format::Logfmt, false) => Keys::Logfmt,
             (Format::Logfmt, true) => Keys::LogfmtSpan,
-            (_, true) | (Format::Json | Format::Text, _) => Keys::Json,
+            (Format::Text, _) => Keys::Text,
+            (_, true) | (Format::Json, _) => Keys::Json,
             (Format::JsonOtel, _) => Keys::Otel,
             (Format::JsonEcs, _) => Keys::Ecs,
             (Format::JsonGcp, _) => Keys::Gcp,
@@ -150,7 +153,7 @@ impl Keys {
             Keys::Json | Keys::Logfmt => "msg",
             Keys::Otel => "Body",
             Keys::Ecs | Keys::Gcp | Keys::Datadog => "message",
-            Keys::LogfmtSpan => "message",
+            Keys::LogfmtSpan | Keys::Text => "message",
         }
     }
 
@@ -192,7 +195,7 @@ impl Keys {
                 "dd.trace_id",
                 "dd.span_id",
             ],
-            Keys::LogfmtSpan => &[],
+            Keys::LogfmtSpan | Keys::Text => &[],
         }
     }
 
@@ -219,8 +222,17 @@ const PLAIN_RESERVED: [&str; 9] = [
 ];
 
 /// Appends the key of the field `name` as `keys` writes it: `,"<key>":` (JSON) or
-/// ` <key>=` (logfmt). The message has its format's key (`msg`, `Body`, `message`).
+/// ` <key>=` (logfmt, text). The message has its format's key (`msg`, `Body`,
+/// `message`; text: a space, the message is bare).
 pub(crate) fn write_key(buf: &mut Vec<u8>, keys: Keys, name: &str) {
+    if keys == Keys::Text {
+        buf.push(b' ');
+        if name != "message" {
+            write_controls_escaped(buf, name);
+            buf.push(b'=');
+        }
+        return;
+    }
     let (name, prefix) = if name == "message" && keys != Keys::LogfmtSpan {
         (keys.message(), "")
     } else if keys.renames(name) {
@@ -289,6 +301,8 @@ pub(crate) fn write_logfmt_str(buf: &mut Vec<u8>, s: &str) {
 /// The level names of the line formats, by [`level_index`] (trace first).
 const UPPER: [&str; 5] = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
 const LOWER: [&str; 5] = ["trace", "debug", "info", "warn", "error"];
+/// The text format's level column.
+const TEXT_LEVEL: [&str; 5] = [" TRACE ", " DEBUG ", "  INFO ", "  WARN ", " ERROR "];
 /// Google Cloud Logging's `LogSeverity` names.
 const GCP: [&str; 5] = ["DEBUG", "DEBUG", "INFO", "WARNING", "ERROR"];
 /// The OpenTelemetry `SeverityNumber` of each level (the first of its range).
@@ -333,6 +347,11 @@ pub(crate) fn write_head(buf: &mut Vec<u8>, keys: Keys, level: &tracing_core::Le
             ["\",\"status\":\"", LOWER[i], "\",\"logger.name\":\""],
             "\"",
         ),
+        Keys::Text => {
+            buf.extend_from_slice(TEXT_LEVEL[i].as_bytes());
+            write_controls_escaped(buf, target);
+            buf.push(b':');
+        }
         Keys::Logfmt | Keys::LogfmtSpan => {
             buf.extend_from_slice(b" level=");
             buf.extend_from_slice(LOWER[i].as_bytes());
