@@ -21,7 +21,8 @@
 //!     `init` names it from `OTEL_SERVICE_NAME`), and the bytes of each line;
 //! (h) with `--features opentelemetry`: the 6-field event in a span that carries an
 //!     OpenTelemetry context (a `tracing-opentelemetry` layer with an SDK tracer that
-//!     exports nothing), its line with the trace id and span id, against the same span
+//!     exports nothing, filtered to see spans only, so that its own recording of events
+//!     is not counted), its line with the trace id and span id, against the same span
 //!     without that layer;
 //! (f) records of the `log` crate: a disabled `log::debug!` and a `log::info!(target:
 //!     "noisy")` disabled by target, through our bridge (`logpolicy::log_bridge`) vs
@@ -335,7 +336,11 @@ fn bench_trace_context(c: &mut Criterion) {
     let with = Dispatch::new(
         tracing_subscriber::registry()
             .with(PolicyFilter::from_directives("info").expect("directives"))
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")))
+            .with(
+                tracing_opentelemetry::layer()
+                    .with_tracer(provider.tracer("bench"))
+                    .with_filter(tracing_subscriber::filter::filter_fn(|m| m.is_span())),
+            )
             .with(FormatLayer::new(Format::Json, NullSink)),
     );
     let without = Dispatch::new(

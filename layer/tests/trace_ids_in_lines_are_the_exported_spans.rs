@@ -31,7 +31,10 @@ fn run(format: Format) -> (Vec<String>, Vec<(String, String, String)>) {
         let _r = request.enter();
         tracing::info!("in request");
         let db = tracing::info_span!("db");
-        db.in_scope(|| tracing::warn!(rows = 3, "in db"));
+        db.in_scope(|| {
+            tracing::warn!(rows = 3, "in db");
+            tracing::info!("again in db: the ids kept with the span");
+        });
         drop(db);
         drop(_r);
         drop(request);
@@ -72,7 +75,7 @@ fn each_json_format_carries_the_ids_in_its_fields() {
         ),
     ] {
         let (lines, spans) = run(format);
-        assert_eq!(lines.len(), 3, "{format}: {lines:?}");
+        assert_eq!(lines.len(), 4, "{format}: {lines:?}");
         assert_eq!(spans.len(), 2, "{format}: {spans:?}");
         let v: Vec<Value> = lines
             .iter()
@@ -90,7 +93,9 @@ fn each_json_format_carries_the_ids_in_its_fields() {
         assert_eq!(v[0][span_key], request.2, "{format}: {}", lines[0]);
         assert_eq!(v[1][trace_key], trace(&db.1), "{format}: {}", lines[1]);
         assert_eq!(v[1][span_key], db.2, "{format}: {}", lines[1]);
-        assert!(v[2].get(trace_key).is_none(), "{format}: {}", lines[2]);
+        assert_eq!(v[2][trace_key], v[1][trace_key], "{format}: {}", lines[2]);
+        assert_eq!(v[2][span_key], v[1][span_key], "{format}: {}", lines[2]);
+        assert!(v[3].get(trace_key).is_none(), "{format}: {}", lines[3]);
         assert_eq!(request.1.len(), 32);
         assert_eq!(request.2.len(), 16);
     }
@@ -116,5 +121,6 @@ fn datadog_and_logfmt_carry_them_as_their_readers_join_them() {
         "{}",
         lines[1]
     );
-    assert!(!lines[2].contains("trace_id="), "{}", lines[2]);
+    assert!(lines[2].ends_with(&format!(" trace_id={} span_id={}", db.1, db.2)));
+    assert!(!lines[3].contains("trace_id="), "{}", lines[3]);
 }

@@ -429,7 +429,7 @@ impl<K: LineSink> FormatLayer<K> {
                     buf.extend_from_slice(span_open(format));
                     write_logfmt_str(buf, span.name());
                     self.put_span_fields::<LOGFMT, S>(&span, buf, r);
-                    self.put_trace_ids(buf, &span);
+                    self.put_trace_ids::<LOGFMT, S>(buf, &span);
                 }
                 buf.push(b'\n');
                 return counts;
@@ -447,7 +447,7 @@ impl<K: LineSink> FormatLayer<K> {
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
                 let mut ids = None;
                 if let Some(span) = ctx.event_span(event) {
-                    ids = self.trace.of(&span);
+                    ids = self.trace_ids::<JSON, S>(&span);
                     let open = span_open(format);
                     if attributes.is_some() {
                         buf.extend_from_slice(open);
@@ -476,7 +476,7 @@ impl<K: LineSink> FormatLayer<K> {
                 if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(span_open(format));
                     self.put_json_span(buf, &span, r);
-                    self.put_trace_ids(buf, &span);
+                    self.put_trace_ids::<JSON, S>(buf, &span);
                 }
                 counts
             }
@@ -488,17 +488,45 @@ impl<K: LineSink> FormatLayer<K> {
     /// Appends the trace id and span id of `span`'s OpenTelemetry context, if it has
     /// one (only with the `opentelemetry` feature).
     #[inline]
-    fn put_trace_ids<S>(
+    fn put_trace_ids<const KIND: u8, S>(
         &self,
         buf: &mut Vec<u8>,
         span: &tracing_subscriber::registry::SpanRef<'_, S>,
     ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        if let Some(ids) = self.trace.of(span) {
+        if let Some(ids) = self.trace_ids::<KIND, S>(span) {
             let project = self.style.gcp_project.as_deref();
             trace_ids::write(buf, self.style.format, &ids, project);
         }
+    }
+
+    /// The trace ids of `span`: read once, then kept with its fields (`KIND`'s).
+    #[inline]
+    fn trace_ids<const KIND: u8, S>(
+        &self,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+    ) -> Option<trace_ids::TraceIds>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if !trace_ids::ENABLED {
+            return None;
+        }
+        let cached = |span: &tracing_subscriber::registry::SpanRef<'_, S>| {
+            let ext = span.extensions();
+            ext.get::<SpanFieldsAs<KIND>>()
+                .and_then(|f| f.0.trace.get())
+        };
+        if let Some(ids) = cached(span) {
+            return ids;
+        }
+        // Not holding the extensions: reading the context locks them.
+        let ids = self.trace.of(span);
+        if let Some(f) = span.extensions().get::<SpanFieldsAs<KIND>>() {
+            f.0.trace.set(ids);
+        }
+        ids
     }
 
     /// Appends the name of `span` (its opening quote written), the rest of its JSON
@@ -651,6 +679,8 @@ struct SpanFields {
     entries: Vec<fields::Entry>,
     /// The redaction they were rendered with.
     redaction_id: u32,
+    /// The trace ids of the span, once read.
+    trace: trace_ids::Cached,
 }
 
 impl SpanFields {

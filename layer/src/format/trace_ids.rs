@@ -9,6 +9,10 @@ use tracing_subscriber::registry::{LookupSpan, SpanRef};
 use super::escape::write_escaped;
 use super::Format;
 
+/// Whether spans can carry ids (the `opentelemetry` feature): without it nothing is
+/// looked up.
+pub(crate) const ENABLED: bool = cfg!(feature = "opentelemetry");
+
 /// A span's W3C trace context ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TraceIds {
@@ -58,6 +62,33 @@ impl Source {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         None
+    }
+}
+
+/// A span's ids once read: they do not change after (reading them starts the
+/// OpenTelemetry span, whose parent can no longer be set), and reading them costs about
+/// a microsecond (the context is cloned under a lock) where this costs a copy.
+#[derive(Debug, Default)]
+pub(crate) struct Cached {
+    #[cfg(feature = "opentelemetry")]
+    ids: std::sync::OnceLock<Option<TraceIds>>,
+}
+
+impl Cached {
+    /// The ids, if they were read.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Option<Option<TraceIds>> {
+        #[cfg(feature = "opentelemetry")]
+        return self.ids.get().copied();
+        #[cfg(not(feature = "opentelemetry"))]
+        return Some(None);
+    }
+
+    /// Keeps the ids read.
+    #[inline(always)]
+    pub(crate) fn set(&self, _ids: Option<TraceIds>) {
+        #[cfg(feature = "opentelemetry")]
+        let _ = self.ids.set(_ids);
     }
 }
 
