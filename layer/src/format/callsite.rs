@@ -30,6 +30,8 @@ pub(crate) struct CachedSite {
     /// Per field index: `,"<key>":` (JSON) or ` <key>=` (logfmt), if it fits in
     /// [`KEY_INLINE`] bytes.
     keys: Box<[Key]>,
+    /// The index of the field called `message` (`usize::MAX`: none).
+    message: usize,
     /// The fields the last redaction seen here hides: its id in the high 32 bits, the
     /// field bits below (0 in the high bits: not computed yet).
     redaction: AtomicU64,
@@ -69,6 +71,11 @@ impl CachedSite {
             .collect();
         CachedSite {
             meta,
+            message: meta
+                .fields()
+                .iter()
+                .position(|f| f.name() == "message")
+                .unwrap_or(usize::MAX),
             callsite: meta.callsite(),
             head: head.into_boxed_slice(),
             keys,
@@ -97,6 +104,12 @@ impl CachedSite {
             );
         }
         mask
+    }
+
+    /// Whether `field` is this callsite's message.
+    #[inline(always)]
+    pub(crate) fn is_message(&self, field: &Field) -> bool {
+        field.index() == self.message && field.callsite() == self.callsite
     }
 
     /// Appends the rendered key of `field`; false (nothing written) if it is not one of

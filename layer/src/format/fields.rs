@@ -40,60 +40,97 @@ pub(crate) struct OtelFields<'a, 's> {
     pub(crate) attributes: &'s mut Option<usize>,
 }
 
+/// What [`OtelFields::after`] completes.
+#[derive(Clone, Copy)]
+enum Pending {
+    Nothing,
+    /// The first attribute, whose comma (here) becomes `Attributes`' brace.
+    Opened(usize),
+    /// The message, written from here.
+    Message(usize),
+}
+
 impl OtelFields<'_, '_> {
     #[inline(always)]
-    fn field(&mut self, field: &Field, write: impl FnOnce(&mut JsonFields<'_>)) {
-        if field.name() == "message" {
-            let at = self.inner.buf.len();
-            write(&mut self.inner);
-            if let Some(open) = self.attributes {
-                // A message after other fields: move it before `Attributes`.
-                let len = self.inner.buf.len() - at;
-                self.inner.buf[*open..].rotate_right(len);
-                *open += len;
-            }
-            return;
+    fn before(&mut self, field: &Field) -> Pending {
+        let message = match self.inner.callsite {
+            Some(c) => c.is_message(field),
+            None => field.name() == "message",
+        };
+        if message {
+            return Pending::Message(self.inner.buf.len());
         }
         if self.attributes.is_some() {
-            write(&mut self.inner);
-            return;
+            return Pending::Nothing;
         }
         *self.attributes = Some(self.inner.buf.len());
         self.inner.buf.extend_from_slice(b",\"Attributes\":");
-        let comma = self.inner.buf.len();
-        write(&mut self.inner);
-        // The first field's `,"key":` becomes `{"key":`.
-        self.inner.buf[comma] = b'{';
+        Pending::Opened(self.inner.buf.len())
+    }
+
+    #[inline(always)]
+    fn after(&mut self, pending: Pending) {
+        match pending {
+            Pending::Nothing => {}
+            // The first field's `,"key":` becomes `{"key":`.
+            Pending::Opened(comma) => self.inner.buf[comma] = b'{',
+            Pending::Message(at) => {
+                if let Some(open) = self.attributes {
+                    // A message after other fields: move it before `Attributes`.
+                    let len = self.inner.buf.len() - at;
+                    self.inner.buf[*open..].rotate_right(len);
+                    *open += len;
+                }
+            }
+        }
     }
 }
 
 impl Visit for OtelFields<'_, '_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.field(field, |v| v.record_str(field, value));
+        let p = self.before(field);
+        self.inner.record_str(field, value);
+        self.after(p);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.field(field, |v| v.record_debug(field, value));
+        let p = self.before(field);
+        self.inner.record_debug(field, value);
+        self.after(p);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.field(field, |v| v.record_i64(field, value));
+        let p = self.before(field);
+        self.inner.record_i64(field, value);
+        self.after(p);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.field(field, |v| v.record_u64(field, value));
+        let p = self.before(field);
+        self.inner.record_u64(field, value);
+        self.after(p);
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
-        self.field(field, |v| v.record_i128(field, value));
+        let p = self.before(field);
+        self.inner.record_i128(field, value);
+        self.after(p);
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.field(field, |v| v.record_u128(field, value));
+        let p = self.before(field);
+        self.inner.record_u128(field, value);
+        self.after(p);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.field(field, |v| v.record_f64(field, value));
+        let p = self.before(field);
+        self.inner.record_f64(field, value);
+        self.after(p);
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.field(field, |v| v.record_bool(field, value));
+        let p = self.before(field);
+        self.inner.record_bool(field, value);
+        self.after(p);
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.field(field, |v| v.record_error(field, value));
+        let p = self.before(field);
+        self.inner.record_error(field, value);
+        self.after(p);
     }
 }
 
