@@ -16,6 +16,14 @@
 //! (e) the 5 lines of one request of the HTTP benchmark's service (`bench/`): ours as
 //!     `logpolicy::init` builds it, into the non-blocking writer (to `/dev/null`), vs
 //!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays;
+//! (g) the same 6-field event in every format (`json-otel`, `json-ecs`, `json-gcp`,
+//!     `json-datadog`, `logfmt`, `text`) against `json`, with the service named (as
+//!     `init` names it from `OTEL_SERVICE_NAME`), and the bytes of each line;
+//! (h) with `--features opentelemetry`: the 6-field event in a span that carries an
+//!     OpenTelemetry context (a `tracing-opentelemetry` layer with an SDK tracer that
+//!     exports nothing, filtered to see spans only, so that its own recording of events
+//!     is not counted), its line with the trace id and span id, against the same span
+//!     without that layer;
 //! (f) records of the `log` crate: a disabled `log::debug!` and a `log::info!(target:
 //!     "noisy")` disabled by target, through our bridge (`logpolicy::log_bridge`) vs
 //!     through `tracing-log`'s `LogTracer` + `EnvFilter` (each with `log`'s max level as
@@ -33,6 +41,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use criterion::Criterion;
+use logpolicy::format::Service;
 use logpolicy::policy::{FieldName, Redaction};
 use logpolicy::writer::{Output, Writer, WriterConfig};
 use logpolicy::{Format, FormatLayer, LogBridge, NullSink, PolicyFilter};
@@ -41,7 +50,9 @@ use tracing_log::LogTracer;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{reload, EnvFilter};
 
+mod events;
 mod report;
+use events::six_fields;
 use report::{Row, Touch};
 
 const DIRECTIVES: &str = "info,noisy=warn";
@@ -91,20 +102,6 @@ fn http_request() {
         latency_us = 12u64,
         bytes = 9usize,
         "request completed"
-    );
-}
-
-#[inline(never)]
-fn six_fields() {
-    tracing::info!(
-        target: "shop::http",
-        method = "GET",
-        path = "/api/cart/42",
-        status = 200u16,
-        latency_us = 1234u64,
-        user = "c0ffee-42",
-        cache_hit = true,
-        "request served"
     );
 }
 
@@ -324,7 +321,74 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     println!("\nbytes per 6-field line: logpolicy {ours_bytes}, fmt JSON {fmt_bytes}");
     println!("logpolicy: {}", ours_text.trim_end());
     println!("fmt JSON:  {}", fmt_text.trim_end());
-    serde_json::json!({ "bytes_per_line": { "logpolicy": ours_bytes, "fmt-json": fmt_bytes } })
+    let formats = bench_formats(c);
+    serde_json::json!({
+        "bytes_per_line": { "logpolicy": ours_bytes, "fmt-json": fmt_bytes },
+        "bytes_per_line_by_format": formats,
+    })
+}
+
+/// (h): the 6-field event in an entered span, with and without an OpenTelemetry context.
+#[cfg(feature = "opentelemetry")]
+fn bench_trace_context(c: &mut Criterion) {
+    use opentelemetry::trace::TracerProvider as _;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let with = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(PolicyFilter::from_directives("info").expect("directives"))
+            .with(
+                tracing_opentelemetry::layer()
+                    .with_tracer(provider.tracer("bench"))
+                    .with_filter(tracing_subscriber::filter::filter_fn(|m| m.is_span())),
+            )
+            .with(FormatLayer::new(Format::Json, NullSink)),
+    );
+    let without = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(PolicyFilter::from_directives("info").expect("directives"))
+            .with(FormatLayer::new(Format::Json, NullSink)),
+    );
+    for (id, dispatch) in [("with-context", with), ("without", without)] {
+        tracing::callsite::rebuild_interest_cache();
+        tracing::dispatcher::with_default(&dispatch, || {
+            tracing::callsite::rebuild_interest_cache();
+            let span = tracing::info_span!("request", method = "GET");
+            let _entered = span.enter();
+            c.benchmark_group("h-trace")
+                .bench_function(id, |b| b.iter(six_fields));
+        });
+    }
+    tracing::callsite::rebuild_interest_cache();
+}
+
+/// (g): the 6-field event in each format, and the bytes of its line.
+fn bench_formats(c: &mut Criterion) -> serde_json::Value {
+    let service = Service::named("shop").version("1.4.2");
+    let layer = |format: Format| {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(PolicyFilter::from_directives("info").expect("directives"))
+                .with(FormatLayer::new(format, NullSink).service(&service)),
+        )
+    };
+    for format in Format::ALL {
+        under(c, "g-formats", format.name(), layer(format), six_fields);
+    }
+    let mut bytes = serde_json::Map::new();
+    println!("\nbytes per 6-field line, by format (service named):");
+    for format in Format::ALL {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let one = Dispatch::new(
+            tracing_subscriber::registry()
+                .with(FormatLayer::new(format, buf.clone()).service(&service)),
+        );
+        let n = line_bytes(&one, &buf);
+        let line = String::from_utf8_lossy(&buf.lock().map(|b| b.clone()).unwrap_or_default())
+            .into_owned();
+        println!("{:>13} {n:>4}  {}", format.name(), line.trim_end());
+        bytes.insert(format.name().to_owned(), n.into());
+    }
+    bytes.into()
 }
 
 struct SharedVec(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
@@ -437,11 +501,13 @@ fn main() {
     bench_disabled(&mut c, "b-after-1000-swaps", 1_000);
     bench_reloadable(&mut c);
     let extra = bench_json(&mut c);
+    #[cfg(feature = "opentelemetry")]
+    bench_trace_context(&mut c);
     bench_log(&mut c);
     c.final_summary();
 
     let n = N as f64;
-    let rows = [
+    let mut rows = vec![
         Row {
             case: "(a) disabled debug!",
             ours: ("a-disabled", "debug/logpolicy"),
@@ -555,5 +621,29 @@ fn main() {
             per_iter: 1.0,
         },
     ];
+    for (case, id) in [
+        ("(g) 6-field event as json-otel vs json", "json-otel"),
+        ("(g) 6-field event as json-ecs vs json", "json-ecs"),
+        ("(g) 6-field event as json-gcp vs json", "json-gcp"),
+        ("(g) 6-field event as json-datadog vs json", "json-datadog"),
+        ("(g) 6-field event as logfmt vs json", "logfmt"),
+        ("(g) 6-field event as text vs json", "text"),
+    ] {
+        rows.push(Row {
+            case,
+            ours: ("g-formats", id),
+            peer: ("g-formats", "json"),
+            target: 1.05,
+            per_iter: 1.0,
+        });
+    }
+    #[cfg(feature = "opentelemetry")]
+    rows.push(Row {
+        case: "(h) 6-field JSON in a span with an OpenTelemetry context vs without (reported)",
+        ours: ("h-trace", "with-context"),
+        peer: ("h-trace", "without"),
+        target: f64::INFINITY,
+        per_iter: 1.0,
+    });
     report::report("filter", &rows, extra);
 }

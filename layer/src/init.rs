@@ -7,8 +7,10 @@ use tracing_subscriber::prelude::*;
 #[cfg(feature = "admin")]
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
-use crate::format::own_line::write_skipped_directive;
-use crate::format::{Format, FormatLayer};
+use crate::format::own_line::{write_skipped, write_skipped_directive};
+use crate::format::{
+    Format, FormatLayer, ParseFormatError, ResourceError, Service, Style, RESOURCE_ATTRIBUTES_VAR,
+};
 use crate::log_bridge::{LogBridge, LogBridgeError};
 use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::writer::{
@@ -17,6 +19,10 @@ use crate::writer::{
 
 /// The environment variables read for the baseline, first found wins.
 pub const ENV_VARS: [&str; 2] = ["LOGPOLICY", "RUST_LOG"];
+
+/// The environment variable naming the Google Cloud project of the traces (read by
+/// [`Builder::from_env`] for `json-gcp` lines).
+pub const GCP_PROJECT_VAR: &str = "GOOGLE_CLOUD_PROJECT";
 
 /// The baseline when neither variable is set.
 pub const DEFAULT_DIRECTIVES: &str = "info";
@@ -32,6 +38,24 @@ pub enum InitError {
         var: &'static str,
         /// What is wrong with it.
         source: DirectiveError,
+    },
+    /// `LOGPOLICY_FORMAT` names no format (only with [`Builder::strict`]; otherwise it
+    /// is reported and the default format is used).
+    #[error("{var}: {source}")]
+    Format {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with it.
+        source: ParseFormatError,
+    },
+    /// `OTEL_RESOURCE_ATTRIBUTES` has an entry that does not parse (only with
+    /// [`Builder::strict`]; otherwise the entry is skipped and reported).
+    #[error("{var}: {source}")]
+    Resource {
+        /// The variable.
+        var: &'static str,
+        /// The first entry that does not parse.
+        source: ResourceError,
     },
     /// Directives given to [`Builder::directives`] do not parse.
     #[error("directives: {0}")]
@@ -73,6 +97,8 @@ pub struct Builder {
     directives: Option<String>,
     from_env: bool,
     format: Option<Format>,
+    service: Service,
+    gcp_project: Option<String>,
     writer: Option<WriterConfig>,
     #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
@@ -82,6 +108,10 @@ pub struct Builder {
     strict: bool,
     leave_log_alone: bool,
 }
+
+/// A setting from the environment that was skipped: what (the line's message), the
+/// variable, and what is wrong with it.
+type Skipped = (&'static str, &'static str, String);
 
 /// The baseline and what was skipped to get it: `(variable, error)` per invalid entry.
 type Baseline = (Directives, Vec<(&'static str, DirectiveError)>);
@@ -185,10 +215,49 @@ impl Builder {
         self
     }
 
-    /// Forces a format (default: JSON unless stdout is a terminal).
+    /// Forces a format (overrides the environment). Default: `LOGPOLICY_FORMAT` with
+    /// [`Builder::from_env`], else JSON unless stdout is a terminal (then text).
+    ///
+    /// A `LOGPOLICY_FORMAT` that names no format does not stop the service: it is
+    /// reported in a `warn` line (`"source":"LOGPOLICY_FORMAT"`, the error naming the
+    /// value and the formats) and the default is used; [`Builder::strict`] refuses.
+    ///
+    /// ```
+    /// # std::env::set_var("LOGPOLICY_FORMAT", "xml");
+    /// let err = logpolicy::Builder::from_env().strict(true).build().unwrap_err();
+    /// assert!(err.to_string().starts_with("LOGPOLICY_FORMAT: unknown format \"xml\" (expected one of: json,"), "{err}");
+    /// # std::env::remove_var("LOGPOLICY_FORMAT");
+    /// ```
     #[must_use]
     pub fn format(mut self, format: Format) -> Self {
         self.format = Some(format);
+        self
+    }
+
+    /// Names the service on every line (overrides the environment, field by field).
+    /// Default with [`Builder::from_env`]: `OTEL_SERVICE_NAME`, else `service.name` in
+    /// `OTEL_RESOURCE_ATTRIBUTES`, and `service.version` from the latter (see
+    /// [`Service::from_vars`]).
+    ///
+    /// ```
+    /// use logpolicy::format::Service;
+    /// let (_dispatch, _logging) = logpolicy::Builder::new()
+    ///     .service(Service::named("shop").version(env!("CARGO_PKG_VERSION")))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    #[must_use]
+    pub fn service(mut self, service: Service) -> Self {
+        self.service = service;
+        self
+    }
+
+    /// Names the Google Cloud project of the traces, for `json-gcp`'s trace field (see
+    /// [`FormatLayer::gcp_project`]). Default with [`Builder::from_env`]:
+    /// `GOOGLE_CLOUD_PROJECT`.
+    #[must_use]
+    pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
+        self.gcp_project = Some(project.into());
         self
     }
 
@@ -322,34 +391,81 @@ impl Builder {
         ))
     }
 
+    /// The format: given, else from `LOGPOLICY_FORMAT`, else by the terminal. A value
+    /// that names no format is refused when strict, else added to `skipped`.
+    fn choose_format(&self, skipped: &mut Vec<Skipped>) -> Result<Format, InitError> {
+        if let Some(format) = self.format {
+            return Ok(format);
+        }
+        let var = Format::ENV_VAR;
+        if let Some(value) = self.from_env.then(|| std::env::var(var).ok()).flatten() {
+            if !value.trim().is_empty() {
+                match value.parse() {
+                    Ok(format) => return Ok(format),
+                    Err(source) if self.strict => return Err(InitError::Format { var, source }),
+                    Err(e) => skipped.push(("skipped an invalid format", var, e.to_string())),
+                }
+            }
+        }
+        Ok(if std::io::stdout().is_terminal() {
+            Format::Text
+        } else {
+            Format::Json
+        })
+    }
+
+    /// The service: given, else (field by field) from the environment. Entries of
+    /// `OTEL_RESOURCE_ATTRIBUTES` that do not parse are refused when strict, else added
+    /// to `skipped`.
+    fn choose_service(&self, skipped: &mut Vec<Skipped>) -> Result<Service, InitError> {
+        let mut service = Service::default();
+        if self.from_env {
+            let (env, errors) = Service::from_env();
+            let var = RESOURCE_ATTRIBUTES_VAR;
+            if let (true, Some(source)) = (self.strict, errors.first()) {
+                let source = source.clone();
+                return Err(InitError::Resource { var, source });
+            }
+            for e in errors {
+                skipped.push(("skipped an invalid resource attribute", var, e.to_string()));
+            }
+            service = env;
+        }
+        if let Some(name) = &self.service.name {
+            service.name = Some(name.clone());
+        }
+        if let Some(version) = &self.service.version {
+            service.version = Some(version.clone());
+        }
+        Ok(service)
+    }
+
     /// Builds the subscriber without installing it.
     pub fn build(self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
-        let (baseline, skipped) = self.baseline()?;
+        let (baseline, skipped_directives) = self.baseline()?;
+        let mut skipped = Vec::new();
+        let format = self.choose_format(&mut skipped)?;
+        let service = self.choose_service(&mut skipped)?;
         let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
         let handle = filter.handle();
-        let format = self.format.unwrap_or_else(|| {
-            if std::io::stdout().is_terminal() {
-                Format::Text
-            } else {
-                Format::Json
-            }
-        });
         #[cfg(feature = "admin")]
         let admin = match self.admin {
             Some(config) => Some(config),
             None if self.from_env => AdminConfig::from_env()?,
             None => None,
         };
-        let (writer, guard) = Writer::new(self.writer.unwrap_or_default())?;
-        for (var, error) in &skipped {
+        let config = self.writer.unwrap_or_default();
+        let (writer, guard) = Writer::new(config.lines(format, service.clone()))?;
+        let style = Style::new(format, &service);
+        let now = filter.handle().now();
+        for (var, error) in &skipped_directives {
             let mut line = Vec::with_capacity(256);
-            write_skipped_directive(
-                &mut line,
-                format,
-                filter.handle().now(),
-                var,
-                &error.to_string(),
-            );
+            write_skipped_directive(&mut line, &style, now, var, &error.to_string());
+            writer.write_line(tracing_core::Level::WARN, true, &line);
+        }
+        for (what, var, error) in &skipped {
+            let mut line = Vec::with_capacity(256);
+            write_skipped(&mut line, &style, now, what, var, error);
             writer.write_line(tracing_core::Level::WARN, true, &line);
         }
         #[cfg(feature = "admin")]
@@ -357,9 +473,17 @@ impl Builder {
             .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
             .transpose()?;
         let filter_for_output = filter.clone();
+        let mut layer = FormatLayer::new(format, writer.clone()).service(&service);
+        let gcp_project = self.gcp_project.clone().or_else(|| {
+            let var = self.from_env.then(|| std::env::var(GCP_PROJECT_VAR).ok());
+            var.flatten().filter(|p| !p.trim().is_empty())
+        });
+        if let Some(project) = gcp_project {
+            layer = layer.gcp_project(project);
+        }
         let subscriber = tracing_subscriber::registry()
             .with(filter)
-            .with(FormatLayer::new(format, writer.clone()).with_policy(&filter_for_output));
+            .with(layer.with_policy(&filter_for_output));
         let logging = Logging {
             #[cfg(feature = "admin")]
             admin,

@@ -72,7 +72,7 @@ pub mod writer;
 
 pub use enforce::{LevelCounts, PolicyFilter, PolicyHandle, Reason, Stats};
 pub use format::{Format, FormatLayer};
-pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS};
+pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS, GCP_PROJECT_VAR};
 pub use level::{level_index, Level, ParseLevelError, LEVELS, LEVEL_NAMES, LEVEL_ORDER};
 pub use log_bridge::LogBridge;
 pub use policy::{

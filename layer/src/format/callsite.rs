@@ -1,11 +1,12 @@
-//! The parts of a JSON line that depend only on its callsite, rendered once per callsite:
-//! the level and the escaped target, and every field's escaped key. A line then copies
-//! them instead of matching and escaping names on every event.
+//! The parts of a line that depend only on its callsite and the line's format, rendered
+//! once per callsite and format's [`Keys`]: the level and the escaped target, and every
+//! field's escaped key. A line then copies them instead of matching and escaping names
+//! on every event.
 //!
 //! Callsites are `'static` and a program has a bounded number of them, so each callsite's
 //! parts are built the first time one of its events is formatted and kept for the life of
-//! the process, in a fixed table shared by every layer (the parts depend on nothing
-//! else). When the table has no room near a callsite's slot, its events are formatted
+//! the process, in a fixed table per [`Keys`] shared by every layer (the parts depend on
+//! nothing else). When the table has no room near a callsite's slot, its events are formatted
 //! the slow way: the output is the same.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,18 +16,22 @@ use tracing_core::callsite::Identifier;
 use tracing_core::field::Field;
 use tracing_core::Metadata;
 
-use super::escape::write_escaped;
+use super::schema::{write_head, write_key, Keys};
 use crate::enforce::{FieldMask, RedactionSet};
 use crate::sites::{self, Site};
 
 /// One callsite's rendered parts.
-pub(crate) struct JsonCallsite {
+pub(crate) struct CachedSite {
     meta: &'static Metadata<'static>,
     callsite: Identifier,
-    /// What follows the timestamp's closing quote: `,"level":"INFO","target":"<target>"`.
+    /// What follows the timestamp (see [`write_head`]), e.g. for JSON
+    /// `","level":"INFO","target":"<target>"`.
     pub(crate) head: Box<[u8]>,
-    /// Per field index: `,"<key>":`, if it fits in [`KEY_INLINE`] bytes.
+    /// Per field index: `,"<key>":` (JSON) or ` <key>=` (logfmt), if it fits in
+    /// [`KEY_INLINE`] bytes.
     keys: Box<[Key]>,
+    /// The index of the field called `message` (`usize::MAX`: none).
+    message: usize,
     /// The fields the last redaction seen here hides: its id in the high 32 bits, the
     /// field bits below (0 in the high bits: not computed yet).
     redaction: AtomicU64,
@@ -43,16 +48,16 @@ struct Key {
     len: u8,
 }
 
-impl JsonCallsite {
-    fn new(meta: &'static Metadata<'static>) -> Self {
-        let mut head = Vec::with_capacity(32 + meta.target().len());
-        write_head(&mut head, meta);
+impl CachedSite {
+    fn new(meta: &'static Metadata<'static>, kind: Keys) -> Self {
+        let mut head = Vec::with_capacity(64 + meta.target().len());
+        write_head(&mut head, kind, meta.level(), meta.target());
         let keys = meta
             .fields()
             .iter()
             .map(|f| {
                 let mut k = Vec::with_capacity(f.name().len() + 12);
-                write_key(&mut k, f.name());
+                write_key(&mut k, kind, f.name());
                 let mut key = Key {
                     bytes: [0; KEY_INLINE],
                     len: 0,
@@ -64,8 +69,13 @@ impl JsonCallsite {
                 key
             })
             .collect();
-        JsonCallsite {
+        CachedSite {
             meta,
+            message: meta
+                .fields()
+                .iter()
+                .position(|f| f.name() == "message")
+                .unwrap_or(usize::MAX),
             callsite: meta.callsite(),
             head: head.into_boxed_slice(),
             keys,
@@ -96,6 +106,12 @@ impl JsonCallsite {
         mask
     }
 
+    /// Whether `field` is this callsite's message.
+    #[inline(always)]
+    pub(crate) fn is_message(&self, field: &Field) -> bool {
+        field.index() == self.message && field.callsite() == self.callsite
+    }
+
     /// Appends the rendered key of `field`; false (nothing written) if it is not one of
     /// this callsite's fields or its key is too long to be kept rendered.
     #[inline]
@@ -114,65 +130,44 @@ impl JsonCallsite {
     }
 }
 
-/// Appends the head of `meta`'s lines (see [`JsonCallsite::head`]), rendered now: what
-/// a line carries when its callsite has no room in the table, and what the table keeps.
-pub(crate) fn write_head(buf: &mut Vec<u8>, meta: &Metadata<'_>) {
-    buf.extend_from_slice(level_head(meta.level()));
-    write_escaped(buf, meta.target());
-    buf.push(b'"');
-}
-
-/// `","level":"<LEVEL>","target":"`, the part of the head before the target.
-#[inline]
-fn level_head(level: &tracing_core::Level) -> &'static [u8] {
-    match *level {
-        tracing_core::Level::ERROR => b"\",\"level\":\"ERROR\",\"target\":\"",
-        tracing_core::Level::WARN => b"\",\"level\":\"WARN\",\"target\":\"",
-        tracing_core::Level::INFO => b"\",\"level\":\"INFO\",\"target\":\"",
-        tracing_core::Level::DEBUG => b"\",\"level\":\"DEBUG\",\"target\":\"",
-        _ => b"\",\"level\":\"TRACE\",\"target\":\"",
-    }
-}
-
-/// Appends `,"<name>":`. The `message` field is the line's `msg`; a field named like a
-/// key the line itself uses is written as `field.<name>`, so a line never has duplicate
-/// keys.
-pub(crate) fn write_key(buf: &mut Vec<u8>, name: &str) {
-    match name.as_bytes() {
-        b"message" => {
-            buf.extend_from_slice(b",\"msg\":");
-            return;
-        }
-        b"ts" | b"level" | b"target" | b"msg" | b"span" => {
-            buf.extend_from_slice(b",\"field.");
-        }
-        _ => buf.extend_from_slice(b",\""),
-    }
-    write_escaped(buf, name);
-    buf.extend_from_slice(b"\":");
-}
-
 const SLOTS: usize = 2048;
 
-static TABLE: [OnceLock<&'static JsonCallsite>; SLOTS] = [const { OnceLock::new() }; SLOTS];
+/// One table per [`Keys`].
+static TABLES: [[OnceLock<&'static CachedSite>; SLOTS]; Keys::COUNT] =
+    [const { [const { OnceLock::new() }; SLOTS] }; Keys::COUNT];
 
-impl Site for JsonCallsite {
+impl Site for CachedSite {
     fn key(&self) -> usize {
         self.meta as *const Metadata<'static> as usize
     }
 }
 
-/// The rendered parts of `meta`'s callsite: built on its first event, `None` only when
-/// the table has no room for it.
+/// The parts of `meta`'s callsite rendered with `kind`'s keys: built on its first event,
+/// `None` only when the table has no room for it.
 #[inline]
-pub(crate) fn json_callsite(meta: &'static Metadata<'static>) -> Option<&'static JsonCallsite> {
+pub(crate) fn cached_site(
+    meta: &'static Metadata<'static>,
+    kind: Keys,
+) -> Option<&'static CachedSite> {
     let key = meta as *const Metadata<'static> as usize;
-    sites::find_or_insert(&TABLE, key, || JsonCallsite::new(meta))
+    sites::find_or_insert(&TABLES[kind as usize], key, || CachedSite::new(meta, kind))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::fields::{JsonFields, LogfmtFields, TextFields};
+
+    const KINDS: [Keys; Keys::COUNT] = [
+        Keys::Json,
+        Keys::Otel,
+        Keys::Ecs,
+        Keys::Gcp,
+        Keys::Datadog,
+        Keys::Logfmt,
+        Keys::LogfmtSpan,
+        Keys::Text,
+    ];
 
     #[test]
     fn keys_are_rendered_as_the_slow_path_writes_them() {
@@ -180,7 +175,7 @@ mod tests {
             "message", "msg", "ts", "level", "target", "span", "path", "a\"b", "é",
         ] {
             let mut k = Vec::new();
-            write_key(&mut k, name);
+            write_key(&mut k, Keys::Json, name);
             let expected = match name {
                 "message" => ",\"msg\":".to_owned(),
                 "msg" | "ts" | "level" | "target" | "span" => format!(",\"field.{name}\":"),
@@ -191,9 +186,43 @@ mod tests {
         }
     }
 
-    /// Records each event's fields with its callsite's rendered keys and without, and
-    /// keeps both lines.
+    /// Records each event's fields with its callsite's rendered parts and without, with
+    /// every kind of keys, and keeps both lines.
     struct Both(std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+
+    fn record(
+        event: &tracing_core::Event<'_>,
+        kind: Keys,
+        c: Option<&'static CachedSite>,
+    ) -> Vec<u8> {
+        let mut buf = Vec::new();
+        match c {
+            Some(c) => buf.extend_from_slice(&c.head),
+            None => write_head(
+                &mut buf,
+                kind,
+                event.metadata().level(),
+                event.metadata().target(),
+            ),
+        }
+        match kind {
+            Keys::Text => event.record(&mut TextFields {
+                buf: &mut buf,
+                callsite: c,
+            }),
+            Keys::Logfmt | Keys::LogfmtSpan => event.record(&mut LogfmtFields {
+                buf: &mut buf,
+                callsite: c,
+                keys: kind,
+            }),
+            _ => event.record(&mut JsonFields {
+                buf: &mut buf,
+                callsite: c,
+                keys: kind,
+            }),
+        }
+        buf
+    }
 
     impl<S: tracing_core::Subscriber> tracing_subscriber::Layer<S> for &'static Both {
         fn on_event(
@@ -201,20 +230,12 @@ mod tests {
             event: &tracing_core::Event<'_>,
             _: tracing_subscriber::layer::Context<'_, S>,
         ) {
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            let c = json_callsite(event.metadata());
-            assert!(c.is_some());
-            fast.extend_from_slice(&c.unwrap().head);
-            event.record(&mut super::super::JsonFields {
-                buf: &mut fast,
-                callsite: c,
-            });
-            write_head(&mut slow, event.metadata());
-            event.record(&mut super::super::JsonFields {
-                buf: &mut slow,
-                callsite: None,
-            });
-            self.0.lock().unwrap().push((fast, slow));
+            for kind in KINDS {
+                let c = cached_site(event.metadata(), kind);
+                assert!(c.is_some());
+                let pair = (record(event, kind, c), record(event, kind, None));
+                self.0.lock().unwrap().push(pair);
+            }
         }
     }
 
@@ -224,18 +245,17 @@ mod tests {
         let both: &'static Both = Box::leak(Box::new(Both(Default::default())));
         tracing::subscriber::with_default(tracing_subscriber::registry().with(both), || {
             tracing::info!(target: "a::b", method = "GET", path = "/x", step = 1u32, "handling");
-            tracing::warn!(target: "q\"t", ts = 1, level = "l", target = 2, msg = "m", span = 3, "r\"s");
+            tracing::warn!(target: "q\"t", ts = 1, level = "l", target = 2, msg = 3, span = 4, "r\"s");
             tracing::error!("a.b" = true, x = ?Some(2), "{} and {}", 1, "two");
             tracing::debug!(empty = "", a_field_name_longer_than_the_inline_key = 1);
         });
         let lines = both.0.lock().unwrap();
-        assert_eq!(lines.len(), 4);
+        assert_eq!(lines.len(), 4 * KINDS.len());
         for (fast, slow) in lines.iter() {
             assert_eq!(String::from_utf8_lossy(fast), String::from_utf8_lossy(slow));
         }
-        assert!(
-            String::from_utf8_lossy(&lines[1].0).contains(",\"field.ts\":1,\"field.level\":\"l\"")
-        );
+        assert!(String::from_utf8_lossy(&lines[KINDS.len()].0)
+            .contains(",\"field.ts\":1,\"field.level\":\"l\""));
     }
 
     #[test]
@@ -256,8 +276,10 @@ mod tests {
             }
         }
         static CS: Cs = Cs;
-        let c = json_callsite(&META).expect("room in an empty table");
+        let c = cached_site(&META, Keys::Json).expect("room in an empty table");
         assert_eq!(&*c.head, b"\",\"level\":\"INFO\",\"target\":\"t\"");
-        assert!(std::ptr::eq(json_callsite(&META).unwrap(), c));
+        assert!(std::ptr::eq(cached_site(&META, Keys::Json).unwrap(), c));
+        let logfmt = cached_site(&META, Keys::Logfmt).expect("a table per kind");
+        assert_eq!(&*logfmt.head, b" level=info target=t");
     }
 }

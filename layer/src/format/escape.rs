@@ -44,14 +44,38 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// Whether any of the 8 bytes in `w` is a control character (below `0x20`, or `0x7f`).
+#[inline]
+fn word_has_control(w: u64) -> bool {
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    let d = w ^ (ONES * 0x7f);
+    let del = d.wrapping_sub(ONES) & !d;
+    (control | del) & HIGH != 0
+}
+
 /// Whether `bytes` holds a byte that must be escaped: 8 bytes at a time (the last word
 /// overlapping), bytes one by one only for strings shorter than 8.
 #[inline]
 fn needs_escape(bytes: &[u8]) -> bool {
+    scan(bytes, word_needs_escape, |b| ESCAPE[b as usize] != 0)
+}
+
+/// Whether `bytes` holds a control character (what the text format escapes), as
+/// [`needs_escape`] looks.
+#[inline]
+pub(crate) fn has_control(bytes: &[u8]) -> bool {
+    scan(bytes, word_has_control, |b| b < 0x20 || b == 0x7f)
+}
+
+/// Whether `word` finds something in `bytes` (8 at a time, the last word overlapping;
+/// `byte` one by one for fewer than 4). Both must ignore `0x20`, which pads short words.
+#[inline(always)]
+fn scan(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> bool {
+    let word_needs_escape = word;
     let len = bytes.len();
     if len < 8 {
         if len < 4 {
-            return bytes.iter().any(|&b| ESCAPE[b as usize] != 0);
+            return bytes.iter().any(|&b| byte(b));
         }
         // Two overlapping 4-byte words, widened: the upper half (`0x20` bytes) is clean.
         let half = |at: usize| {
@@ -167,6 +191,8 @@ mod tests {
         ) {
             let expected = bytes.iter().any(|&b| ESCAPE[b as usize] != 0);
             prop_assert_eq!(needs_escape(&bytes), expected);
+            let control = bytes.iter().any(|&b| b < 0x20 || b == 0x7f);
+            prop_assert_eq!(has_control(&bytes), control);
         }
     }
 

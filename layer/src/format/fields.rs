@@ -1,25 +1,228 @@
-//! Field visitors that write JSON or text straight into a byte buffer.
+//! Field visitors that write JSON, logfmt or text straight into a byte buffer.
 
 use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
 
-use super::callsite::{write_key, JsonCallsite};
-use super::escape::{write_escaped, Escaping, Raw};
+use super::callsite::CachedSite;
+use super::escape::{has_control, write_escaped, Escaping, Raw};
+use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 
 /// Writes `,"key":value` for each field.
 pub(crate) struct JsonFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
     /// The keys rendered once for the callsite, if it has them.
-    pub(crate) callsite: Option<&'static JsonCallsite>,
+    pub(crate) callsite: Option<&'static CachedSite>,
+    /// How keys are named (what `callsite` was rendered with).
+    pub(crate) keys: Keys,
 }
 
 impl JsonFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
-        if !self.callsite.is_some_and(|c| c.put_key(self.buf, field)) {
-            write_key(self.buf, field.name());
+        put_key(self.buf, self.callsite, self.keys, field);
+    }
+}
+
+/// Appends `field`'s key: the callsite's rendered one, else rendered now.
+#[inline]
+fn put_key(buf: &mut Vec<u8>, callsite: Option<&'static CachedSite>, keys: Keys, field: &Field) {
+    if !callsite.is_some_and(|c| c.put_key(buf, field)) {
+        write_key(buf, keys, field.name());
+    }
+}
+
+/// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`
+/// (opened at the first of them).
+pub(crate) struct OtelFields<'a, 's> {
+    pub(crate) inner: JsonFields<'a>,
+    /// Where `,"Attributes":{` starts, once written.
+    pub(crate) attributes: &'s mut Option<usize>,
+}
+
+/// What [`OtelFields::after`] completes.
+#[derive(Clone, Copy)]
+enum Pending {
+    Nothing,
+    /// The first attribute, whose comma (here) becomes `Attributes`' brace.
+    Opened(usize),
+    /// The message, written from here.
+    Message(usize),
+}
+
+impl OtelFields<'_, '_> {
+    #[inline(always)]
+    fn before(&mut self, field: &Field) -> Pending {
+        let message = match self.inner.callsite {
+            Some(c) => c.is_message(field),
+            None => field.name() == "message",
+        };
+        if message {
+            return Pending::Message(self.inner.buf.len());
         }
+        if self.attributes.is_some() {
+            return Pending::Nothing;
+        }
+        *self.attributes = Some(self.inner.buf.len());
+        self.inner.buf.extend_from_slice(b",\"Attributes\":");
+        Pending::Opened(self.inner.buf.len())
+    }
+
+    #[inline(always)]
+    fn after(&mut self, pending: Pending) {
+        match pending {
+            Pending::Nothing => {}
+            // The first field's `,"key":` becomes `{"key":`.
+            Pending::Opened(comma) => self.inner.buf[comma] = b'{',
+            Pending::Message(at) => {
+                if let Some(open) = self.attributes {
+                    // A message after other fields: move it before `Attributes`.
+                    let len = self.inner.buf.len() - at;
+                    self.inner.buf[*open..].rotate_right(len);
+                    *open += len;
+                }
+            }
+        }
+    }
+}
+
+impl Visit for OtelFields<'_, '_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let p = self.before(field);
+        self.inner.record_str(field, value);
+        self.after(p);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let p = self.before(field);
+        self.inner.record_debug(field, value);
+        self.after(p);
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        let p = self.before(field);
+        self.inner.record_i64(field, value);
+        self.after(p);
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        let p = self.before(field);
+        self.inner.record_u64(field, value);
+        self.after(p);
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        let p = self.before(field);
+        self.inner.record_i128(field, value);
+        self.after(p);
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        let p = self.before(field);
+        self.inner.record_u128(field, value);
+        self.after(p);
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        let p = self.before(field);
+        self.inner.record_f64(field, value);
+        self.after(p);
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        let p = self.before(field);
+        self.inner.record_bool(field, value);
+        self.after(p);
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        let p = self.before(field);
+        self.inner.record_error(field, value);
+        self.after(p);
+    }
+}
+
+/// Writes ` key=value` for each field (the message as ` msg=`): strings bare when
+/// nothing in them needs quoting, else quoted with JSON's escapes; numbers and booleans
+/// bare.
+pub(crate) struct LogfmtFields<'a> {
+    pub(crate) buf: &'a mut Vec<u8>,
+    pub(crate) callsite: Option<&'static CachedSite>,
+    pub(crate) keys: Keys,
+}
+
+impl LogfmtFields<'_> {
+    /// Writes `render`'s output as a value: quoted and escaped, the quotes removed
+    /// afterwards when nothing in it needed them (no copy of the text is made).
+    fn rendered(&mut self, render: impl FnOnce(&mut Escaping<'_>)) {
+        let at = self.buf.len();
+        self.buf.push(b'"');
+        render(&mut Escaping(self.buf));
+        let text = &self.buf[at + 1..];
+        if !text.is_empty() && text.iter().all(|&b| LOGFMT_BARE[b as usize]) {
+            self.buf.remove(at);
+        } else {
+            self.buf.push(b'"');
+        }
+    }
+}
+
+impl Visit for LogfmtFields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_logfmt_str(self.buf, value);
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.rendered(|w| {
+            let _ = write!(w, "{value:?}");
+        });
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_i64(self.buf, value);
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        write_u64(self.buf, value);
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        if value.is_finite() {
+            self.buf
+                .extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+        } else {
+            let _ = write!(Raw(self.buf), "{value}");
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        put_key(self.buf, self.callsite, self.keys, field);
+        self.rendered(|w| write_error(w, value));
+    }
+}
+
+/// Writes `value` and its sources, `: ` between them.
+fn write_error(w: &mut Escaping<'_>, value: &(dyn std::error::Error + 'static)) {
+    let _ = write!(w, "{value}");
+    let mut source = value.source();
+    while let Some(s) = source {
+        let _ = write!(w, ": {s}");
+        source = s.source();
     }
 }
 
@@ -85,12 +288,7 @@ impl Visit for JsonFields<'_> {
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.key(field);
         self.buf.push(b'"');
-        let _ = write!(Escaping(self.buf), "{value}");
-        let mut source = value.source();
-        while let Some(s) = source {
-            let _ = write!(Escaping(self.buf), ": {s}");
-            source = s.source();
-        }
+        write_error(&mut Escaping(self.buf), value);
         self.buf.push(b'"');
     }
 }
@@ -112,6 +310,12 @@ pub(crate) trait Buffered: Visit {
 }
 
 impl Buffered for JsonFields<'_> {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Buffered for LogfmtFields<'_> {
     fn len(&self) -> usize {
         self.buf.len()
     }
@@ -200,25 +404,26 @@ fn write_i64(buf: &mut Vec<u8>, v: i64) {
 /// one line (control characters are escaped).
 pub(crate) struct TextFields<'a> {
     pub(crate) buf: &'a mut Vec<u8>,
+    pub(crate) callsite: Option<&'static CachedSite>,
 }
 
 impl TextFields<'_> {
+    /// Writes the key; true for the message (written bare).
     #[inline]
     fn key(&mut self, field: &Field) -> bool {
-        self.buf.push(b' ');
-        if field.name() == "message" {
-            return true;
-        }
-        write_controls_escaped(self.buf, field.name());
-        self.buf.push(b'=');
-        false
+        put_key(self.buf, self.callsite, Keys::Text, field);
+        field.name() == "message"
     }
 }
 
 /// Escapes only control characters (`\n`, `\u{1b}`, ...): enough to keep one line one
 /// line and terminals safe, while quotes stay readable.
-fn write_controls_escaped(buf: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_controls_escaped(buf: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
+    if !has_control(bytes) {
+        buf.extend_from_slice(bytes);
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if b >= 0x20 && b != 0x7f {

@@ -1,6 +1,8 @@
-//! Formatting events into lines: JSON (one object per line) or compact text.
+//! Formatting events into lines, in the format the log pipeline reads without a
+//! remapping rule: [`Format`], chosen with [`Builder::format`](crate::Builder::format)
+//! or `LOGPOLICY_FORMAT`.
 //!
-//! A JSON line looks like this (one line; wrapped here):
+//! A `json` line looks like this (one line; wrapped here):
 //!
 //! ```text
 //! {"ts":"2026-11-29T20:06:15.123456Z","level":"INFO","target":"shop::http","msg":"served",
@@ -13,8 +15,62 @@
 //! Strings are escaped for JSON (quotes, backslashes, control characters); `Debug`
 //! values are written as strings; integers and booleans as JSON numbers and booleans;
 //! floats as numbers (`NaN` and infinities as strings). A field whose name is one of the
-//! line's own keys (`ts`, `level`, `target`, `msg`, `span`) is written as
-//! `field.<name>`, so a line never has two equal keys.
+//! line's own keys (`ts`, `level`, `target`, `msg`, `span`, `service.name`,
+//! `service.version`, `trace_id`, `span_id`) is written as `field.<name>`, so a line
+//! never has two equal keys.
+//!
+//! # Where each format puts what
+//!
+//! Every format keeps those value rules (JSON formats) and the one-event-one-line and
+//! redaction guarantees; each renames a field named like one of its own keys (listed
+//! below) to `field.<name>`.
+//!
+//! | | time | level | target | message | event fields | span | service |
+//! |---|---|---|---|---|---|---|---|
+//! | `json` | `ts`: RFC 3339, µs, `Z` | `level`: `TRACE` ... `ERROR` | `target` | `msg` | top level | `span`: `{"name",fields}` | `service.name`, `service.version` |
+//! | `json-otel` | `Timestamp`: ns since the epoch, as a string | `SeverityText`: `TRACE` ... `ERROR`; `SeverityNumber`: 1, 5, 9, 13, 17 | `InstrumentationScope.Name` | `Body` | in `Attributes` | `Attributes.span` | `Resource`: `service.name`, `service.version` |
+//! | `json-ecs` | `@timestamp`: RFC 3339 | `log.level`: `trace` ... `error` | `log.logger` | `message` | top level | `tracing.span` | `service.name`, `service.version` |
+//! | `json-gcp` | `time`: RFC 3339 | `severity`: `DEBUG` (trace, debug), `INFO`, `WARNING`, `ERROR` | `target` | `message` | top level (`jsonPayload`) | `span` | `serviceContext`: `service`, `version` |
+//! | `json-datadog` | `timestamp`: RFC 3339 | `status`: `trace` ... `error` | `logger.name` | `message` | top level | `span` | `service`, `version` |
+//! | `logfmt` | `ts`: RFC 3339 | `level`: `trace` ... `error` | `target` | `msg` | ` key=value` | `span=NAME span.key=value` | `service.name=`, `service.version=` |
+//! | `text` | RFC 3339 | `TRACE` ... `ERROR` | `target:` | bare | ` key=value` | `name{fields}:` | not written |
+//!
+//! `json-ecs` lines also carry `"ecs.version":"1.6.0"` (ecs-logging's required field).
+//! Reserved names (written `field.<name>` when a field has them): `json-otel`: `span`
+//! (inside `Attributes`); `json-ecs`: `@timestamp`, `log.level`, `log.logger`,
+//! `ecs.version`, `message`, `tracing.span`, `service.name`, `service.version`,
+//! `trace.id`, `span.id`; `json-gcp`: `time`, `severity`, `target`, `message`, `span`,
+//! `serviceContext` and every `logging.googleapis.com/...`; `json-datadog`: `timestamp`,
+//! `status`, `logger.name`, `message`, `span`, `service`, `version`, `dd.trace_id`,
+//! `dd.span_id`; `logfmt`: those of `json` and every `span.<key>`.
+//!
+//! # Trace ids
+//!
+//! With the cargo feature `opentelemetry`, an event whose span has an OpenTelemetry
+//! context (the span extension of `tracing-opentelemetry` 0.34, with `opentelemetry`
+//! 0.33; they require `tracing-subscriber` 0.3.22 or newer) carries the trace id and
+//! span id of that span, in W3C hex (32 and 16 digits), where its format's pipeline
+//! joins lines with traces: `json` and `logfmt`: `trace_id`, `span_id`; `json-otel`:
+//! `TraceId`, `SpanId`; `json-ecs`: `trace.id`, `span.id`; `json-gcp`:
+//! `logging.googleapis.com/trace` (`projects/PROJECT/traces/ID` when
+//! [`FormatLayer::gcp_project`] names the project) and `logging.googleapis.com/spanId`;
+//! `json-datadog`: `dd.trace_id`, `dd.span_id` as Datadog correlates them (the lower 64
+//! bits, in decimal). `text` lines carry none. Without the feature nothing of
+//! OpenTelemetry is compiled.
+//!
+//! Inside the span object of the JSON formats the span's fields follow `json`'s rules.
+//!
+//! `logfmt` values are written bare when they hold nothing but printable characters
+//! other than `"`, `=` and `\`, else quoted with JSON's escapes (which `strconv.Unquote`,
+//! used by Loki's and Go's logfmt readers, reads); numbers and booleans bare. A key's
+//! characters that would end it (whitespace, `=`, `"`, control characters) are written
+//! as `_`.
+//!
+//! The layer's own lines (burst notices, the summary of what was not written, the
+//! writer's report of dropped lines, skipped settings) use the same format, with target
+//! `logpolicy`; their fields are where the format puts an event's fields, except in
+//! `json-ecs`, where they are under `logpolicy` (clear of ECS's own field sets), and in
+//! `logfmt`, where counts are flattened (`sampled.info=90`).
 //!
 //! The text form is `TIMESTAMP LEVEL target: span{fields}: message key=value ...`, with
 //! control characters escaped so one event is always one line.
@@ -32,6 +88,9 @@ mod escape;
 mod fields;
 pub(crate) mod own_line;
 mod redact;
+mod schema;
+mod service;
+mod trace_ids;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -50,18 +109,40 @@ use crate::enforce::{
 use crate::level::Level;
 use crate::policy::Redaction;
 use crate::sink::LineSink;
-use callsite::{json_callsite, write_head, JsonCallsite};
+use callsite::{cached_site, CachedSite};
 pub(crate) use escape::write_escaped;
-use fields::{JsonFields, TextFields, Tracked};
+use fields::{JsonFields, LogfmtFields, OtelFields, TextFields, Tracked};
 use redact::{Counts, Redacting};
+use schema::{span_open, write_head, write_logfmt_str, write_time, Keys};
+pub use schema::{Format, ParseFormatError};
+pub use service::{ResourceError, Service, RESOURCE_ATTRIBUTES_VAR, SERVICE_NAME_VAR};
 
-/// The line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// One JSON object per line.
-    Json,
-    /// Compact text for terminals.
-    Text,
+/// A format and the service its lines name, rendered for it: what every line of an
+/// output shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Style {
+    pub(crate) format: Format,
+    /// The service's fields as `format` writes them (empty when none is set).
+    pub(crate) service: Arc<[u8]>,
+    /// The Google Cloud project of the traces (`json-gcp`'s trace field names it).
+    pub(crate) gcp_project: Option<Arc<str>>,
+}
+
+impl Style {
+    pub(crate) fn new(format: Format, service: &Service) -> Self {
+        let mut bytes = Vec::new();
+        schema::write_service(
+            &mut bytes,
+            format,
+            service.name.as_deref(),
+            service.version.as_deref(),
+        );
+        Style {
+            format,
+            service: bytes.into(),
+            gcp_project: None,
+        }
+    }
 }
 
 /// Lines longer than this are not kept in the per-thread buffer afterwards, so one huge
@@ -103,13 +184,18 @@ thread_local! {
 /// assert_eq!(out.lines().count(), 1);
 /// ```
 pub struct FormatLayer<K> {
-    format: Format,
+    style: Style,
+    /// The keys of events' fields, and of spans' fields.
+    event_keys: Keys,
+    span_keys: Keys,
     sink: K,
     clock: Arc<dyn Clock>,
     /// What the policy decides about each event this layer receives.
     gate: OutputGate,
     /// Not linked, and told to redact nothing: fields are written as given.
     unredacted: bool,
+    /// Where the trace ids of spans come from.
+    trace: trace_ids::Source,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -117,11 +203,14 @@ impl<K: LineSink> FormatLayer<K> {
     pub fn new(format: Format, sink: K) -> Self {
         SystemClock::warm_up();
         FormatLayer {
-            format,
+            style: Style::new(format, &Service::default()),
+            event_keys: Keys::of(format, false),
+            span_keys: Keys::of(format, true),
             sink,
             clock: Arc::new(SystemClock),
             gate: OutputGate::new(),
             unredacted: false,
+            trace: trace_ids::Source::default(),
         }
     }
 
@@ -154,6 +243,47 @@ impl<K: LineSink> FormatLayer<K> {
     #[must_use]
     pub fn summary_interval(mut self, secs: u64) -> Self {
         self.gate.set_summary_interval(secs);
+        self
+    }
+
+    /// Names `service` on every line, in its format's place (see the [module
+    /// documentation](crate::format)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::format::Service;
+    /// use logpolicy::{Format, FormatLayer};
+    /// use std::sync::{Arc, Mutex};
+    /// use tracing_subscriber::prelude::*;
+    ///
+    /// let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+    /// let layer = FormatLayer::new(Format::JsonGcp, out.clone())
+    ///     .service(&Service::named("shop").version("1.4.2"));
+    /// tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+    ///     tracing::warn!(order = 7, "stock low");
+    /// });
+    /// let line: serde_json::Value = serde_json::from_slice(&out.lock().unwrap()).unwrap();
+    /// assert_eq!(line["severity"], "WARNING");
+    /// assert_eq!(line["message"], "stock low");
+    /// assert_eq!(line["serviceContext"]["service"], "shop");
+    /// assert_eq!(line["serviceContext"]["version"], "1.4.2");
+    /// ```
+    #[must_use]
+    pub fn service(mut self, service: &Service) -> Self {
+        let project = self.style.gcp_project.take();
+        self.style = Style::new(self.style.format, service);
+        self.style.gcp_project = project;
+        self
+    }
+
+    /// Names the Google Cloud project the traces belong to: `json-gcp` lines then carry
+    /// `logging.googleapis.com/trace` as `projects/PROJECT/traces/TRACE_ID`, the form
+    /// Cloud Logging links to Cloud Trace (only lines in a span with an OpenTelemetry
+    /// context carry one: cargo feature `opentelemetry`).
+    #[must_use]
+    pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
+        self.style.gcp_project = Some(project.into().into());
         self
     }
 
@@ -215,7 +345,7 @@ impl<K: LineSink> FormatLayer<K> {
         record: impl FnOnce(&mut dyn Visit),
         mut inner: V,
         meta: &'static Metadata<'static>,
-        callsite: Option<&'static JsonCallsite>,
+        callsite: Option<&'static CachedSite>,
         r: ActiveRedaction,
     ) -> Counts {
         let mask = if self.unredacted {
@@ -248,7 +378,7 @@ impl<K: LineSink> FormatLayer<K> {
     fn compute_mask(
         &self,
         meta: &'static Metadata<'static>,
-        callsite: Option<&'static JsonCallsite>,
+        callsite: Option<&'static CachedSite>,
     ) -> FieldMask {
         let set = self.gate.redaction_set();
         match callsite {
@@ -272,73 +402,193 @@ impl<K: LineSink> FormatLayer<K> {
     {
         buf.clear();
         let meta = event.metadata();
-        let callsite = json_callsite(meta);
-        let counts;
-        match self.format {
-            Format::Json => {
-                buf.extend_from_slice(b"{\"ts\":\"");
-                write_since_epoch(buf, now);
-                match callsite {
-                    Some(c) => buf.extend_from_slice(&c.head),
-                    None => write_head(buf, meta),
+        let format = self.style.format;
+        if format == Format::Text {
+            return self.format_text(buf, event, ctx.event_span(event), now, r);
+        }
+        let keys = self.event_keys;
+        let callsite = cached_site(meta, keys);
+        write_time(buf, format, now);
+        match callsite {
+            Some(c) => buf.extend_from_slice(&c.head),
+            None => write_head(buf, keys, meta.level(), meta.target()),
+        }
+        if !self.style.service.is_empty() {
+            buf.extend_from_slice(&self.style.service);
+        }
+        let record = |v: &mut dyn Visit| event.record(v);
+        let counts = match format {
+            Format::Logfmt => {
+                let fields = LogfmtFields {
+                    buf: &mut *buf,
+                    callsite,
+                    keys,
+                };
+                let counts = self.record_redacted(record, fields, meta, callsite, r);
+                if let Some(span) = ctx.event_span(event) {
+                    buf.extend_from_slice(span_open(format));
+                    write_logfmt_str(buf, span.name());
+                    self.put_span_fields::<LOGFMT, S>(&span, buf, r);
+                    self.put_trace_ids::<LOGFMT, S>(buf, &span);
                 }
-                counts = self.record_redacted(
-                    |v| event.record(v),
-                    JsonFields {
+                buf.push(b'\n');
+                return counts;
+            }
+            Format::JsonOtel => {
+                let mut attributes = None;
+                let fields = OtelFields {
+                    inner: JsonFields {
                         buf: &mut *buf,
                         callsite,
+                        keys,
                     },
-                    meta,
-                    callsite,
-                    r,
-                );
+                    attributes: &mut attributes,
+                };
+                let counts = self.record_redacted(record, fields, meta, callsite, r);
+                let mut ids = None;
                 if let Some(span) = ctx.event_span(event) {
-                    buf.extend_from_slice(b",\"span\":{\"name\":\"");
-                    write_escaped(buf, span.name());
-                    buf.push(b'"');
-                    self.put_span_fields::<JsonSpanFields, S>(&span, buf, r);
+                    ids = self.trace_ids::<JSON, S>(&span);
+                    let open = span_open(format);
+                    if attributes.is_some() {
+                        buf.extend_from_slice(open);
+                    } else {
+                        attributes = Some(buf.len());
+                        buf.extend_from_slice(b",\"Attributes\":{");
+                        buf.extend_from_slice(&open[1..]);
+                    }
+                    self.put_json_span(buf, &span, r);
+                }
+                if attributes.is_some() {
                     buf.push(b'}');
                 }
-                buf.extend_from_slice(b"}\n");
-            }
-            Format::Text => {
-                write_since_epoch(buf, now);
-                buf.extend_from_slice(match *meta.level() {
-                    tracing_core::Level::ERROR => b" ERROR ",
-                    tracing_core::Level::WARN => b"  WARN ",
-                    tracing_core::Level::INFO => b"  INFO ",
-                    tracing_core::Level::DEBUG => b" DEBUG ",
-                    _ => b" TRACE ",
-                });
-                buf.extend_from_slice(meta.target().as_bytes());
-                buf.push(b':');
-                if let Some(span) = ctx.event_span(event) {
-                    buf.push(b' ');
-                    buf.extend_from_slice(span.name().as_bytes());
-                    buf.push(b'{');
-                    let at = buf.len();
-                    self.put_span_fields::<TextSpanFields, S>(&span, buf, r);
-                    if buf.get(at) == Some(&b' ') {
-                        buf.remove(at);
-                    }
-                    buf.extend_from_slice(b"}:");
+                if let Some(ids) = ids {
+                    trace_ids::write(buf, format, &ids, None);
                 }
-                counts = self.record_redacted(
-                    |v| event.record(v),
-                    TextFields { buf: &mut *buf },
-                    meta,
-                    callsite,
-                    r,
-                );
-                buf.push(b'\n');
+                counts
             }
+            _ => {
+                let fields = JsonFields {
+                    buf: &mut *buf,
+                    callsite,
+                    keys,
+                };
+                let counts = self.record_redacted(record, fields, meta, callsite, r);
+                if let Some(span) = ctx.event_span(event) {
+                    buf.extend_from_slice(span_open(format));
+                    self.put_json_span(buf, &span, r);
+                    self.put_trace_ids::<JSON, S>(buf, &span);
+                }
+                counts
+            }
+        };
+        buf.extend_from_slice(b"}\n");
+        counts
+    }
+
+    /// Appends the trace id and span id of `span`'s OpenTelemetry context, if it has
+    /// one (only with the `opentelemetry` feature).
+    #[inline]
+    fn put_trace_ids<const KIND: u8, S>(
+        &self,
+        buf: &mut Vec<u8>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(ids) = self.trace_ids::<KIND, S>(span) {
+            let project = self.style.gcp_project.as_deref();
+            trace_ids::write(buf, self.style.format, &ids, project);
         }
+    }
+
+    /// The trace ids of `span`: read once, then kept with its fields (`KIND`'s).
+    #[inline]
+    fn trace_ids<const KIND: u8, S>(
+        &self,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+    ) -> Option<trace_ids::TraceIds>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if !trace_ids::ENABLED {
+            return None;
+        }
+        let cached = |span: &tracing_subscriber::registry::SpanRef<'_, S>| {
+            let ext = span.extensions();
+            ext.get::<SpanFieldsAs<KIND>>()
+                .and_then(|f| f.0.trace.get())
+        };
+        if let Some(ids) = cached(span) {
+            return ids;
+        }
+        // Not holding the extensions: reading the context locks them.
+        let ids = self.trace.of(span);
+        if let Some(f) = span.extensions().get::<SpanFieldsAs<KIND>>() {
+            f.0.trace.set(ids);
+        }
+        ids
+    }
+
+    /// Appends the name of `span` (its opening quote written), the rest of its JSON
+    /// object and its closing brace.
+    fn put_json_span<S>(
+        &self,
+        buf: &mut Vec<u8>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+        r: ActiveRedaction,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        write_escaped(buf, span.name());
+        buf.push(b'"');
+        self.put_span_fields::<JSON, S>(span, buf, r);
+        buf.push(b'}');
+    }
+
+    /// [`FormatLayer::format_into`] for [`Format::Text`], the event in `span`.
+    fn format_text<S: Subscriber + for<'a> LookupSpan<'a>>(
+        &self,
+        buf: &mut Vec<u8>,
+        event: &Event<'_>,
+        span: Option<tracing_subscriber::registry::SpanRef<'_, S>>,
+        now: Duration,
+        r: ActiveRedaction,
+    ) -> Counts {
+        let meta = event.metadata();
+        let callsite = cached_site(meta, Keys::Text);
+        write_since_epoch(buf, now);
+        match callsite {
+            Some(c) => buf.extend_from_slice(&c.head),
+            None => write_head(buf, Keys::Text, meta.level(), meta.target()),
+        }
+        if let Some(span) = span {
+            buf.push(b' ');
+            buf.extend_from_slice(span.name().as_bytes());
+            buf.push(b'{');
+            let at = buf.len();
+            self.put_span_fields::<TEXT, S>(&span, buf, r);
+            if buf.get(at) == Some(&b' ') {
+                buf.remove(at);
+            }
+            buf.extend_from_slice(b"}:");
+        }
+        let counts = self.record_redacted(
+            |v| event.record(v),
+            TextFields {
+                buf: &mut *buf,
+                callsite,
+            },
+            meta,
+            callsite,
+            r,
+        );
+        buf.push(b'\n');
         counts
     }
 
     /// Appends the pre-rendered fields of `span`, rendered again first if what is
     /// redacted changed since (a name added by a policy pushed while the span was open).
-    fn put_span_fields<F: SpanFieldsOf, S>(
+    fn put_span_fields<const KIND: u8, S>(
         &self,
         span: &tracing_subscriber::registry::SpanRef<'_, S>,
         buf: &mut Vec<u8>,
@@ -348,23 +598,21 @@ impl<K: LineSink> FormatLayer<K> {
     {
         {
             let ext = span.extensions();
-            match ext.get::<F>() {
+            match ext.get::<SpanFieldsAs<KIND>>() {
                 None => return,
-                Some(f) if f.fields().redaction_id == r.id => {
-                    buf.extend_from_slice(&f.fields().bytes);
+                Some(f) if f.0.redaction_id == r.id => {
+                    buf.extend_from_slice(&f.0.bytes);
                     return;
                 }
                 Some(_) => {}
             }
         }
         let mut ext = span.extensions_mut();
-        if let Some(f) = ext.get_mut::<F>() {
+        if let Some(f) = ext.get_mut::<SpanFieldsAs<KIND>>() {
             let set = self.gate.redaction_set();
-            let n = f
-                .fields_mut()
-                .redact_again(span.metadata(), &set, self.format);
+            let n = f.0.redact_again(span.metadata(), &set, self.style.format);
             self.gate.redacted(n, 0);
-            buf.extend_from_slice(&f.fields().bytes);
+            buf.extend_from_slice(&f.0.bytes);
         }
     }
 
@@ -378,36 +626,37 @@ impl<K: LineSink> FormatLayer<K> {
         let r = self.gate.active_redaction();
         if fields.redaction_id != r.id && !fields.bytes.is_empty() {
             let set = self.gate.redaction_set();
-            let n = fields.redact_again(meta, &set, self.format);
+            let n = fields.redact_again(meta, &set, self.style.format);
             self.gate.redacted(n, 0);
         }
         fields.redaction_id = r.id;
-        let callsite = json_callsite(meta);
+        let keys = self.span_keys;
+        let callsite = cached_site(meta, keys);
         let SpanFields { bytes, entries, .. } = fields;
-        let counts = match self.format {
-            Format::Json => self.record_redacted(
-                record,
-                Tracked {
-                    inner: JsonFields {
-                        buf: bytes,
-                        callsite,
-                    },
-                    entries,
-                },
-                meta,
-                callsite,
-                r,
-            ),
-            Format::Text => self.record_redacted(
-                record,
-                Tracked {
-                    inner: TextFields { buf: bytes },
-                    entries,
-                },
-                meta,
-                callsite,
-                r,
-            ),
+        let counts = match span_kind(self.style.format) {
+            JSON => {
+                let inner = JsonFields {
+                    buf: bytes,
+                    callsite,
+                    keys,
+                };
+                self.record_redacted(record, Tracked { inner, entries }, meta, callsite, r)
+            }
+            LOGFMT => {
+                let inner = LogfmtFields {
+                    buf: bytes,
+                    callsite,
+                    keys,
+                };
+                self.record_redacted(record, Tracked { inner, entries }, meta, callsite, r)
+            }
+            _ => {
+                let inner = TextFields {
+                    buf: bytes,
+                    callsite,
+                };
+                self.record_redacted(record, Tracked { inner, entries }, meta, callsite, r)
+            }
         };
         self.gate.redacted(counts.by_name, counts.by_value);
     }
@@ -416,7 +665,7 @@ impl<K: LineSink> FormatLayer<K> {
 impl<K> std::fmt::Debug for FormatLayer<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FormatLayer")
-            .field("format", &self.format)
+            .field("format", &self.style.format)
             .finish()
     }
 }
@@ -430,17 +679,20 @@ struct SpanFields {
     entries: Vec<fields::Entry>,
     /// The redaction they were rendered with.
     redaction_id: u32,
+    /// The trace ids of the span, once read.
+    trace: trace_ids::Cached,
 }
 
 impl SpanFields {
-    /// Renders again, as `format`, the fields `set` redacts that were written; returns
-    /// how many.
+    /// Renders again, as `format` renders span fields, the fields `set` redacts that
+    /// were written; returns how many.
     fn redact_again(
         &mut self,
         meta: &'static Metadata<'static>,
         set: &crate::enforce::RedactionSet,
         format: Format,
     ) -> u64 {
+        let keys = Keys::of(format, true);
         self.redaction_id = set.id;
         let names = meta.fields();
         let hide = |e: &fields::Entry| {
@@ -462,14 +714,26 @@ impl SpanFields {
             let start = bytes.len();
             match hide(e) {
                 Some(field) if !e.redacted => {
-                    match format {
-                        Format::Json => JsonFields {
-                            buf: &mut bytes,
+                    let marker = crate::policy::redact::REDACTED;
+                    let buf = &mut bytes;
+                    match span_kind(format) {
+                        LOGFMT => LogfmtFields {
+                            buf,
+                            callsite: None,
+                            keys,
+                        }
+                        .record_str(&field, marker),
+                        TEXT => TextFields {
+                            buf,
                             callsite: None,
                         }
-                        .record_str(&field, crate::policy::redact::REDACTED),
-                        Format::Text => TextFields { buf: &mut bytes }
-                            .record_str(&field, crate::policy::redact::REDACTED),
+                        .record_str(&field, marker),
+                        _ => JsonFields {
+                            buf,
+                            callsite: None,
+                            keys,
+                        }
+                        .record_str(&field, marker),
                     }
                     e.redacted = true;
                     n += 1;
@@ -484,59 +748,54 @@ impl SpanFields {
     }
 }
 
-/// A span's fields as JSON (`,"k":v...`).
+/// The kinds of pre-rendered span fields: JSON (`,"k":v...`, every JSON format), logfmt
+/// (` span.k=v...`) and text (` k=v...`).
+const JSON: u8 = 0;
+const LOGFMT: u8 = 1;
+const TEXT: u8 = 2;
+
+/// The kind of span fields `format`'s lines carry.
+const fn span_kind(format: Format) -> u8 {
+    match format {
+        Format::Logfmt => LOGFMT,
+        Format::Text => TEXT,
+        _ => JSON,
+    }
+}
+
+/// A span's fields rendered as `KIND`: the span extension of the formats of that kind.
 #[derive(Default)]
-struct JsonSpanFields(SpanFields);
-/// A span's fields as text (` k=v...`).
-#[derive(Default)]
-struct TextSpanFields(SpanFields);
-
-/// The span extension of one format.
-trait SpanFieldsOf: Default + Send + Sync + 'static {
-    fn fields(&self) -> &SpanFields;
-    fn fields_mut(&mut self) -> &mut SpanFields;
-}
-
-impl SpanFieldsOf for JsonSpanFields {
-    fn fields(&self) -> &SpanFields {
-        &self.0
-    }
-    fn fields_mut(&mut self) -> &mut SpanFields {
-        &mut self.0
-    }
-}
-
-impl SpanFieldsOf for TextSpanFields {
-    fn fields(&self) -> &SpanFields {
-        &self.0
-    }
-    fn fields_mut(&mut self) -> &mut SpanFields {
-        &mut self.0
-    }
-}
+struct SpanFieldsAs<const KIND: u8>(SpanFields);
 
 impl<S, K> tracing_subscriber::Layer<S> for FormatLayer<K>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     K: LineSink,
 {
+    fn on_register_dispatch(&self, subscriber: &tracing_core::Dispatch) {
+        self.trace.register(subscriber);
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         self.gate.open_span(attrs, &span);
         let mut fields = SpanFields::default();
         self.record_span_fields(|v| attrs.record(v), &mut fields, attrs.metadata());
-        match self.format {
-            Format::Json => span.extensions_mut().insert(JsonSpanFields(fields)),
-            Format::Text => span.extensions_mut().insert(TextSpanFields(fields)),
+        let mut ext = span.extensions_mut();
+        match span_kind(self.style.format) {
+            JSON => ext.insert(SpanFieldsAs::<JSON>(fields)),
+            LOGFMT => ext.insert(SpanFieldsAs::<LOGFMT>(fields)),
+            _ => ext.insert(SpanFieldsAs::<TEXT>(fields)),
         }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
-        let fields = match self.format {
-            Format::Json => ext.get_mut::<JsonSpanFields>().map(|f| &mut f.0),
-            Format::Text => ext.get_mut::<TextSpanFields>().map(|f| &mut f.0),
+        let fields = match span_kind(self.style.format) {
+            JSON => ext.get_mut::<SpanFieldsAs<JSON>>().map(|f| &mut f.0),
+            LOGFMT => ext.get_mut::<SpanFieldsAs<LOGFMT>>().map(|f| &mut f.0),
+            _ => ext.get_mut::<SpanFieldsAs<TEXT>>().map(|f| &mut f.0),
         };
         if let Some(fields) = fields {
             self.record_span_fields(|v| values.record(v), fields, span.metadata());
@@ -573,7 +832,7 @@ impl<K: LineSink> FormatLayer<K> {
         if let Some(notices) = gate.take_notices() {
             for notice in notices {
                 buf.clear();
-                own_line::write_notice(buf, self.format, UNIX_EPOCH + now, &notice);
+                own_line::write_notice(buf, &self.style, UNIX_EPOCH + now, &notice);
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
@@ -590,7 +849,7 @@ impl<K: LineSink> FormatLayer<K> {
                 self.gate.redacted(redacted.by_name, redacted.by_value);
                 if let Some(summary) = gate.summary_due(now) {
                     buf.clear();
-                    own_line::write_not_written(buf, self.format, UNIX_EPOCH + now, &summary);
+                    own_line::write_not_written(buf, &self.style, UNIX_EPOCH + now, &summary);
                     self.sink.write_line(&summary.level(), true, buf);
                 }
             }

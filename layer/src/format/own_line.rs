@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::escape::{write_escaped, Raw};
-use super::Format;
-use crate::clock::{format_rfc3339, write_rfc3339};
+use super::schema::{write_head, write_key, write_logfmt_str, write_time, Keys};
+use super::{Format, Style};
+use crate::clock::format_rfc3339;
 use crate::enforce::{NotWritten, Notice};
 use crate::level::{LEVELS, LEVEL_NAMES};
 
@@ -15,77 +16,143 @@ use crate::level::{LEVELS, LEVEL_NAMES};
 enum Val<'a> {
     Str(&'a str),
     Num(u64),
-    /// Per-level counts, the levels with a count only: `{"info":3}` (JSON) or
-    /// `{info:3}` (text).
+    /// Per-level counts, the levels with a count only: `{"info":3}` (JSON), `{info:3}`
+    /// (text) or `key.info=3` (logfmt).
     Levels(&'a [u64; LEVELS]),
-    /// Named counts, every one: `{"a":0,"b":3}` (JSON) or `{a:0,b:3}` (text).
+    /// Named counts, every one: `{"a":0,"b":3}` (JSON), `{a:0,b:3}` (text) or
+    /// `key.a=0 key.b=3` (logfmt).
     Counts(&'a [(&'a str, u64)]),
 }
 
-/// Appends one of the layer's own lines (with its `\n`) to `buf`.
+/// Appends one of the layer's own lines (with its `\n`) to `buf`, in `style`: the head
+/// of an event of `level` from target `logpolicy` with message `msg`, then `fields`
+/// where the format puts an event's fields (`json-otel`: in `Attributes`; `json-ecs`:
+/// under `logpolicy`, clear of ECS's own field sets).
 fn write_own_line(
     buf: &mut Vec<u8>,
-    format: Format,
+    style: &Style,
     now: SystemTime,
-    level: &str,
+    level: tracing_core::Level,
     msg: &str,
     fields: &[(&str, Val<'_>)],
 ) {
-    let json = format == Format::Json;
-    if json {
-        buf.extend_from_slice(b"{\"ts\":\"");
-        write_rfc3339(buf, now);
-        let _ = write!(
-            Raw(buf),
-            "\",\"level\":\"{level}\",\"target\":\"logpolicy\",\"msg\":\""
-        );
-        write_escaped(buf, msg);
-        buf.push(b'"');
-    } else {
-        write_rfc3339(buf, now);
-        let _ = write!(Raw(buf), " {level:>5} logpolicy: {msg}");
+    let format = style.format;
+    write_time(
+        buf,
+        format,
+        now.duration_since(UNIX_EPOCH).unwrap_or_default(),
+    );
+    let keys = Keys::of(format, false);
+    match format {
+        Format::Text => {
+            let _ = write!(Raw(buf), " {:>5} logpolicy: {msg}", level.as_str());
+        }
+        Format::Logfmt => {
+            write_head(buf, keys, &level, "logpolicy");
+            buf.extend_from_slice(&style.service);
+            write_key(buf, keys, "message");
+            write_logfmt_str(buf, msg);
+        }
+        _ => {
+            write_head(buf, keys, &level, "logpolicy");
+            buf.extend_from_slice(&style.service);
+            write_key(buf, keys, "message");
+            buf.push(b'"');
+            write_escaped(buf, msg);
+            buf.push(b'"');
+        }
     }
-    // JSON: `,"key":value` and `{"info":3}`; text: ` key=value` and `{info:3}`.
-    let quote = if json { "\"" } else { "" };
+    let nest: Option<&[u8]> = match format {
+        Format::JsonOtel => Some(b",\"Attributes\":{"),
+        Format::JsonEcs => Some(b",\"logpolicy\":{"),
+        _ => None,
+    };
+    let mut first = nest.is_some();
+    if let (Some(open), false) = (nest, fields.is_empty()) {
+        buf.extend_from_slice(open);
+    }
     for (k, v) in fields {
-        if json {
-            let _ = write!(Raw(buf), ",\"{k}\":");
-        } else {
-            let _ = write!(Raw(buf), " {k}=");
-        }
-        let mut counts = |pairs: &mut dyn Iterator<Item = (&str, u64)>| {
-            buf.push(b'{');
-            let mut sep = "";
-            for (name, n) in pairs {
-                let _ = write!(Raw(buf), "{sep}{quote}{name}{quote}:{n}");
-                sep = ",";
+        match format {
+            Format::Logfmt => write_logfmt_field(buf, k, v),
+            Format::Text => write_nested_field(buf, k, v, " ", "=", ""),
+            _ => {
+                let sep = if first { "\"" } else { ",\"" };
+                first = false;
+                write_nested_field(buf, k, v, sep, "\":", "\"");
             }
-            buf.push(b'}');
-        };
-        match v {
-            Val::Str(s) => {
-                buf.push(b'"');
-                write_escaped(buf, s);
-                buf.push(b'"');
-            }
-            Val::Num(n) => {
-                let _ = write!(Raw(buf), "{n}");
-            }
-            Val::Levels(levels) => counts(
-                &mut LEVEL_NAMES
-                    .iter()
-                    .copied()
-                    .zip(levels.iter().copied())
-                    .filter(|(_, n)| *n > 0),
-            ),
-            Val::Counts(pairs) => counts(&mut pairs.iter().copied()),
         }
     }
-    buf.extend_from_slice(if json { b"}\n" } else { b"\n" });
+    if nest.is_some() && !fields.is_empty() {
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(if format.is_json() { b"}\n" } else { b"\n" });
+}
+
+/// Appends `k` and `v` in JSON or text: `{sep}k{assign}v`, counts as an object whose
+/// names are quoted with `quote`.
+fn write_nested_field(
+    buf: &mut Vec<u8>,
+    k: &str,
+    v: &Val<'_>,
+    sep: &str,
+    assign: &str,
+    quote: &str,
+) {
+    let _ = write!(Raw(buf), "{sep}{k}{assign}");
+    let mut counts = |pairs: &mut dyn Iterator<Item = (&str, u64)>| {
+        buf.push(b'{');
+        let mut sep = "";
+        for (name, n) in pairs {
+            let _ = write!(Raw(buf), "{sep}{quote}{name}{quote}:{n}");
+            sep = ",";
+        }
+        buf.push(b'}');
+    };
+    match v {
+        Val::Str(s) => {
+            buf.push(b'"');
+            write_escaped(buf, s);
+            buf.push(b'"');
+        }
+        Val::Num(n) => {
+            let _ = write!(Raw(buf), "{n}");
+        }
+        Val::Levels(levels) => counts(&mut nonzero_levels(levels)),
+        Val::Counts(pairs) => counts(&mut pairs.iter().copied()),
+    }
+}
+
+/// Appends `k` and `v` in logfmt: ` k=v`, counts flattened to ` k.name=n`.
+fn write_logfmt_field(buf: &mut Vec<u8>, k: &str, v: &Val<'_>) {
+    let mut counts = |pairs: &mut dyn Iterator<Item = (&str, u64)>| {
+        for (name, n) in pairs {
+            let _ = write!(Raw(buf), " {k}.{name}={n}");
+        }
+    };
+    match v {
+        Val::Str(s) => {
+            let _ = write!(Raw(buf), " {k}=");
+            write_logfmt_str(buf, s);
+        }
+        Val::Num(n) => {
+            let _ = write!(Raw(buf), " {k}={n}");
+        }
+        Val::Levels(levels) => counts(&mut nonzero_levels(levels)),
+        Val::Counts(pairs) => counts(&mut pairs.iter().copied()),
+    }
+}
+
+/// The levels with a count, and their count.
+fn nonzero_levels(levels: &[u64; LEVELS]) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+    LEVEL_NAMES
+        .iter()
+        .copied()
+        .zip(levels.iter().copied())
+        .filter(|(_, n)| *n > 0)
 }
 
 /// Appends a notice of the burst limiter.
-pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, notice: &Notice) {
+pub(crate) fn write_notice(buf: &mut Vec<u8>, style: &Style, now: SystemTime, notice: &Notice) {
     let site = |meta: &tracing_core::Metadata<'_>| {
         format!(
             "{} {}:{}",
@@ -97,9 +164,9 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, n
     match notice {
         Notice::BurstStarted { meta, burst } => write_own_line(
             buf,
-            format,
+            style,
             now,
-            "WARN",
+            tracing_core::Level::WARN,
             "burst limit reached: keeping one in thenOneIn for the rest of this second",
             &[
                 ("callsite", Val::Str(&site(meta))),
@@ -109,9 +176,9 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, n
         ),
         Notice::BurstEnded { meta, summary } => write_own_line(
             buf,
-            format,
+            style,
             now,
-            "WARN",
+            tracing_core::Level::WARN,
             "burst limit summary",
             &[
                 ("callsite", Val::Str(&site(meta))),
@@ -132,17 +199,37 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, format: Format, now: SystemTime, n
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"skipped an invalid directive","source":"RUST_LOG","error":"invalid level \"verbose\" in directive \"shop=verbose\" (…)"}`.
 pub(crate) fn write_skipped_directive(
     buf: &mut Vec<u8>,
-    format: Format,
+    style: &Style,
     now: SystemTime,
+    source: &str,
+    error: &str,
+) {
+    write_skipped(
+        buf,
+        style,
+        now,
+        "skipped an invalid directive",
+        source,
+        error,
+    );
+}
+
+/// Appends the report of a setting from the environment that was skipped (`what`, e.g.
+/// "skipped an invalid format"), naming the variable and what is wrong with it.
+pub(crate) fn write_skipped(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    what: &str,
     source: &str,
     error: &str,
 ) {
     write_own_line(
         buf,
-        format,
+        style,
         now,
-        "WARN",
-        "skipped an invalid directive",
+        tracing_core::Level::WARN,
+        what,
         &[("source", Val::Str(source)), ("error", Val::Str(error))],
     );
 }
@@ -153,15 +240,10 @@ pub(crate) fn write_skipped_directive(
 /// the last one.
 pub(crate) fn write_not_written(
     buf: &mut Vec<u8>,
-    format: Format,
+    style: &Style,
     now: SystemTime,
     summary: &NotWritten,
 ) {
-    let name = if summary.level() == tracing_core::Level::WARN {
-        "WARN"
-    } else {
-        "INFO"
-    };
     let redacted = [
         ("name", summary.redacted.by_name),
         ("value", summary.redacted.by_value),
@@ -174,14 +256,22 @@ pub(crate) fn write_not_written(
     if summary.redacted.total() > 0 {
         fields.push(("redacted", Val::Counts(&redacted)));
     }
-    write_own_line(buf, format, now, name, "events not written", &fields);
+    write_own_line(
+        buf,
+        style,
+        now,
+        summary.level(),
+        "events not written",
+        &fields,
+    );
 }
 
-/// Appends the writer's report of dropped lines (always JSON), e.g.
+/// Appends the writer's report of dropped lines, e.g. in JSON
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,…,"evicted":0},"trace":0,…,"error":0,"total":31}`:
 /// every reason and every level, with their count (zero too), and the total.
 pub(crate) fn write_dropped_events(
     buf: &mut Vec<u8>,
+    style: &Style,
     now: SystemTime,
     by_reason: &[(&str, u64)],
     by_level: &[u64; LEVELS],
@@ -195,5 +285,68 @@ pub(crate) fn write_dropped_events(
             .map(|(name, n)| (*name, Val::Num(*n))),
     );
     fields.push(("total", Val::Num(by_level.iter().sum())));
-    write_own_line(buf, Format::Json, now, "WARN", "dropped events", &fields);
+    write_own_line(
+        buf,
+        style,
+        now,
+        tracing_core::Level::WARN,
+        "dropped events",
+        &fields,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Service;
+
+    /// The report of dropped lines in `format`, 31 `info` lines dropped for a full queue.
+    fn dropped(format: Format) -> String {
+        let mut buf = Vec::new();
+        let style = Style::new(format, &Service::named("shop"));
+        let now = UNIX_EPOCH + Duration::from_micros(1_796_069_175_123_456);
+        let levels = [0, 0, 31, 0, 0];
+        let reasons = [("queue_full", 31), ("shutdown", 0)];
+        write_dropped_events(&mut buf, &style, now, &reasons, &levels);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn own_lines_are_in_the_format_of_the_output() {
+        for format in Format::ALL {
+            let line = dropped(format);
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line}"
+            );
+            if !format.is_json() {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let (msg, fields) = match format {
+                Format::Json => (&v["msg"], &v),
+                Format::JsonOtel => (&v["Body"], &v["Attributes"]),
+                Format::JsonEcs => (&v["message"], &v["logpolicy"]),
+                _ => (&v["message"], &v),
+            };
+            assert_eq!(msg, "dropped events", "{line}");
+            assert_eq!(fields["reason"]["queue_full"], 31, "{line}");
+            assert_eq!(fields["info"], 31, "{line}");
+            assert_eq!(fields["total"], 31, "{line}");
+        }
+        assert_eq!(
+            dropped(Format::Logfmt),
+            "ts=2026-11-30T20:06:15.123456Z level=warn target=logpolicy service.name=shop \
+             msg=\"dropped events\" reason.queue_full=31 reason.shutdown=0 trace=0 debug=0 \
+             info=31 warn=0 error=0 total=31\n"
+        );
+        assert_eq!(
+            dropped(Format::Text),
+            "2026-11-30T20:06:15.123456Z  WARN logpolicy: dropped events \
+             reason={queue_full:31,shutdown:0} trace=0 debug=0 info=31 warn=0 error=0 total=31\n"
+        );
+        let gcp: serde_json::Value = serde_json::from_str(&dropped(Format::JsonGcp)).unwrap();
+        assert_eq!(gcp["severity"], "WARNING");
+        assert_eq!(gcp["serviceContext"]["service"], "shop");
+    }
 }

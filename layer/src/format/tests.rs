@@ -155,3 +155,25 @@ proptest! {
         prop_assert!(!out.contains('\r'));
     }
 }
+
+#[test]
+fn otel_body_is_outside_attributes_wherever_the_message_comes() {
+    let out = capture(Format::JsonOtel, || {
+        let span = tracing::info_span!("req", id = 3);
+        let _g = span.enter();
+        tracing::info!(a = 1, b = "x", message = "late", c = true);
+        tracing::info!(a = 2);
+        tracing::info!(message = "only");
+    });
+    let v = json_lines(&out);
+    assert_eq!(v[0]["Body"], "late", "{out}");
+    assert_eq!(v[0]["Attributes"]["a"], 1);
+    assert_eq!(v[0]["Attributes"]["b"], "x");
+    assert_eq!(v[0]["Attributes"]["c"], true);
+    assert_eq!(v[0]["Attributes"]["span"]["id"], 3);
+    assert!(v[1].get("Body").is_none());
+    assert_eq!(v[1]["Attributes"]["a"], 2);
+    assert_eq!(v[2]["Body"], "only");
+    assert_eq!(v[2]["Attributes"]["span"]["name"], "req");
+    assert_eq!(v[0].as_object().unwrap().len(), 6, "{out}");
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::format::{Format, Service};
 
 /// The smallest accepted [`WriterConfig::capacity_bytes`]: 4 KiB.
 pub const MIN_CAPACITY_BYTES: usize = 4 * 1024;
@@ -308,6 +309,10 @@ pub struct WriterConfig {
     pub lock_spin: Duration,
     /// The clock that timestamps the lines the writer writes itself (drop summaries).
     pub clock: Arc<dyn Clock>,
+    /// The format of the lines the writer writes itself. Default [`Format::Json`].
+    pub format: Format,
+    /// The service those lines name (see [`Service`]). Default: none.
+    pub service: Service,
 }
 
 impl Default for WriterConfig {
@@ -321,6 +326,8 @@ impl Default for WriterConfig {
             flush_timeout: Duration::from_secs(2),
             lock_spin: LOCK_SPIN,
             clock: Arc::new(SystemClock),
+            format: Format::Json,
+            service: Service::default(),
         }
     }
 }
@@ -380,6 +387,15 @@ impl WriterConfig {
     #[must_use]
     pub fn lock_spin(mut self, spin: Duration) -> Self {
         self.lock_spin = spin;
+        self
+    }
+
+    /// Sets [`WriterConfig::format`] and [`WriterConfig::service`]: the writer's own
+    /// lines (the report of dropped lines) read like the layer's.
+    #[must_use]
+    pub fn lines(mut self, format: Format, service: Service) -> Self {
+        self.format = format;
+        self.service = service;
         self
     }
 

@@ -620,7 +620,7 @@ impl WriterGuard {
         let counts = std::mem::take(&mut st.unreported);
         if summary::total(&counts) > 0 {
             let mut line = Vec::new();
-            summary::write_summary_line(&mut line, sh.clock.now(), &counts);
+            summary::write_summary_line(&mut line, &sh.style, sh.clock.now(), &counts);
             st.exit_report = if !sh.output_is_stderr && output::write_stderr_nowait(&line) {
                 ExitReport::Stderr
             } else {

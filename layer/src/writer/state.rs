@@ -12,6 +12,7 @@ use super::queue::Queue;
 use super::stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 use super::summary::{self, Unreported};
 use crate::clock::Clock;
+use crate::format::Style;
 use crate::level::LEVELS;
 
 /// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
@@ -49,6 +50,8 @@ pub(super) struct Shared {
     pub(super) clock: Arc<dyn Clock>,
     /// The output is stderr: the last report has nowhere else to go.
     pub(super) output_is_stderr: bool,
+    /// The format and service of the writer's own lines.
+    pub(super) style: Style,
 }
 
 /// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
@@ -189,6 +192,8 @@ impl Shared {
             flush_timeout,
             lock_spin,
             clock,
+            format,
+            service,
             ..
         } = config;
         let output_is_stderr = matches!(output, super::config::Output::Stderr);
@@ -235,6 +240,7 @@ impl Shared {
             lock_spin,
             clock,
             output_is_stderr,
+            style: Style::new(format, &service),
         };
         Ok((out, shared))
     }

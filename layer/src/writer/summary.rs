@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 use super::stats::{DropReason, REASONS};
-use crate::format::own_line;
+use crate::format::{own_line, Style};
 use crate::level::LEVELS;
 
 /// Lines dropped but not yet reported, `[reason][level]`.
@@ -16,7 +16,12 @@ pub(crate) fn total(counts: &Unreported) -> u64 {
 
 /// Appends one summary line (with its `\n`) to `buf`, e.g.
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"dropped events","reason":{"queue_full":31,…,"contended":0},"trace":0,…,"total":31}`.
-pub(crate) fn write_summary_line(buf: &mut Vec<u8>, ts: SystemTime, counts: &Unreported) {
+pub(crate) fn write_summary_line(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    ts: SystemTime,
+    counts: &Unreported,
+) {
     let by_reason = DropReason::ALL.map(|r| (r.as_str(), counts[r.index()].iter().sum::<u64>()));
     let mut by_level = [0u64; LEVELS];
     for row in counts {
@@ -24,7 +29,7 @@ pub(crate) fn write_summary_line(buf: &mut Vec<u8>, ts: SystemTime, counts: &Unr
             *total += n;
         }
     }
-    own_line::write_dropped_events(buf, ts, &by_reason, &by_level);
+    own_line::write_dropped_events(buf, style, ts, &by_reason, &by_level);
 }
 
 #[cfg(test)]
@@ -32,6 +37,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    fn json() -> Style {
+        Style::new(
+            crate::format::Format::Json,
+            &crate::format::Service::default(),
+        )
+    }
 
     #[test]
     fn summary_is_one_json_line() {
@@ -41,7 +53,7 @@ mod tests {
         counts[DropReason::OutputClosed.index()][3] = 5;
         let mut buf = b"previous\n".to_vec();
         let ts = UNIX_EPOCH + Duration::from_micros(1_796_069_175_123_456);
-        write_summary_line(&mut buf, ts, &counts);
+        write_summary_line(&mut buf, &json(), ts, &counts);
         let line = buf
             .strip_prefix(b"previous\n".as_slice())
             .unwrap_or_default();
@@ -72,7 +84,7 @@ mod tests {
                 counts[i / LEVELS][i % LEVELS] = *n;
             }
             let mut buf = Vec::new();
-            write_summary_line(&mut buf, UNIX_EPOCH, &counts);
+            write_summary_line(&mut buf, &json(), UNIX_EPOCH, &counts);
             let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
             let by_level: u64 = crate::level::LEVEL_NAMES.iter().map(|k| v[*k].as_u64().unwrap()).sum();
             let by_reason: u64 = DropReason::ALL

@@ -123,7 +123,7 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
             head.extend_from_slice(queue::TORN_END);
         }
         if let Some(counts) = &report {
-            summary::write_summary_line(&mut head, shared.clock.now(), counts);
+            summary::write_summary_line(&mut head, &shared.style, shared.clock.now(), counts);
         }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
         // Which lines got out whole, if not all did: counted exactly, never both written
@@ -244,7 +244,7 @@ fn last_words<'a>(
         if torn {
             line.extend_from_slice(queue::TORN_END);
         }
-        summary::write_summary_line(&mut line, shared.clock.now(), &counts);
+        summary::write_summary_line(&mut line, &shared.style, shared.clock.now(), &counts);
         drop(st);
         let to_output = output::write_line_nowait(out, &line);
         let to_stderr = !to_output

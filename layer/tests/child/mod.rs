@@ -15,11 +15,26 @@ pub fn is_child() -> bool {
 
 /// The JSON lines written by `test` run as a child with `LOGPOLICY=directives`.
 pub fn json_lines(test: &str, directives: &str) -> Vec<serde_json::Value> {
+    stdout(test, &[("LOGPOLICY", directives)])
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// What `test`, run as a child with `vars` set (and none of the variables that
+/// configure logging from the environment otherwise), wrote to stdout, the harness's
+/// lines included.
+pub fn stdout(test: &str, vars: &[(&str, &str)]) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture"])
         .env(CHILD, "1")
-        .env("LOGPOLICY", directives)
+        .env_remove("LOGPOLICY")
+        .env_remove("RUST_LOG")
         .env_remove("LOGPOLICY_ADMIN_ADDR")
+        .env_remove("LOGPOLICY_FORMAT")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -29,9 +44,6 @@ pub fn json_lines(test: &str, directives: &str) -> Vec<serde_json::Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// A line's `(level, target, msg)`.
