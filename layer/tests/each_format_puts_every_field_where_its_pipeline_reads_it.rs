@@ -93,9 +93,12 @@ fn lines(format: Format) -> Vec<String> {
 /// when a field has them), as the format's documentation lists them.
 fn reserved(format: Format) -> Vec<&'static str> {
     let keys = match format {
-        Format::Json | Format::Logfmt => {
+        // trace_id and span_id only where they can be written (the opentelemetry
+        // feature): without it a service's own `trace_id` field keeps its key.
+        Format::Json | Format::Logfmt if cfg!(feature = "opentelemetry") => {
             "ts level target msg span service.name service.version trace_id span_id"
         }
+        Format::Json | Format::Logfmt => "ts level target msg span service.name service.version",
         Format::JsonOtel => "span",
         Format::JsonEcs => "@timestamp log.level log.logger ecs.version message tracing.span service.name service.version trace.id span.id",
         Format::JsonGcp => "time severity target message span serviceContext",

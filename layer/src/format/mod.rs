@@ -16,8 +16,8 @@
 //! values are written as strings; integers and booleans as JSON numbers and booleans;
 //! floats as numbers (`NaN` and infinities as strings). A field whose name is one of the
 //! line's own keys (`ts`, `level`, `target`, `msg`, `span`, `service.name`,
-//! `service.version`, `trace_id`, `span_id`) is written as `field.<name>`, so a line
-//! never has two equal keys.
+//! `service.version`, and with the `opentelemetry` feature `trace_id` and `span_id`) is
+//! written as `field.<name>`, so a line never has two equal keys.
 //!
 //! # Where each format puts what
 //!

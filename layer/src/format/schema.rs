@@ -208,7 +208,10 @@ impl Keys {
     }
 }
 
-/// The keys `json` and `logfmt` lines write themselves.
+/// The keys `json` and `logfmt` lines write themselves. `trace_id` and `span_id` only
+/// with the `opentelemetry` feature (the only build that writes them): without it, a
+/// service that logs its own `trace_id` field keeps that key, as before formats came.
+#[cfg(feature = "opentelemetry")]
 const PLAIN_RESERVED: [&str; 9] = [
     "ts",
     "level",
@@ -219,6 +222,16 @@ const PLAIN_RESERVED: [&str; 9] = [
     "service.version",
     "trace_id",
     "span_id",
+];
+#[cfg(not(feature = "opentelemetry"))]
+const PLAIN_RESERVED: [&str; 7] = [
+    "ts",
+    "level",
+    "target",
+    "msg",
+    "span",
+    "service.name",
+    "service.version",
 ];
 
 /// Appends the key of the field `name` as `keys` writes it: `,"<key>":` (JSON) or
