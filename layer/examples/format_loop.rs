@@ -11,8 +11,10 @@
 //! # instructions per event: the "summary:" line of /tmp/cg divided by 100000
 //! ```
 //!
-//! Arguments: `N [format] [service]` (default `json`; `service` names one, as
-//! `OTEL_SERVICE_NAME` would). Timestamps come from a fixed clock: valgrind cannot run
+//! Arguments: `N [format] [service|-] [redact]` (default `json`; `service` names one, as
+//! `OTEL_SERVICE_NAME` would; `redact`: `builtin` (the default list, no field of the
+//! event matching), `none` (nothing redacted, no check), `user` (the list and `user`:
+//! one field redacted), as rows (d') of `benches/filter.rs`). Timestamps come from a fixed clock: valgrind cannot run
 //! the system clock's read of the vDSO.
 
 // A benchmark driver: a bad argument ends the run.
@@ -24,6 +26,7 @@ mod events;
 use events::six_fields;
 use logpolicy::clock::ManualClock;
 use logpolicy::format::Service;
+use logpolicy::policy::Redaction;
 use logpolicy::{Format, FormatLayer, NullSink};
 use std::time::SystemTime;
 use tracing_subscriber::prelude::*;
@@ -38,8 +41,16 @@ fn main() {
         Some("service") => Service::named("shop").version("1.4.2"),
         _ => Service::default(),
     };
+    let user = logpolicy::policy::FieldName::new("user").expect("a plain name");
+    let redaction = match args.next().as_deref() {
+        None | Some("builtin") => Redaction::builtin(),
+        Some("none") => Redaction::none(),
+        Some("user") => Redaction::builtin().with([user]),
+        Some(other) => panic!("redact: {other:?} (builtin, none or user)"),
+    };
     let layer = FormatLayer::new(format, NullSink)
         .service(&service)
+        .redaction(redaction)
         .with_clock(ManualClock::new(SystemTime::now()));
     tracing_subscriber::registry().with(layer).init();
     for _ in 0..n {
