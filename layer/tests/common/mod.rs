@@ -122,6 +122,23 @@ fn vm_hwm_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// Ends a window of calls that began with `switches_at_start` voluntary switches and
+/// `slow[first_slow..]` still to come: if the thread slept since, its slow calls slept.
+fn close_window(
+    switches: &Option<VoluntarySwitches>,
+    (switches_at_start, first_slow): (u64, usize),
+    slow: &mut [(u64, u64, bool, u64, bool)],
+) {
+    if slow.len() > first_slow {
+        let slept = switches
+            .as_ref()
+            .is_none_or(|s| s.read() > switches_at_start);
+        for call in &mut slow[first_slow..] {
+            call.4 = slept;
+        }
+    }
+}
+
 /// The calling thread's time spent waiting on a run queue (runnable, not running), from
 /// `/proc/thread-self/schedstat`: tells a call the scheduler preempted from one that
 /// waited for a lock, a condition variable or the pipe (those sleep, which is not
@@ -141,6 +158,36 @@ impl RunQueueWait {
         let n = self.0.read_at(&mut buf, 0).ok()?;
         let text = std::str::from_utf8(&buf[..n]).ok()?;
         text.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+    fn read(&self) -> u64 {
+        self.try_read().unwrap_or(0)
+    }
+}
+
+/// The calling thread's voluntary context switches, from `/proc/thread-self/status`: a
+/// thread that waits for a lock, a condition variable or the pipe sleeps, and each sleep
+/// is one. A call that is slow only because the machine took the CPU away (preemption,
+/// or a hypervisor's steal time, which no per-thread counter shows) switches involuntarily
+/// or not at all.
+struct VoluntarySwitches(std::fs::File);
+
+impl VoluntarySwitches {
+    /// `None` where the kernel does not say.
+    fn open() -> Option<Self> {
+        let file = std::fs::File::open("/proc/thread-self/status").ok()?;
+        let me = Self(file);
+        me.try_read().map(|_| me)
+    }
+    fn try_read(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 4096];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+            .trim()
+            .parse()
+            .ok()
     }
     fn read(&self) -> u64 {
         self.try_read().unwrap_or(0)
@@ -227,12 +274,20 @@ fn run_child(spec: &ChildSpec) {
                 let mut emitted = [0u64; LEVELS];
                 let mut lat = Latency::default();
                 let mut control = Latency::default();
-                let mut slow: Vec<(u64, u64, bool, u64)> = Vec::new();
+                // [ms since start, us, queued, us preempted, slept]
+                let mut slow: Vec<(u64, u64, bool, u64, bool)> = Vec::new();
                 let run_queue = RunQueueWait::open();
+                let switches = VoluntarySwitches::open();
+                // Calls are watched in windows of 32 (between two pacing sleeps): a slow
+                // call in a window where the thread slept is a call that waited.
+                let mut window = (0u64, 0usize);
                 let mut control_buf = Vec::with_capacity(256);
                 let mut line = Vec::with_capacity(256);
                 let pad = "x".repeat(spec.pad);
                 for i in 0..spec.events_per_thread {
+                    if i % 32 == 0 {
+                        close_window(&switches, window, &mut slow);
+                    }
                     if per_thread_rate > 0.0 && i % 32 == 0 {
                         // Pacing (the workload's shape, not synchronisation).
                         let due = start + Duration::from_secs_f64(i as f64 / per_thread_rate);
@@ -240,6 +295,9 @@ fn run_child(spec: &ChildSpec) {
                         if due > now {
                             thread::sleep(due - now);
                         }
+                    }
+                    if i % 32 == 0 {
+                        window = (switches.as_ref().map_or(0, VoluntarySwitches::read), slow.len());
                     }
                     let level = level_of(i);
                     line.clear();
@@ -268,6 +326,7 @@ fn run_child(spec: &ChildSpec) {
                             ns / 1000,
                             queued,
                             preempted_ns / 1000,
+                            false,
                         ));
                     }
                     // Control: the same measurement around a copy of the line into a
@@ -279,6 +338,7 @@ fn run_child(spec: &ChildSpec) {
                     control.record(t1.elapsed().as_nanos() as u64);
                     emitted[level_index(level)] += 1;
                 }
+                close_window(&switches, window, &mut slow);
                 (emitted, lat, control, slow)
             })
         })
@@ -326,7 +386,7 @@ fn run_child(spec: &ChildSpec) {
         "p50_latency_us_upper": lat.quantile_ns(0.5) as f64 / 1e3,
         "latencies_over_1ms": lat.over_1ms,
         "control_max_us": control.max_ns as f64 / 1e3,
-        "slow_calls_ms_us_queued_preempted_us": slow_calls,
+        "slow_calls_ms_us_queued_preempted_us_slept": slow_calls,
         "control_over_1ms": control.over_1ms,
         "baseline_rss_kb": baseline_rss_kb,
         "peak_rss_kb": vm_hwm_kb(),
