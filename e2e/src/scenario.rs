@@ -180,6 +180,12 @@ impl Scenario {
 
     /// The Events about `lp/NAME` (`events.k8s.io` or core), as `reason: note` lines.
     pub fn events(&self, name: &str) -> Result<Vec<String>> {
+        self.events_about("LogPolicy", name)
+    }
+
+    /// The Events about the object of `kind` named `name` in the namespace, as
+    /// `reason: note` lines.
+    pub fn events_about(&self, kind: &str, name: &str) -> Result<Vec<String>> {
         let out = self.kubectl(&["get", "events", "-o", "json"])?;
         let list: Value = serde_json::from_str(&out).map_err(|e| Error(format!("events: {e}")))?;
         Ok(list["items"]
@@ -192,7 +198,7 @@ impl Scenario {
                 } else {
                     &e["involvedObject"]
                 };
-                regarding["kind"] == "LogPolicy" && regarding["name"] == name
+                regarding["kind"] == kind && regarding["name"] == name
             })
             .map(|e| {
                 let note = e["note"].as_str().or(e["message"].as_str()).unwrap_or("");

@@ -48,7 +48,7 @@ fn watch_rules() -> Value {
         {"apiGroups": ["logpolicy.dev"], "resources": ["logpolicies/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["logpolicy-trust"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["logpolicy-trust"], "verbs": ["create", "patch", "list", "watch", "delete"]},
     ])
 }
 

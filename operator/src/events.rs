@@ -1,4 +1,5 @@
-//! Kubernetes Events on LogPolicies (`events.k8s.io/v1`).
+//! Kubernetes Events on LogPolicies (`events.k8s.io/v1`), and on the trust ConfigMaps
+//! the operator restores ([`trust_restored`]).
 //!
 //! The decisions are pure: [`PolicyEvents::observe`] compares a policy's view with what
 //! was last seen and returns the Events to record ([`EventSpec`]): `InvalidSpec` when a
@@ -35,6 +36,8 @@ pub const REASON_INVALID: &str = "InvalidSpec";
 pub const REASON_PUSH_FAILED: &str = "PushFailed";
 /// Reason of the Event for an expired policy.
 pub const REASON_EXPIRED: &str = "Expired";
+/// Reason of the Event for a trust ConfigMap restored.
+pub const REASON_TRUST_RESTORED: &str = "TrustRestored";
 
 /// Events longer than this (the API's limit is 1 kB) are cut.
 const MAX_NOTE: usize = 1000;
@@ -261,10 +264,75 @@ pub fn policy_reference(key: &PolicyKey, uid: Option<&str>) -> ObjectReference {
     }
 }
 
+/// The reference an Event is about: a ConfigMap.
+pub fn config_map_reference(namespace: &str, name: &str, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("ConfigMap".to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        uid: uid.map(str::to_owned),
+        ..ObjectReference::default()
+    }
+}
+
+/// The `Warning` Event on a trust ConfigMap found changed (`what`) or deleted (`what`
+/// empty), and restored.
+pub fn trust_restored(what: &[String]) -> Outgoing {
+    let note = if what.is_empty() {
+        "deleted; created anew with the operator's public key".to_owned()
+    } else {
+        format!(
+            "changed by someone else ({}); restored to the operator's public key only",
+            what.join("; ")
+        )
+    };
+    Outgoing {
+        severity: Severity::Warning,
+        reason: REASON_TRUST_RESTORED,
+        action: "Restore",
+        note: truncate(note, MAX_NOTE),
+    }
+}
+
+/// An Event about any object: what [`EventSink::send_about`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// `Normal` or `Warning`.
+    pub severity: Severity,
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// What the operator did.
+    pub action: &'static str,
+    /// The human-readable message (at most 1,000 bytes).
+    pub note: String,
+}
+
+impl From<EventSpec> for Outgoing {
+    fn from(spec: EventSpec) -> Self {
+        Outgoing {
+            severity: spec.severity,
+            reason: spec.reason,
+            action: spec.action,
+            note: spec.note,
+        }
+    }
+}
+
+/// `kind namespace/name` of a reference, for the log.
+fn describe(r: &ObjectReference) -> String {
+    format!(
+        "{} {}/{}",
+        r.kind.as_deref().unwrap_or(""),
+        r.namespace.as_deref().unwrap_or(""),
+        r.name.as_deref().unwrap_or("")
+    )
+}
+
 /// Publishes Events from one background task; see [the module](self).
 #[derive(Debug, Clone)]
 pub struct EventSink {
-    tx: mpsc::Sender<(EventSpec, ObjectReference)>,
+    tx: mpsc::Sender<(Outgoing, ObjectReference)>,
     /// Events by what happened to them: `sent`, `failed`, `dropped` (queue full).
     counter: ByResult,
 }
@@ -273,7 +341,7 @@ impl EventSink {
     /// Starts the publishing task, with a queue of `capacity` Events. `instance` is the
     /// `reportingInstance` (the pod name).
     pub fn spawn(client: Client, instance: String, capacity: usize, counter: ByResult) -> Self {
-        let (tx, mut rx) = mpsc::channel::<(EventSpec, ObjectReference)>(capacity.max(1));
+        let (tx, mut rx) = mpsc::channel::<(Outgoing, ObjectReference)>(capacity.max(1));
         let recorder = Recorder::new(
             client,
             Reporter {
@@ -299,11 +367,11 @@ impl EventSink {
                 let label = match result {
                     Ok(Ok(())) => "sent",
                     Ok(Err(e)) => {
-                        log::warn!(policy = %spec.policy, reason = spec.reason, error = %e, "cannot record an Event");
+                        log::warn!(object = %describe(&reference), reason = spec.reason, error = %e, "cannot record an Event");
                         "failed"
                     }
                     Err(_) => {
-                        log::warn!(policy = %spec.policy, reason = spec.reason, "recording an Event timed out");
+                        log::warn!(object = %describe(&reference), reason = spec.reason, "recording an Event timed out");
                         "failed"
                     }
                 };
@@ -313,15 +381,22 @@ impl EventSink {
         EventSink { tx, counter }
     }
 
-    /// Queues an Event; never waits. A full queue drops it (counted and logged).
+    /// Queues an Event on a LogPolicy; never waits. A full queue drops it (counted and
+    /// logged).
     pub fn send(&self, spec: EventSpec, uid: Option<&str>) {
         let reference = policy_reference(&spec.policy, uid);
-        if let Err(e) = self.tx.try_send((spec, reference)) {
-            let spec = match e {
-                mpsc::error::TrySendError::Full(v) | mpsc::error::TrySendError::Closed(v) => v.0,
+        self.send_about(spec.into(), reference);
+    }
+
+    /// Queues an Event on `reference`; never waits. A full queue drops it (counted and
+    /// logged).
+    pub fn send_about(&self, event: Outgoing, reference: ObjectReference) {
+        if let Err(e) = self.tx.try_send((event, reference)) {
+            let (event, reference) = match e {
+                mpsc::error::TrySendError::Full(v) | mpsc::error::TrySendError::Closed(v) => v,
             };
             metrics::count(&self.counter, "dropped");
-            log::warn!(policy = %spec.policy, reason = spec.reason, "Event queue full; Event dropped");
+            log::warn!(object = %describe(&reference), reason = event.reason, "Event queue full; Event dropped");
         }
     }
 }

@@ -22,6 +22,14 @@
 //! - A failed push is retried per pod with capped exponential backoff ([`Retry`]),
 //!   and at once when the pod's endpoint may answer now (a new process, the pod turning
 //!   Ready). Pods that acknowledged their last push are pushed in their own [`Lane`].
+//! - A pod that refuses a push because it holds a version at least as new (a `409`
+//!   with its held version) is pushed a version past the one it holds, at once, once
+//!   per attempt: that is how a restarted operator catches up with the versions an
+//!   earlier process issued. A pod that refuses that one too, or holds a version no
+//!   operator issues (more than [`MAX_HELD_AHEAD`] ahead of the index's clock, e.g.
+//!   2^53 - 1), does not converge: it is a failure, retried with backoff (capped at
+//!   [`RETRY_CAP_LATER`]) and reported with what to do (restart the pod), never a loop
+//!   of pushes.
 //!
 //! # How it is driven
 //!
@@ -66,7 +74,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kube::core::SelectorExt;
 use kube::ResourceExt;
 use logpolicy::policy::LayerSpec;
-use logpolicy::wire::{PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS};
+use logpolicy::wire::{PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS, MAX_DOCUMENT_VERSION};
 
 use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
 use crate::pods::PodInfo;
@@ -262,6 +270,12 @@ pub const RETRY_BASE: Duration = Duration::from_secs(1);
 pub const RETRY_CAP_SOON: Duration = Duration::from_secs(5);
 /// The longest wait between retries of a pod that does not answer.
 pub const RETRY_CAP_LATER: Duration = Duration::from_secs(30);
+/// The furthest ahead of the index's clock (as Unix milliseconds, what versions are) a
+/// version a pod holds may be for the operator to move past it: versions are issued as
+/// `max(previous + 1, now in Unix ms)`, so one further ahead was not issued by an
+/// operator with a sane clock, and following it would only carry this pod's versions
+/// towards the highest one a pod accepts.
+pub const MAX_HELD_AHEAD: Duration = Duration::from_secs(24 * 3600);
 /// Attempts to withdraw the layers of a pod that left (deleted, opted out) before it is
 /// forgotten.
 pub const WITHDRAW_ATTEMPTS: u32 = 3;
@@ -375,6 +389,9 @@ struct PodState {
     failures: u32,
     /// When the next retry is due (also in [`Index::retries`]).
     retry_at: Option<SystemTime>,
+    /// This attempt already moved the version past one the pod said it holds (reset
+    /// by an acknowledgement, a new process and a retry coming due).
+    passed_held: bool,
 }
 
 impl PodState {
@@ -431,6 +448,29 @@ fn unix_millis(t: SystemTime) -> u64 {
 
 fn next_version(prev: u64, now: SystemTime) -> u64 {
     prev.saturating_add(1).max(unix_millis(now))
+}
+
+/// Whether a pod's held version may be moved past: not beyond what the operator issues
+/// ([`MAX_HELD_AHEAD`]), and leaving a version the pod accepts.
+fn may_pass(held: u64, now: SystemTime) -> bool {
+    let ahead = u64::try_from(MAX_HELD_AHEAD.as_millis()).unwrap_or(u64::MAX);
+    held <= unix_millis(now).saturating_add(ahead)
+        && next_version(held, now) <= MAX_DOCUMENT_VERSION
+}
+
+/// Why a pod that holds version `held` does not take `sent`: it says it holds a newer
+/// one, and the operator did not (or no longer may) move past it.
+fn held_newer_reason(held: u64, sent: u64, passed: bool, now: SystemTime) -> String {
+    let why = if !may_pass(held, now) {
+        " and beyond any version the operator issues (versions are Unix milliseconds)"
+    } else if passed {
+        ", and again after the operator moved past the version it held"
+    } else {
+        ""
+    };
+    format!(
+        "the pod holds version {held}, newer than the operator's {sent}{why}: it refuses every document until its process restarts; restart the pod (delete it, or restart its container)"
+    )
 }
 
 /// The wait before retry number `failures` (1: the first) of pod `key`:
@@ -595,6 +635,7 @@ impl Index {
                         state.epoch += 1;
                         state.acked = None;
                         state.failure = None;
+                        state.passed_held = false;
                     }
                     state.failures = 0;
                     if let Some(t) = state.retry_at.take() {
@@ -626,6 +667,7 @@ impl Index {
                         last_push: None,
                         failures: 0,
                         retry_at: None,
+                        passed_held: false,
                     },
                 );
                 true
@@ -738,6 +780,7 @@ impl Index {
             self.retries.pop_first();
             if let Some(pod) = self.pods.get_mut(&key) {
                 pod.retry_at = None;
+                pod.passed_held = false;
                 self.to_push.insert(key);
             } else if let Some(d) = self.departed.get_mut(&key) {
                 d.retry_at = None;
@@ -937,27 +980,28 @@ impl Index {
                 pod.acked = Some((pod.version, pod.layers.clone()));
                 pod.failure = None;
                 pod.failures = 0;
+                pod.passed_held = false;
+            }
+            PushResult::Failed {
+                held: Some(held), ..
+            } if held >= pod.version && !pod.passed_held && may_pass(held, now) => {
+                // Another writer (an earlier operator process) got ahead: issue a newer
+                // version of the same content, once per attempt.
+                pod.version = next_version(held, now);
+                pod.passed_held = true;
+                pod.failure = None;
+                self.to_push.insert(key.clone());
             }
             PushResult::Failed {
                 held: Some(held), ..
             } if held >= pod.version => {
-                // Another writer (an earlier operator process) got ahead: issue a newer
-                // version of the same content.
-                pod.version = next_version(held, now);
-                pod.failure = None;
-                self.to_push.insert(key.clone());
+                // It does not converge: a failure, backed off, never an immediate push.
+                pod.failure = Some(held_newer_reason(held, pod.version, pod.passed_held, now));
+                fail(&mut self.retries, key, pod, Retry::Later, now);
             }
             PushResult::Failed { reason, retry, .. } => {
                 pod.failure = Some(reason);
-                pod.failures = pod.failures.saturating_add(1);
-                if let Some(wait) = retry_delay(key, pod.failures, retry) {
-                    if let Some(t) = pod.retry_at.take() {
-                        self.retries.remove(&(t, key.clone()));
-                    }
-                    let at = now + wait;
-                    pod.retry_at = Some(at);
-                    self.retries.insert((at, key.clone()));
-                }
+                fail(&mut self.retries, key, pod, retry, now);
             }
         }
         for p in pod.sources.iter().chain(&pod.overflow) {
@@ -1121,6 +1165,25 @@ impl Index {
             }
         }
         Some(view)
+    }
+}
+
+/// Counts a failed push of `pod` and schedules its retry, if `retry` calls for one.
+fn fail(
+    retries: &mut BTreeSet<(SystemTime, PodKey)>,
+    key: &PodKey,
+    pod: &mut PodState,
+    retry: Retry,
+    now: SystemTime,
+) {
+    pod.failures = pod.failures.saturating_add(1);
+    if let Some(wait) = retry_delay(key, pod.failures, retry) {
+        if let Some(t) = pod.retry_at.take() {
+            retries.remove(&(t, key.clone()));
+        }
+        let at = now + wait;
+        pod.retry_at = Some(at);
+        retries.insert((at, key.clone()));
     }
 }
 

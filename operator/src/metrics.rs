@@ -37,6 +37,8 @@ pub struct Metrics {
     pub events: ByResult,
     /// Trust ConfigMap applies by result (`ok`, `error`).
     pub trust_writes: ByResult,
+    /// Trust ConfigMaps found changed or deleted by someone else, and restored.
+    pub trust_restores: Counter,
 }
 
 impl Default for Metrics {
@@ -52,6 +54,7 @@ impl Default for Metrics {
             leader: Gauge::default(),
             events: Family::default(),
             trust_writes: Family::default(),
+            trust_restores: Counter::default(),
         }
     }
 }
@@ -101,6 +104,11 @@ impl Metrics {
             "trust_configmap_writes",
             "Applies of the logpolicy-trust ConfigMap, by result",
             self.trust_writes.clone(),
+        );
+        sub.register(
+            "trust_configmap_restores",
+            "logpolicy-trust ConfigMaps found changed or deleted by someone else, and restored",
+            self.trust_restores.clone(),
         );
     }
 

@@ -1,10 +1,14 @@
-//! The watches: LogPolicies and opted-in pods, with one watcher per scope (every
+//! The watches: LogPolicies, opted-in pods and the trust ConfigMaps, with one watcher per scope (every
 //! namespace, or each namespace named) and kind, merged into one stream per kind whose
 //! items carry the index of their scope.
 //!
 //! LogPolicies are watched as untyped objects, so that one malformed object is skipped
 //! (by the controller) rather than failing the whole list. Pods are watched with the
 //! opt-in label selector and stripped to a [`PodInfo`] at once: no `Pod` is kept.
+//! ConfigMaps are watched by name only (the field selector `metadata.name=NAME`, for
+//! the trust ConfigMap `logpolicy-trust`), which is also what lets their RBAC rule name them
+//! (`resourceNames`): the API server authorizes a list or watch with that selector as a
+//! request for that one name.
 //!
 //! After an error (the API server restarting, a network cut) a watcher tries again
 //! after [`WatchBackoff`]: 250 ms, doubled per consecutive error up to 2 s, so that the
@@ -16,7 +20,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
@@ -31,6 +35,9 @@ pub type PolicyEvent = Event<DynamicObject>;
 
 /// A pod watch event, each pod already stripped to a [`PodInfo`] (`None`: unusable).
 pub type PodEvent = Event<Option<PodInfo>>;
+
+/// A ConfigMap watch event.
+pub type ConfigMapEvent = Event<ConfigMap>;
 
 /// The events of every watcher of one kind, each with the index of its scope.
 pub type Tagged<T> = BoxStream<'static, (usize, Result<Event<T>, watcher::Error>)>;
@@ -134,6 +141,30 @@ pub fn pod_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Option<P
     futures::stream::select_all(streams).boxed()
 }
 
+/// The watchers of the ConfigMaps named `name` in `scopes`, merged.
+pub fn config_map_events(
+    client: &Client,
+    scopes: &[Option<String>],
+    name: &str,
+) -> Tagged<ConfigMap> {
+    let streams = scopes.iter().enumerate().map(|(i, scope)| {
+        let api: Api<ConfigMap> = match scope {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        watcher::watcher(api, by_name(name))
+            .backoff(WatchBackoff::default())
+            .map(move |r| (i, r))
+            .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+/// A watch of the objects named `name`, and nothing else.
+fn by_name(name: &str) -> watcher::Config {
+    watcher::Config::default().fields(&format!("metadata.name={name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +176,15 @@ mod tests {
         assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
         b.reset();
         assert_eq!(b.next(), Some(WatchBackoff::FIRST));
+    }
+
+    #[test]
+    fn a_watch_by_name_selects_that_name_only() {
+        let c = by_name("logpolicy-trust");
+        assert_eq!(
+            c.field_selector.as_deref(),
+            Some("metadata.name=logpolicy-trust")
+        );
+        assert_eq!(c.label_selector, None);
     }
 }

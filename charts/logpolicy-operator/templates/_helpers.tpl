@@ -75,7 +75,7 @@ logpolicy-signing-key
 - apiGroups: [""]
   resources: ["configmaps"]
   resourceNames: ["logpolicy-trust"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list", "watch", "delete"]
 {{- end }}
 
 {{/* The rules the operator needs in its own namespace; empty when it needs none. */}}

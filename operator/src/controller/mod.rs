@@ -5,9 +5,10 @@
 //! replica leads). Its [`run`](Controller::run) waits for the next input and hands it to
 //! the method for its kind: a LogPolicy event, a pod event, an expiry, a push report, a
 //! read-back, a status written, the resync tick, the per-pod view's timer, a change of
-//! leadership or the shutdown. Then `settle` does what the pass
-//! calls for: push, debounce and write status, record Events, publish the trust
-//! ConfigMaps and the per-pod view.
+//! leadership, a trust ConfigMap's change or the shutdown. Then `settle` does what the
+//! pass calls for: push, debounce and write status, record Events, publish the trust
+//! ConfigMaps (and restore one that someone else changed or deleted, see
+//! [`trust`](crate::trust)) and the per-pod view.
 //!
 //! The pure parts ([`InitBuffer`], [`Debounce`], [`apply_policy_event`],
 //! [`apply_pod_event`]) are public so that tests drive them without an API server.
@@ -21,19 +22,20 @@ pub use apply::{
 };
 pub use debounce::Debounce;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::DynamicObject;
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use logpolicy::wire::VerifyingKey;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::events::{EventSink, PolicyEvents};
+use crate::events::{config_map_reference, trust_restored, EventSink, PolicyEvents};
 use crate::health::Health;
 use crate::index::{Index, PodKey, PodView, PolicyInput, PolicyKey, PushTicket};
 use crate::lease::{Election, LeaseConfig};
@@ -42,8 +44,8 @@ use crate::metrics::{self, Metrics};
 use crate::pods::PodInfo;
 use crate::push::{PushOutcome, PushReport, Pusher};
 use crate::status_writer::{StatusWrite, StatusWriter};
-use crate::trust::TrustPublisher;
-use crate::watches::{self, PodEvent, PolicyEvent, Tagged};
+use crate::trust::{Drift, OnRestored, TrustPublisher, TRUST_CONFIG_MAP};
+use crate::watches::{self, ConfigMapEvent, PodEvent, PolicyEvent, Tagged};
 
 /// Tunables of the loop.
 #[derive(Debug, Clone)]
@@ -105,9 +107,23 @@ impl Outputs {
         health: Arc<Health>,
     ) -> Self {
         let events = metrics.events.clone();
+        let events = EventSink::spawn(client.clone(), identity.to_owned(), 256, events);
+        let sink = events.clone();
+        let on_restored: OnRestored = Arc::new(move |ns: &str, drift: &Drift| {
+            // The uid of what was restored; an immutable one was created anew.
+            let uid = drift.uid.as_deref().filter(|_| drift.recreate.is_none());
+            let reference = config_map_reference(ns, TRUST_CONFIG_MAP, uid);
+            sink.send_about(trust_restored(&drift.what), reference);
+        });
         Outputs {
-            events: EventSink::spawn(client.clone(), identity.to_owned(), 256, events),
-            trust: TrustPublisher::spawn(client.clone(), key, metrics.trust_writes.clone()),
+            events,
+            trust: TrustPublisher::spawn_with(
+                client.clone(),
+                key,
+                metrics.trust_writes.clone(),
+                metrics.trust_restores.clone(),
+                on_restored,
+            ),
             pod_views,
             metrics,
             health,
@@ -183,6 +199,8 @@ enum Input {
     Policy(usize, Result<PolicyEvent, watcher::Error>),
     /// A pod watch event (of the watch of scope `.0`), or its error.
     Pod(usize, Result<PodEvent, watcher::Error>),
+    /// A trust ConfigMap watch event (of the watch of scope `.0`), or its error.
+    Trust(usize, Result<ConfigMapEvent, watcher::Error>),
     /// A watch stream ended (it never should): which kind.
     WatchEnded(Watched),
     /// A policy's time is over, or a retry is due.
@@ -223,6 +241,11 @@ impl Pass {
         changed: true,
         pods_changed: true,
     };
+    /// The trust ConfigMaps are due again (the index did not change).
+    const TRUST: Pass = Pass {
+        changed: false,
+        pods_changed: true,
+    };
 }
 
 /// The kinds of watch.
@@ -230,6 +253,7 @@ impl Pass {
 enum Watched {
     Policies,
     Pods,
+    Trust,
 }
 
 impl Watched {
@@ -238,6 +262,7 @@ impl Watched {
         match self {
             Watched::Policies => "LogPolicy",
             Watched::Pods => "pod",
+            Watched::Trust => "trust ConfigMap",
         }
     }
 }
@@ -258,6 +283,7 @@ struct Inputs {
     leader_fixed: bool,
     policies: Tagged<DynamicObject>,
     pods: Tagged<Option<PodInfo>>,
+    trust: Tagged<ConfigMap>,
     reports: mpsc::Receiver<PushReport>,
     reads: mpsc::Receiver<ReadBackReport>,
     statuses: mpsc::Receiver<StatusWrite>,
@@ -283,6 +309,10 @@ impl Inputs {
             ev = self.pods.next() => match ev {
                 Some((i, ev)) => Input::Pod(i, ev),
                 None => Input::WatchEnded(Watched::Pods),
+            },
+            ev = self.trust.next() => match ev {
+                Some((i, ev)) => Input::Trust(i, ev),
+                None => Input::WatchEnded(Watched::Trust),
             },
             _ = sleep_until_system(at.expiry) => Input::Expiry,
             Some(report) = self.reports.recv() => Input::Pushed(report),
@@ -317,6 +347,12 @@ pub struct Controller {
     policy_events: PolicyEvents,
     /// Namespaces whose trust ConfigMap was applied since the last resync.
     trusted: BTreeSet<String>,
+    /// The trust ConfigMaps seen by their watch and not checked yet, by namespace: the
+    /// last state of each, and whether that was its deletion.
+    trust_seen: BTreeMap<String, (ConfigMap, bool)>,
+    /// The uids of immutable trust ConfigMaps the operator deletes to create them anew:
+    /// their deletion is its own.
+    recreating: HashSet<String>,
     views_due: Option<Instant>,
     /// Everything it spawned (pushes, read-backs, status writes): aborted when it stops.
     tasks: JoinSet<()>,
@@ -374,6 +410,8 @@ impl Controller {
             observed: HashMap::new(),
             writing: HashSet::new(),
             trusted: BTreeSet::new(),
+            trust_seen: BTreeMap::new(),
+            recreating: HashSet::new(),
             views_due: None,
             tasks: JoinSet::new(),
             reports,
@@ -404,6 +442,7 @@ impl Controller {
             leader_fixed: false,
             policies: watches::policy_events(&self.client, &self.scopes),
             pods: watches::pod_events(&self.client, &self.scopes),
+            trust: watches::config_map_events(&self.client, &self.scopes, TRUST_CONFIG_MAP),
             reports,
             reads,
             statuses,
@@ -440,6 +479,7 @@ impl Controller {
             Input::Leadership(leading) => self.on_leadership(leading),
             Input::Policy(i, ev) => Some(self.on_policy_event(i, ev)),
             Input::Pod(i, ev) => Some(self.on_pod_event(i, ev)),
+            Input::Trust(i, ev) => Some(self.on_trust_event(i, ev)),
             Input::WatchEnded(kind) => {
                 log::error!("{} watch ended", kind.name());
                 None
@@ -519,13 +559,15 @@ impl Controller {
         let changed = match kind {
             Watched::Policies => Pass::INDEX,
             Watched::Pods => Pass::PODS,
+            // Its events go to `on_trust_event`, never here.
+            Watched::Trust => return Pass::NOTHING,
         };
         match applied {
             Applied::Changed => changed,
             Applied::InitDone => {
                 let listed = match kind {
                     Watched::Policies => &mut self.policies_listed,
-                    Watched::Pods => &mut self.pods_listed,
+                    Watched::Pods | Watched::Trust => &mut self.pods_listed,
                 };
                 if listed.insert(i) {
                     self.outputs.health.listed();
@@ -536,7 +578,7 @@ impl Controller {
                         let policies = self.index.policy_count();
                         log::info!(namespace, policies, "LogPolicies listed");
                     }
-                    Watched::Pods => {
+                    Watched::Pods | Watched::Trust => {
                         let pods = self.index.pod_count();
                         log::info!(namespace, pods, "pods listed");
                     }
@@ -548,6 +590,67 @@ impl Controller {
                 log::warn!(%reason, "skipped a {}", kind.name());
                 Pass::NOTHING
             }
+        }
+    }
+
+    /// A trust ConfigMap changed or was deleted: kept to be checked by `settle` (once
+    /// every watch has listed, the namespaces with pods are known). A relist may have
+    /// missed a deletion: every namespace's ConfigMap is applied again after it.
+    fn on_trust_event(&mut self, i: usize, ev: Result<ConfigMapEvent, watcher::Error>) -> Pass {
+        let Some((_, ev)) = self.watched(Watched::Trust, i, ev) else {
+            return Pass::NOTHING;
+        };
+        let (cm, deleted) = match ev {
+            Event::Apply(cm) | Event::InitApply(cm) => (cm, false),
+            Event::Delete(cm) => (cm, true),
+            Event::Init => return Pass::NOTHING,
+            Event::InitDone => {
+                self.trusted.clear();
+                return Pass::TRUST;
+            }
+        };
+        if let Some(ns) = cm.metadata.namespace.clone() {
+            self.trust_seen.insert(ns, (cm, deleted));
+        }
+        Pass::NOTHING
+    }
+
+    /// Restores the trust ConfigMaps seen changed or deleted in namespaces with pods
+    /// (the publisher counts, logs and reports each once written).
+    fn check_trust(&mut self) {
+        if self.trust_seen.is_empty() {
+            return;
+        }
+        let seen = std::mem::take(&mut self.trust_seen);
+        let namespaces = self.index.pod_namespaces();
+        let mut restores = Vec::new();
+        for (ns, (cm, deleted)) in seen {
+            if !namespaces.contains(ns.as_str()) {
+                continue;
+            }
+            let drift = if deleted {
+                let uid = cm.metadata.uid.as_ref();
+                if uid.is_some_and(|u| self.recreating.remove(u)) {
+                    // Its own deletion of an immutable one: the restore recreates it.
+                    continue;
+                }
+                Drift::default()
+            } else {
+                match self.outputs.trust.drift(&cm) {
+                    Some(d) => d,
+                    None => continue,
+                }
+            };
+            restores.push((ns, drift));
+        }
+        for (ns, drift) in restores {
+            if let Some(uid) = &drift.recreate {
+                if self.recreating.len() >= 1024 {
+                    self.recreating.clear();
+                }
+                self.recreating.insert(uid.clone());
+            }
+            self.outputs.trust.restore(&ns, drift);
         }
     }
 
@@ -662,6 +765,7 @@ impl Controller {
                 }
             }
         }
+        self.check_trust();
         self.write_due_statuses();
     }
 

@@ -195,3 +195,31 @@ fn times_are_rfc3339_in_utc() {
     assert_eq!(rfc3339(t), "2027-01-15T08:00:00Z");
     let _ = SystemTime::now();
 }
+
+#[test]
+fn a_restored_trust_configmap_is_a_warning_naming_what_was_found() {
+    let deleted = trust_restored(&[]);
+    assert_eq!(
+        (deleted.severity, deleted.reason, deleted.action),
+        (Severity::Warning, REASON_TRUST_RESTORED, "Restore")
+    );
+    assert_eq!(
+        deleted.note,
+        "deleted; created anew with the operator's public key"
+    );
+    let changed = trust_restored(&["it is immutable".to_owned(), "x".repeat(2000)]);
+    assert_eq!(changed.severity, Severity::Warning);
+    assert!(changed
+        .note
+        .starts_with("changed by someone else (it is immutable; xxx"));
+    assert!(changed.note.len() <= 1000, "{}", changed.note.len());
+    let r = config_map_reference("shop", "logpolicy-trust", Some("u-1"));
+    assert_eq!(
+        (
+            r.kind.as_deref(),
+            r.api_version.as_deref(),
+            r.uid.as_deref()
+        ),
+        (Some("ConfigMap"), Some("v1"), Some("u-1"))
+    );
+}

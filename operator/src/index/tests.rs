@@ -516,6 +516,147 @@ fn a_pod_holding_a_newer_version_gets_a_newer_one() {
     );
     let again = index.take_pushes(t0()).remove(0);
     assert!(again.document.version > held);
+    assert_eq!(index.next_retry(), None);
+    // Acknowledged: a later 409 of the same kind is moved past again, at once.
+    assert!(index.record_push(&again.pod, again.ticket, PushResult::Applied));
+    index.apply_policy(policy("debug", web_debug()), t0() + secs(1));
+    let p = index.take_pushes(t0() + secs(1)).remove(0);
+    let held = p.document.version + 5;
+    index.record_push(&p.pod, p.ticket, stale(held));
+    let again = index.take_pushes(t0() + secs(1)).remove(0);
+    assert_eq!(again.document.version, held + 1);
+}
+
+/// A 409 as the pusher converts it: the pod holds `held`.
+fn stale(held: u64) -> PushResult {
+    PushResult::Failed {
+        label: "stale",
+        reason: format!("stale: pod holds version {held}: stale_version"),
+        held: Some(held),
+        retry: Retry::No,
+    }
+}
+
+/// Drives the index against one pod that answers every push with `answer(version sent)`
+/// for `span` of its time (retries moving the time); the versions pushed, with when.
+fn drive(
+    index: &mut Index,
+    span: Duration,
+    answer: impl Fn(u64) -> PushResult,
+) -> Vec<(Duration, u64)> {
+    let mut now = t0();
+    let mut pushed = Vec::new();
+    while now < t0() + span {
+        let pushes = index.take_pushes(now);
+        if pushes.is_empty() {
+            match index.next_retry() {
+                Some(at) => now = at,
+                None => break,
+            }
+            continue;
+        }
+        for p in pushes {
+            pushed.push((now.duration_since(t0()).unwrap(), p.document.version));
+            assert!(index.record_push(&p.pod, p.ticket, answer(p.document.version)));
+        }
+        assert!(pushed.len() < 1000, "a push loop: {:?}", &pushed[..20]);
+    }
+    pushed
+}
+
+#[test]
+fn a_pod_that_keeps_claiming_a_newer_version_is_backed_off_and_reported() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    // It claims to hold whatever it is sent, plus one.
+    let pushed = drive(&mut index, secs(60), |v| stale(v + 1));
+    // Each attempt: the version sent, then once past the one it claims at once; then
+    // the retries back off, doubling, up to the cap.
+    let times: Vec<f64> = pushed.iter().map(|(t, _)| t.as_secs_f64()).collect();
+    assert!(pushed.len() <= 16, "{times:?}");
+    let in_6s = times.iter().filter(|t| **t < 6.0).count();
+    assert!((2..=8).contains(&in_6s), "{times:?}");
+    let attempts: Vec<f64> = times
+        .windows(2)
+        .filter(|w| w[1] > w[0])
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert!(
+        attempts.windows(2).all(|w| w[1] >= w[0] * 0.5),
+        "{attempts:?}"
+    );
+    assert!(
+        attempts.iter().all(|w| *w < RETRY_CAP_LATER.as_secs_f64()),
+        "{attempts:?}"
+    );
+    // Two pushes per attempt: the version due, then once past the one it claims.
+    let attempt_count = times
+        .iter()
+        .collect::<Vec<_>>()
+        .chunk_by(|a, b| a == b)
+        .count();
+    assert_eq!(pushed.len(), 2 * attempt_count, "{times:?}");
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!((view.failed, view.applied), (1, 0));
+    let reason = &view.failing[0].1;
+    assert!(reason.contains("newer than the operator's"), "{reason}");
+    assert!(
+        reason.contains("again after the operator moved past the version it held"),
+        "{reason}"
+    );
+    assert!(reason.contains("restart the pod"), "{reason}");
+    let pod_view = &index.pod_views()[0];
+    assert!(!pod_view.in_sync);
+    assert_eq!(pod_view.last_push.as_ref().unwrap().outcome, "stale");
+
+    // Restarted, its new process is pushed at once, takes the document, and is no
+    // longer reported.
+    let mut restarted = pod("web-1", 1, &[("app", "web")]);
+    restarted.uid = "uid-web-1-b".into();
+    let now = t0() + secs(61);
+    index.apply_pod(restarted, now);
+    let p = index.take_pushes(now).remove(0);
+    assert!(index.record_push(&p.pod, p.ticket, PushResult::Applied));
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!((view.failed, view.applied), (0, 1));
+    assert_eq!(index.next_retry(), None);
+}
+
+#[test]
+fn a_held_version_no_operator_issues_is_not_followed() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let ahead = u64::try_from((2 * MAX_HELD_AHEAD).as_millis()).unwrap();
+    for held in [MAX_DOCUMENT_VERSION, unix_millis(t0()) + ahead] {
+        let mut index = Index::new();
+        index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+        index.apply_policy(policy("debug", web_debug()), t0());
+        let pushed = drive(&mut index, secs(6), |_| stale(held));
+        // Never past it: every push is of the version first decided.
+        assert!(pushed.iter().all(|(_, v)| *v == pushed[0].1), "{pushed:?}");
+        assert!((2..=5).contains(&pushed.len()), "{pushed:?}");
+        let view = index.policy_view(&pkey("debug")).unwrap();
+        let reason = &view.failing[0].1;
+        assert!(
+            reason.starts_with(&format!("the pod holds version {held}, newer than")),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("beyond any version the operator issues"),
+            "{reason}"
+        );
+        assert!(reason.contains("restart the pod"), "{reason}");
+    }
+    // A version a little ahead (an earlier operator process with its clock ahead) is
+    // still moved past, once, at once.
+    let held = unix_millis(t0()) + 3_600_000;
+    let p = index.take_pushes(t0()).remove(0);
+    index.record_push(&p.pod, p.ticket, stale(held));
+    let again = index.take_pushes(t0()).remove(0);
+    assert_eq!(again.document.version, held + 1);
+    assert!(index.record_push(&again.pod, again.ticket, PushResult::Applied));
 }
 
 #[test]
