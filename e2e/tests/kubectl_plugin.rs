@@ -356,8 +356,15 @@ async fn with_the_operator_stopped_raise_exits_5() {
     assert!(run.took >= Duration::from_secs(5), "{run}");
 
     // A Lease that nobody renews says so sooner than --wait.
-    let renewed = logpolicy::clock::format_rfc3339(SystemTime::now() - Duration::from_secs(60));
-    let renewed = renewed.replace('Z', ".000000Z");
+    // A MicroTime: microseconds, always six digits.
+    let a_minute_ago = SystemTime::now() - Duration::from_secs(60);
+    let whole = a_minute_ago
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let renewed =
+        logpolicy::clock::format_rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(whole))
+            .replace('Z', ".000000Z");
     s.apply(&format!(
         "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: logpolicy-operator}}\nspec: {{holderIdentity: op-0, leaseDurationSeconds: 15, renewTime: \"{renewed}\"}}\n"
     ))
