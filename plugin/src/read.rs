@@ -211,7 +211,7 @@ pub fn sources_for(
     let mut active: Vec<&LogPolicy> = policies
         .iter()
         .filter(|lp| Selector::try_from(lp.spec.selector.clone()).is_ok_and(|s| s.matches(labels)))
-        .filter(|lp| !condition(lp, EXPIRED).is_some_and(|c| c.status == "True"))
+        .filter(|lp| condition(lp, EXPIRED).is_none_or(|c| c.status != "True"))
         .filter(|lp| {
             condition(lp, logpolicy_operator::status::READY).is_none_or(|c| c.status == "True")
         })
