@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use crate::cluster::repo_root;
 use crate::{Error, Result};
 
-/// `target/debug`, holding `logpolicy-operator`, `logpolicy-demo-service` and
-/// `logpolicy-sign`.
+/// `target/debug`, holding `logpolicy-operator`, `logpolicy-demo-service`,
+/// `kubectl-logpolicy` and `logpolicy-sign`.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     /// The directory.
@@ -17,7 +17,8 @@ pub struct Binaries {
 }
 
 impl Binaries {
-    /// Builds `logpolicy-operator` and `logpolicy-demo-service` once per process
+    /// Builds `logpolicy-operator`, `logpolicy-demo-service` and the kubectl plugin
+    /// `kubectl-logpolicy` once per process
     /// (`$CARGO build --profile test -p ... --bins`; concurrent callers wait for the
     /// one build). The `test` profile (optimised, in `target/debug`) is the one
     /// `cargo test` builds these crates with: after `cargo test --workspace` has
@@ -35,6 +36,11 @@ impl Binaries {
     /// The demo service binary.
     pub fn demo_service(&self) -> PathBuf {
         self.dir.join("logpolicy-demo-service")
+    }
+
+    /// The kubectl plugin, `kubectl-logpolicy`.
+    pub fn plugin(&self) -> PathBuf {
+        self.dir.join("kubectl-logpolicy")
     }
 }
 
@@ -55,6 +61,8 @@ fn build() -> Result<Binaries> {
             "logpolicy-operator",
             "-p",
             "logpolicy-demo-service",
+            "-p",
+            "kubectl-logpolicy",
             "--bins",
         ])
         .stdin(Stdio::null())
@@ -62,11 +70,11 @@ fn build() -> Result<Binaries> {
         .map_err(|e| Error(format!("running {cargo:?} build: {e}")))?;
     if !status.success() {
         return Err(Error(format!(
-            "cargo build of the operator and the demo service failed ({status})"
+            "cargo build of the operator, the demo service and the plugin failed ({status})"
         )));
     }
     eprintln!(
-        "e2e: cargo build of the operator and the demo service: {:.1} s",
+        "e2e: cargo build of the operator, the demo service and the plugin: {:.1} s",
         started.elapsed().as_secs_f64()
     );
     let dir = std::env::var_os("CARGO_TARGET_DIR")

@@ -11,6 +11,7 @@ pub mod image;
 pub mod logs;
 pub mod net;
 pub mod operator;
+pub mod plugin;
 pub mod pod;
 pub mod process;
 pub mod scenario;

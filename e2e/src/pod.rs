@@ -321,15 +321,29 @@ pub async fn create_running_pods(
     labels: &BTreeMap<String, String>,
     admin: SocketAddr,
 ) -> Result<()> {
+    let pods = (0..count)
+        .map(|i| (format!("{prefix}-{i}"), admin))
+        .collect();
+    create_running_pods_at(client, namespace, pods, labels).await
+}
+
+/// Creates opted-in pods, each `(name, admin address)` (its IP and port annotation),
+/// labelled `labels`, Running and Ready, with no process behind them; at most 16 API
+/// calls at a time.
+pub async fn create_running_pods_at(
+    client: &kube::Client,
+    namespace: &str,
+    pods: Vec<(String, SocketAddr)>,
+    labels: &BTreeMap<String, String>,
+) -> Result<()> {
     use futures::StreamExt;
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let mut labels = labels.clone();
     labels.insert(OPT_IN_LABEL.to_owned(), "true".to_owned());
-    let one = |i: usize| {
+    let one = |(name, admin): (String, SocketAddr)| {
         let api = api.clone();
         let labels = labels.clone();
         async move {
-            let name = format!("{prefix}-{i}");
             let pod: Pod = serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": namespace, "labels": labels,
@@ -357,7 +371,7 @@ pub async fn create_running_pods(
             Ok::<(), Error>(())
         }
     };
-    let results: Vec<Result<()>> = futures::stream::iter(0..count)
+    let results: Vec<Result<()>> = futures::stream::iter(pods)
         .map(one)
         .buffer_unordered(16)
         .collect()

@@ -32,6 +32,8 @@ use serde::{Deserialize, Serialize};
 pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
 /// The most failing pods listed in `status.failingPods`.
 pub const MAX_FAILING_PODS: usize = 10;
+/// The longest `reason`, in characters.
+pub const MAX_REASON_LEN: usize = 256;
 /// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`: numbers with units,
 /// at least one of them not zero (`0s` is refused at admission). RE2 syntax (no
 /// lookahead), as the API server reads it.
@@ -106,6 +108,13 @@ pub const DURATION_PATTERN: &str =
         json_path = ".spec.sampling[*].target",
         priority = 1,
         description = "The targets sampled"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1,
+        description = "Why the policy exists"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -198,6 +207,14 @@ pub struct LogPolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"), length(max = 64))]
     pub expiration_time: Option<String>,
+
+    /// Why the policy exists, in one line (e.g. `INC-4211: card declines at checkout`):
+    /// shown by `kubectl get lp -o wide` and written by each pod in the lines that say when
+    /// the policy started and stopped applying there. At most 256 characters, no control
+    /// characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_REASON_LEN))]
+    pub reason: Option<String>,
 }
 
 impl LogPolicySpec {
@@ -278,7 +295,7 @@ pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
 }
 
 /// Quotes a list item or mapping value that YAML 1.1 would read as a boolean.
-fn quote_yaml11_booleans(line: &str) -> std::borrow::Cow<'_, str> {
+pub fn quote_yaml11_booleans(line: &str) -> std::borrow::Cow<'_, str> {
     const WORDS: [&str; 16] = [
         "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
         "OFF",
@@ -568,7 +585,8 @@ mod tests {
                 ("Age", 0),
                 ("Priority", 1),
                 ("Targets", 1),
-                ("Sampling", 1)
+                ("Sampling", 1),
+                ("Reason", 1)
             ]
             .map(|(n, p)| (n.to_owned(), p))
         );

@@ -343,7 +343,8 @@ fn label_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-fn label_key(k: &str) -> Result<(), String> {
+/// Checks a label key (`[prefix/]name`, as Kubernetes has them); the error names it.
+pub fn label_key(k: &str) -> Result<(), String> {
     let (prefix, name) = match k.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
@@ -366,7 +367,8 @@ fn label_key(k: &str) -> Result<(), String> {
     }
 }
 
-fn label_value(v: &str) -> Result<(), String> {
+/// Checks a label value (empty, or a name of up to 63 characters); the error names it.
+pub fn label_value(v: &str) -> Result<(), String> {
     if v.is_empty() || label_name(v) {
         Ok(())
     } else {
@@ -639,6 +641,7 @@ mod tests {
                 priority,
                 duration,
                 expiration_time: expiration,
+                reason: None,
             };
             let _ = validate(&spec);
         }

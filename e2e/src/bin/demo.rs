@@ -1,18 +1,18 @@
 //! `demo` (run by `scripts/demo`): the product end to end on this machine.
 //!
 //! A local API server (`e2e/cluster`), the operator with the Helm chart's RBAC, three
-//! demo shop services as pods, and the example incident policy
-//! `e2e/examples/incident-debug-payments.yaml` applied with `kubectl`: the services'
-//! output is shown live, per second, before the policy, during it, and after it
-//! expired on its own. Everything it started is stopped when it ends.
+//! demo shop services as pods, and an incident raise (debug for `shop::payment`, 20 s)
+//! made with the kubectl plugin, `kubectl logpolicy raise` (its `--dry-run` YAML shown
+//! first): the services' output is shown live, per second, before the policy, during it,
+//! and after it expired on its own. Everything it started is stopped when it ends.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
-use logpolicy_e2e::cluster::repo_root;
 use logpolicy_e2e::logs::Line;
 use logpolicy_e2e::operator::OperatorOptions;
+use logpolicy_e2e::plugin::kubectl_logpolicy;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::scenario::condition;
 use logpolicy_e2e::shop::wait_known;
@@ -46,6 +46,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `args` as a shell would read them (quoted where they have spaces).
+fn shell_words(args: &[&str]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.contains(' ') {
+                format!("'{a}'")
+            } else {
+                (*a).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn say(text: &str) {
@@ -88,22 +102,39 @@ async fn demo() -> Result<()> {
     view.header();
     view.run(&mut pods, "before", Duration::from_secs(4))?;
 
-    let example = repo_root().join("e2e/examples/incident-debug-payments.yaml");
+    let raise = [
+        "raise",
+        "-l",
+        "app=shop",
+        "--target",
+        "shop::payment=debug",
+        "--for",
+        "20s",
+        "--reason",
+        "demo: payments fail and the info lines do not say why",
+        "--name",
+        POLICY,
+    ];
     say(&format!(
-        "kubectl -n {ns} apply -f e2e/examples/incident-debug-payments.yaml  (debug for shop::payment, 20 s)"
+        "kubectl logpolicy -n {ns} {} --dry-run  (what it will create: debug for shop::payment, 20 s)",
+        shell_words(&raise)
     ));
-    print!(
-        "{}",
-        s.kubectl(&["apply", "-f", &example.to_string_lossy()])?
-    );
+    let dry = kubectl_logpolicy(&ns, None, &[&raise[..], &["--dry-run"]].concat())?;
+    print!("{}", dry.stdout);
+    say(&format!(
+        "kubectl logpolicy -n {ns} {}  (creates it, waits until every pod applied it)",
+        shell_words(&raise)
+    ));
+    let run = kubectl_logpolicy(&ns, None, &raise)?;
+    print!("{}{}", run.stdout, run.stderr);
+    if run.code != 0 {
+        return Err(Error(format!(
+            "kubectl logpolicy raise exited with {}",
+            run.code
+        )));
+    }
     view.header();
     view.run(&mut pods, "during", Duration::from_secs(2))?;
-    s.kubectl(&[
-        "wait",
-        "--for=condition=Applied",
-        &format!("lp/{POLICY}"),
-        "--timeout=10s",
-    ])?;
     println!("\n$ kubectl -n {ns} get lp");
     print!("{}", s.kubectl(&["get", "lp"])?);
     let lp = s.policy(POLICY)?;

@@ -1,0 +1,210 @@
+//! `plugin-bench`: how long `kubectl logpolicy raise` and `revert` take, start to exit,
+//! with 1,000 opted-in pods, against the real API server and the real operator.
+//!
+//! ```sh
+//! export LOGPOLICY_E2E_DIR=/tmp/logpolicy-e2e-bench; eval "$(e2e/cluster/up)"
+//! cargo build --profile test -p logpolicy-operator -p logpolicy-demo-service -p kubectl-logpolicy --bins
+//! cargo run --profile test -p logpolicy-e2e --bin plugin-bench          # 1,000 pods
+//! cargo run --profile test -p logpolicy-e2e --bin plugin-bench -- 200   # fewer
+//! ```
+//!
+//! The pods are Pod objects (Running, Ready, `podIP` 127.0.x.y) whose admin endpoints
+//! are the simulated ones of the operator's `push-bench` (`push-bench agents N KEY 0 0`:
+//! one process listening on N loopback addresses, verifying each signed document as the
+//! layer does and answering `GET /logpolicy` with the layers it holds), trusting the
+//! operator's key. The operator watches only the bench's namespace.
+//!
+//! Measured: `raise` from start to exit with every pod acknowledged (the operator's
+//! status says N/N), and `revert` from start to exit with every pod confirmed, through
+//! its admin endpoint, to no longer hold the policy; and the operator's RSS after each.
+//! Results: a markdown table on stdout and `target/bench/kubectl-plugin.json`.
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use logpolicy_e2e::binaries::Binaries;
+use logpolicy_e2e::cluster::repo_root;
+use logpolicy_e2e::net::get_ok;
+use logpolicy_e2e::operator::OperatorOptions;
+use logpolicy_e2e::plugin::kubectl_logpolicy;
+use logpolicy_e2e::pod::create_running_pods_at;
+use logpolicy_e2e::process::wait_for;
+use logpolicy_e2e::{Error, Operator, Result, Scenario};
+
+/// The simulated pods' admin port (as `push-bench` listens).
+const PORT: u16 = 19_090;
+
+/// The address of simulated pod `i` (as `push-bench` binds it).
+fn addr(i: usize) -> SocketAddr {
+    let third = u8::try_from(1 + i / 250).unwrap_or(u8::MAX);
+    let fourth = u8::try_from(1 + i % 250).unwrap_or(u8::MAX);
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, third, fourth)), PORT)
+}
+
+/// The name of simulated pod `i` (as `push-bench` checks it in documents).
+fn pod_name(i: usize) -> String {
+    format!("pod-{i:04}")
+}
+
+fn main() -> ExitCode {
+    let pods = match std::env::args().nth(1).map(|a| a.parse::<usize>()) {
+        None => 1000,
+        Some(Ok(n)) if (1..=1000).contains(&n) => n,
+        Some(_) => {
+            eprintln!("plugin-bench: the argument is the number of pods, 1 to 1000");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("plugin-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bench(pods)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("plugin-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The simulated pods' process, stopped (stdin closed, then killed) when dropped.
+struct Agents(std::process::Child);
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rss_mib(pid: Option<u32>) -> f64 {
+    let status = pid
+        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+async fn bench(pods: usize) -> Result<()> {
+    let s = Scenario::without_operator("plugin-bench").await?;
+    let ns = s.namespace().to_owned();
+    let operator = Operator::start(OperatorOptions {
+        set: vec![("watchNamespaces".to_owned(), format!("{{{ns}}}"))],
+        ..OperatorOptions::default()
+    })?;
+    let push_bench = Binaries::get()?.dir.join("push-bench");
+    let mut child = Command::new(&push_bench)
+        .args([
+            "agents",
+            &pods.to_string(),
+            &operator.trusted_keys,
+            "0",
+            "0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error(format!("{}: {e}", push_bench.display())))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Error("the agents' stdout".into()))?;
+    let agents = Agents(child);
+    let mut ready = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut ready)
+        .map_err(|e| Error(format!("the agents: {e}")))?;
+    if ready.trim() != "ready" {
+        return Err(Error(format!("the agents said {ready:?}, not ready")));
+    }
+
+    let started = Instant::now();
+    let labels = [("app".to_owned(), "bench".to_owned())].into();
+    let specs = (0..pods).map(|i| (pod_name(i), addr(i))).collect();
+    create_running_pods_at(&s.client, &ns, specs, &labels).await?;
+    // The operator's first push to every pod (the empty document).
+    wait_for(
+        Duration::from_secs(60),
+        "the operator to know every pod",
+        || {
+            let views = get_ok(operator.metrics_addr, "/pods")?.json()?;
+            let known = views
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["namespace"] == ns.as_str() && v["inSync"] == true)
+                .count();
+            Ok((known == pods).then_some(()))
+        },
+    )?;
+    eprintln!(
+        "{pods} pods created and known to the operator in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let idle_rss = rss_mib(operator.pid());
+
+    let raise = kubectl_logpolicy(
+        &ns,
+        Some(&operator.namespace),
+        &[
+            "raise",
+            "-l",
+            "app=bench",
+            "--target",
+            "bench=debug",
+            "--for",
+            "15m",
+            "--wait",
+            "60s",
+        ],
+    )?;
+    if raise.code != 0 {
+        return Err(Error(format!("raise: {raise}")));
+    }
+    let name = raise.created_policy()?;
+    let raised_rss = rss_mib(operator.pid());
+    let revert = kubectl_logpolicy(
+        &ns,
+        Some(&operator.namespace),
+        &["revert", &name, "--wait", "60s"],
+    )?;
+    if revert.code != 0 {
+        return Err(Error(format!("revert: {revert}")));
+    }
+    let reverted_rss = rss_mib(operator.pid());
+    drop(agents);
+
+    println!("| pods | raise, start to exit (all acknowledged) | revert, start to exit (all confirmed) | operator RSS idle / after raise / after revert |");
+    println!("|---:|---:|---:|---:|");
+    println!(
+        "| {pods} | {:.2} s | {:.2} s | {idle_rss:.1} / {raised_rss:.1} / {reverted_rss:.1} MiB |",
+        raise.took.as_secs_f64(),
+        revert.took.as_secs_f64()
+    );
+    let json = serde_json::json!({
+        "pods": pods,
+        "raise_seconds": raise.took.as_secs_f64(),
+        "revert_seconds": revert.took.as_secs_f64(),
+        "operator_rss_mib": {"idle": idle_rss, "after_raise": raised_rss, "after_revert": reverted_rss},
+    });
+    let dir = repo_root().join("target/bench");
+    let file = dir.join("kubectl-plugin.json");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&file, format!("{json:#}\n")))
+        .map_err(|e| Error(format!("{}: {e}", file.display())))?;
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! `kubectl logpolicy`, the plugin, run as a user runs it: the workspace's
+//! `kubectl-logpolicy` binary with the admin kubeconfig and a namespace.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::binaries::Binaries;
+use crate::cluster::Cluster;
+use crate::{Error, Result};
+
+/// What one run of the plugin did.
+#[derive(Debug, Clone)]
+pub struct PluginRun {
+    /// The exit code (`-1`: killed by a signal).
+    pub code: i32,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+    /// How long it ran.
+    pub took: Duration,
+}
+
+impl PluginRun {
+    /// The name of the LogPolicy a `raise` created (`lp/NAME created ...`).
+    pub fn created_policy(&self) -> Result<String> {
+        self.stdout
+            .lines()
+            .find_map(|l| {
+                let rest = l.strip_prefix("lp/")?;
+                let (name, after) = rest.split_once(' ')?;
+                after.starts_with("created").then(|| name.to_owned())
+            })
+            .ok_or_else(|| Error(format!("no `lp/NAME created` line in:\n{self}")))
+    }
+
+    /// Fails unless it exited with `code`.
+    pub fn expect_code(&self, code: i32) -> Result<&Self> {
+        if self.code == code {
+            Ok(self)
+        } else {
+            Err(Error(format!(
+                "kubectl logpolicy exited with {}, not {code}:\n{self}",
+                self.code
+            )))
+        }
+    }
+}
+
+impl std::fmt::Display for PluginRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {} after {:.2} s\n--- stdout\n{}--- stderr\n{}",
+            self.code,
+            self.took.as_secs_f64(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// Runs `kubectl-logpolicy ARGS --kubeconfig <admin> -n NAMESPACE` (with
+/// `--operator-namespace` if given) and waits for it.
+pub fn kubectl_logpolicy(
+    namespace: &str,
+    operator_namespace: Option<&str>,
+    args: &[&str],
+) -> Result<PluginRun> {
+    let cluster = Cluster::shared()?;
+    let binary = Binaries::get()?.plugin();
+    let mut cmd = Command::new(&binary);
+    cmd.args(args)
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["-n", namespace])
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null());
+    if let Some(ns) = operator_namespace {
+        cmd.args(["--operator-namespace", ns]);
+    }
+    let started = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(|e| Error(format!("running {}: {e}", binary.display())))?;
+    let run = PluginRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
+    };
+    Ok(run)
+}

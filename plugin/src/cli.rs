@@ -1,0 +1,368 @@
+//! The command line: `kubectl logpolicy raise|list|status|extend|revert|effective|completion`.
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use logpolicy::policy::{SamplingSpec, TargetSpec};
+use logpolicy::Level;
+
+use crate::cluster::Connection;
+use crate::flags::{
+    parse_level, parse_policy_name, parse_reason, parse_redact, parse_sample, parse_target,
+    PolicyDuration,
+};
+use crate::output::Format;
+use crate::selector::{parse_label_selector, WorkloadRef};
+
+const ABOUT: &str = "Raise a workload's log levels for a while, and see it applied in its pods";
+
+const LONG_ABOUT: &str = "\
+Raise a workload's log levels for a while with a LogPolicy, and wait until every pod
+of it has applied the change; list, extend and revert those policies.
+
+Only pods labelled logpolicy.dev/enabled=true are changed (they run the logpolicy
+layer with its admin endpoint); the logpolicy operator pushes each policy into them.
+
+Exit codes: 0 done (every selected pod acknowledged); 1 other errors (the API server
+cannot be reached, an object is not found); 2 bad arguments; 3 none of the selected
+pods has opted in; 4 some pods did not acknowledge within --wait (the policy stays);
+5 the operator is not running; 6 refused by the API server or the operator.";
+
+const RAISE_EXAMPLES: &str = "\
+Examples:
+  # shop::payment at debug in the pods of deploy/shop for 15 minutes
+  kubectl logpolicy raise deploy/shop --target shop::payment=debug --reason 'INC-4211: card declines'
+
+  # Pods by label, trace for 10 minutes, one request in 100 of the access log kept
+  kubectl logpolicy raise -l app=shop,tier!=canary --target shop=trace \\
+      --sample shop::http=1/100:request --for 10m
+
+  # Also write the field card_token as [redacted]
+  kubectl logpolicy raise sts/ledger --target ledger=debug --redact card_token
+
+  # Print the LogPolicy it would create, and create nothing
+  kubectl logpolicy raise deploy/shop --target shop::payment=debug --dry-run";
+
+/// `kubectl logpolicy`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-logpolicy",
+    bin_name = "kubectl logpolicy",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT
+)]
+pub struct Cli {
+    /// Where and as whom.
+    #[command(flatten)]
+    pub connection: Connection,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a temporary LogPolicy for a workload's pods and wait until they applied it.
+    #[command(after_help = RAISE_EXAMPLES)]
+    Raise(RaiseArgs),
+    /// List the LogPolicies: targets and levels, pods applied, time left, reason.
+    #[command(
+        after_help = "Examples:\n  kubectl logpolicy list\n  kubectl logpolicy list -A -o yaml"
+    )]
+    List(ListArgs),
+    /// A LogPolicy's pods (applied, pending, failed) and conditions.
+    #[command(
+        after_help = "Examples:\n  kubectl logpolicy status raise-shop-payment-debug-x7k2p\n  kubectl logpolicy status raise-shop-payment-debug-x7k2p -o json"
+    )]
+    Status(StatusArgs),
+    /// Make a LogPolicy last a given time from now, and wait until the pods applied it.
+    #[command(
+        after_help = "Examples:\n  # 10 more minutes from now\n  kubectl logpolicy extend raise-shop-payment-debug-x7k2p --for 10m"
+    )]
+    Extend(ExtendArgs),
+    /// Delete LogPolicies and wait until their pods dropped them.
+    #[command(
+        after_help = "Examples:\n  kubectl logpolicy revert raise-shop-payment-debug-x7k2p\n  # Every LogPolicy of the namespace\n  kubectl logpolicy revert --all -n shop"
+    )]
+    Revert(RevertArgs),
+    /// What a pod enforces now, and the LogPolicies it comes from.
+    #[command(after_help = "Examples:\n  kubectl logpolicy effective shop-7d9c5b-x2x4q -n shop")]
+    Effective(EffectiveArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  kubectl logpolicy completion bash > /etc/bash_completion.d/kubectl-logpolicy\n  kubectl logpolicy completion zsh > \"${fpath[1]}/_kubectl-logpolicy\"\n  kubectl logpolicy completion fish > ~/.config/fish/completions/kubectl-logpolicy.fish"
+    )]
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `raise`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("pods").required(true).args(["workload", "selector"])))]
+#[command(group(ArgGroup::new("what").required(true).multiple(true).args(["targets", "default_level", "samples"])))]
+pub struct RaiseArgs {
+    /// The workload whose pods to raise: deploy/NAME, sts/NAME, ds/NAME or rs/NAME (its
+    /// spec.selector selects the pods).
+    pub workload: Option<WorkloadRef>,
+    /// The pods to raise, by label, in kubectl's syntax: a=b,c!=d,e in (x,y),!f,g.
+    #[arg(short = 'l', long = "selector", value_parser = parse_label_selector)]
+    pub selector: Option<LabelSelector>,
+    /// A target's level, TARGET=LEVEL (e.g. shop::payment=debug); repeatable. Levels:
+    /// trace, debug, info, warn, error, off.
+    #[arg(long = "target", value_name = "T=LEVEL", value_parser = parse_target)]
+    pub targets: Vec<TargetSpec>,
+    /// The level of every target no --target names.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub default_level: Option<Level>,
+    /// Keep one in N events of a target (or whole requests, with :request), below
+    /// --always-keep: T=1/N[:request]; repeatable.
+    #[arg(long = "sample", value_name = "T=1/N[:request]", value_parser = parse_sample)]
+    pub samples: Vec<SamplingSpec>,
+    /// Events at or above this level are never sampled out (the pods' default: warn).
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub always_keep: Option<Level>,
+    /// A field name whose values the pods write as [redacted]; repeatable.
+    #[arg(long = "redact", value_name = "NAME", value_parser = parse_redact)]
+    pub redact: Vec<String>,
+    /// How long the policy applies (e.g. 15m, 1h30m, 90s; at most 8760h).
+    #[arg(long = "for", value_name = "DURATION", default_value = "15m")]
+    pub duration: PolicyDuration,
+    /// Why, in one line (e.g. an incident number): shown by list and kubectl get lp -o wide.
+    #[arg(long, value_parser = parse_reason)]
+    pub reason: Option<String>,
+    /// The LogPolicy's name (default: raise-<workload>-<target>-<level>-<5 random>).
+    #[arg(long, value_parser = parse_policy_name)]
+    pub name: Option<String>,
+    /// Higher wins per target over other policies, from -1000 to 1000.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(-1000..=1000))]
+    pub priority: i32,
+    /// How long to wait for the pods to acknowledge.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub wait: PolicyDuration,
+    /// Print the LogPolicy as YAML and create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+/// `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The LogPolicy.
+    pub name: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+/// `extend`.
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    /// The LogPolicy.
+    pub name: String,
+    /// How long from now it applies (e.g. 10m).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub duration: PolicyDuration,
+    /// How long to wait for the pods to acknowledge.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub wait: PolicyDuration,
+}
+
+/// `revert`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["names", "all"])))]
+pub struct RevertArgs {
+    /// The LogPolicies to delete.
+    pub names: Vec<String>,
+    /// Every LogPolicy of the namespace.
+    #[arg(long)]
+    pub all: bool,
+    /// How long to wait for the pods to drop them.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub wait: PolicyDuration,
+}
+
+/// `effective`.
+#[derive(Debug, Args)]
+pub struct EffectiveArgs {
+    /// The pod.
+    pub pod: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::time::Duration;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kubectl-logpolicy").chain(args.iter().copied()))
+    }
+
+    fn raise(args: &[&str]) -> RaiseArgs {
+        match parse(args).unwrap().command {
+            Command::Raise(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn raise_takes_a_workload_or_a_selector_and_defaults_to_15m() {
+        let r = raise(&["raise", "deploy/shop", "--target", "shop::payment=debug"]);
+        assert_eq!(r.workload.unwrap().to_string(), "deploy/shop");
+        assert_eq!(r.duration.value, Duration::from_secs(900));
+        assert_eq!(r.wait.value, Duration::from_secs(10));
+        assert_eq!(r.targets[0].target, "shop::payment");
+        let r = raise(&[
+            "raise",
+            "-l",
+            "app=shop,tier in (web)",
+            "--default-level",
+            "debug",
+            "--for",
+            "10s",
+            "--sample",
+            "shop::http=1/10:request",
+            "--redact",
+            "card_token",
+            "--priority",
+            "5",
+            "--reason",
+            "INC-1",
+            "--name",
+            "mine",
+            "--wait",
+            "5s",
+            "--dry-run",
+            "-n",
+            "shop",
+        ]);
+        assert!(r.selector.is_some() && r.workload.is_none());
+        assert_eq!(r.samples[0].keep_one_in, 10);
+        assert_eq!((r.priority, r.dry_run), (5, true));
+        assert_eq!(r.name.as_deref(), Some("mine"));
+    }
+
+    #[test]
+    fn bad_raises_are_refused_with_the_flag_and_the_bad_part() {
+        for (args, says) in [
+            (&["raise", "--target", "a=debug"][..], "required"),
+            (&["raise", "deploy/shop"][..], "required"),
+            (
+                &["raise", "deploy/shop", "-l", "a=b", "--target", "a=debug"][..],
+                "cannot be used with",
+            ),
+            (
+                &["raise", "deploy/shop", "--target", "a=loud"][..],
+                "\"loud\" is not a level",
+            ),
+            (
+                &["raise", "pod/shop", "--target", "a=debug"][..],
+                "\"pod\" is not a workload kind",
+            ),
+            (
+                &["raise", "-l", "a in b", "--target", "a=debug"][..],
+                "parentheses",
+            ),
+            (
+                &["raise", "deploy/shop", "--target", "a=debug", "--for", "0s"][..],
+                "--for <DURATION>",
+            ),
+            (
+                &["raise", "deploy/shop", "--target", "a=debug", "--for", "1d"][..],
+                "\"1d\"",
+            ),
+            (
+                &[
+                    "raise",
+                    "deploy/shop",
+                    "--target",
+                    "a=debug",
+                    "--priority",
+                    "2000",
+                ][..],
+                "2000",
+            ),
+            (
+                &[
+                    "raise",
+                    "deploy/shop",
+                    "--target",
+                    "a=debug",
+                    "--sample",
+                    "a=1/0",
+                ][..],
+                "N in 1/0",
+            ),
+            (
+                &[
+                    "raise",
+                    "deploy/shop",
+                    "--target",
+                    "a=debug",
+                    "--name",
+                    "Bad_Name",
+                ][..],
+                "not a valid name",
+            ),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            let text = err.to_string();
+            assert!(text.contains(says), "{args:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn other_commands() {
+        let Command::Revert(r) = parse(&["revert", "--all", "--wait", "3s"]).unwrap().command
+        else {
+            panic!()
+        };
+        assert!(r.all && r.names.is_empty());
+        assert!(parse(&["revert"]).is_err());
+        assert!(parse(&["revert", "a", "--all"]).is_err());
+        let Command::Extend(e) = parse(&["extend", "x", "--for", "10m"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!(e.duration.value, Duration::from_secs(600));
+        assert!(parse(&["extend", "x"]).is_err());
+        let Command::List(l) = parse(&["list", "-A", "-o", "yaml"]).unwrap().command else {
+            panic!()
+        };
+        assert!(l.all_namespaces && l.output == Format::Yaml);
+        assert!(parse(&["list", "-o", "xml"]).is_err());
+        assert!(parse(&["completion", "zsh"]).is_ok());
+        assert!(parse(&["completion", "tcsh"]).is_err());
+        let help = Cli::command()
+            .find_subcommand_mut("raise")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("kubectl logpolicy raise deploy/shop"),
+            "{help}"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The values of the command-line flags, parsed once into typed values: `--target
+//! T=LEVEL`, `--sample T=1/N[:request]`, durations (`--for`, `--wait`). Each error
+//! names the part that is wrong; clap prints it with the flag and exits with 2.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use logpolicy::policy::{SamplingScope, SamplingSpec, TargetSpec};
+use logpolicy::Level;
+use logpolicy_operator::validate::parse_duration;
+
+/// The largest `N` of a `1/N` sampling rule.
+const MAX_ONE_IN: u64 = 1_000_000;
+
+/// A target as the pods take it ([`logpolicy::Target`]: a module path such as
+/// `shop::payment`).
+fn target_name(t: &str, whole: &str) -> Result<String, String> {
+    let t = t.trim();
+    if t.is_empty() {
+        return Err(format!("{whole:?}: the target before '=' is empty"));
+    }
+    t.parse::<logpolicy::Target>()
+        .map_err(|e| format!("{whole:?}: {e}"))?;
+    Ok(t.to_owned())
+}
+
+fn level(s: &str, whole: &str) -> Result<Level, String> {
+    s.trim().parse().map_err(|_| {
+        format!("{whole:?}: {s:?} is not a level: use trace, debug, info, warn, error or off")
+    })
+}
+
+/// `--target T=LEVEL`, e.g. `shop::payment=debug`.
+pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
+    let (t, l) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: expected TARGET=LEVEL, e.g. shop::payment=debug"))?;
+    Ok(TargetSpec {
+        target: target_name(t, s)?,
+        level: level(l, s)?,
+    })
+}
+
+/// A level flag (`--default-level`, `--always-keep`).
+pub fn parse_level(s: &str) -> Result<Level, String> {
+    level(s, s)
+}
+
+/// `--sample T=1/N[:request|:event]`: keep one in `N` events (or whole requests) of `T`.
+pub fn parse_sample(s: &str) -> Result<SamplingSpec, String> {
+    let (t, rate) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected TARGET=1/N[:request], e.g. shop::http=1/100"))?;
+    let target = target_name(t, s)?;
+    let (rate, scope) = match rate.split_once(':') {
+        None => (rate, SamplingScope::Event),
+        Some((r, "request")) => (r, SamplingScope::Request),
+        Some((r, "event")) => (r, SamplingScope::Event),
+        Some((_, other)) => {
+            return Err(format!(
+                "{s:?}: the scope {other:?} is not one of request, event"
+            ))
+        }
+    };
+    let n = rate
+        .strip_prefix("1/")
+        .ok_or_else(|| format!("{s:?}: the rate {rate:?} is not of the form 1/N, e.g. 1/100"))?;
+    let keep_one_in: u64 = n
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_ONE_IN).contains(n))
+        .ok_or_else(|| {
+            format!("{s:?}: N in 1/{n} must be a whole number from 1 to {MAX_ONE_IN}")
+        })?;
+    Ok(SamplingSpec {
+        target,
+        keep_one_in,
+        scope,
+        span: None,
+    })
+}
+
+/// A duration as the CRD's `duration` field takes it (`15m`, `1h30m`, `90s`, `500ms`;
+/// not zero; at most 8760h), keeping the text it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyDuration {
+    /// As given, e.g. `15m`: what goes into `spec.duration`.
+    pub text: String,
+    /// Its value.
+    pub value: Duration,
+}
+
+impl FromStr for PolicyDuration {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let text = s.trim();
+        let value = parse_duration(text).map_err(|e| {
+            format!("{e}; use numbers with units ms, s, m, h, e.g. 15m, 1h30m, 90s")
+        })?;
+        Ok(PolicyDuration {
+            text: text.to_owned(),
+            value,
+        })
+    }
+}
+
+impl fmt::Display for PolicyDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// `--name` and generated names: a DNS-1123 subdomain label (lower-case letters,
+/// digits, `-`; starting and ending alphanumeric; at most 63 characters).
+pub fn parse_policy_name(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a valid name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+        ))
+    }
+}
+
+/// `--reason`: one line of at most 256 characters, as the CRD takes it.
+pub fn parse_reason(s: &str) -> Result<String, String> {
+    let max = logpolicy_operator::crd::MAX_REASON_LEN;
+    if s.chars().count() > max {
+        return Err(format!("the reason is longer than {max} characters"));
+    }
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "the reason contains the control character {c:?}; write it on one line"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// `--redact NAME`: a field name (ASCII letters, digits, `_`, `-`, `.`).
+pub fn parse_redact(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?} is not a field name: ASCII letters, digits, '_', '-', '.', at most 128 characters"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_refusals_name_the_bad_part() {
+        assert_eq!(
+            parse_target("shop::payment=debug"),
+            Ok(TargetSpec {
+                target: "shop::payment".into(),
+                level: Level::Debug
+            })
+        );
+        assert_eq!(
+            parse_target("shop=TRACE").map(|t| t.level),
+            Ok(Level::Trace)
+        );
+        assert_eq!(parse_target("shop=off").map(|t| t.level), Ok(Level::Off));
+        let err = parse_target("shop::payment=verbose").unwrap_err();
+        assert!(err.contains("\"verbose\" is not a level"), "{err}");
+        let err = parse_target("shop::payment").unwrap_err();
+        assert!(err.contains("expected TARGET=LEVEL"), "{err}");
+        let err = parse_target("=debug").unwrap_err();
+        assert!(err.contains("target before '=' is empty"), "{err}");
+        let err = parse_target("shop pay=debug").unwrap_err();
+        assert!(err.contains("\"shop pay\" contains ' '"), "{err}");
+        let err = parse_target("*=debug").unwrap_err();
+        assert!(err.contains("\"*\" starts with '*'"), "{err}");
+        let long = format!("{}=debug", "a".repeat(257));
+        assert!(parse_target(&long).unwrap_err().contains("longer than 256"));
+    }
+
+    #[test]
+    fn sample_specs_parse_and_refusals_name_the_bad_part() {
+        let s = parse_sample("shop::http=1/100").unwrap();
+        assert_eq!((s.target.as_str(), s.keep_one_in), ("shop::http", 100));
+        assert_eq!(s.scope, SamplingScope::Event);
+        let s = parse_sample("shop::http=1/10:request").unwrap();
+        assert_eq!((s.keep_one_in, s.scope), (10, SamplingScope::Request));
+        assert_eq!(
+            parse_sample("x=1/1:event").map(|s| s.scope),
+            Ok(SamplingScope::Event)
+        );
+        for (bad, says) in [
+            ("shop::http", "expected TARGET=1/N"),
+            ("shop::http=100", "the rate \"100\" is not of the form 1/N"),
+            ("shop::http=1/0", "N in 1/0 must be"),
+            ("shop::http=1/x", "N in 1/x must be"),
+            ("shop::http=1/2000000", "N in 1/2000000 must be"),
+            ("shop::http=1/5:span", "the scope \"span\" is not one of"),
+            ("=1/5", "target before '=' is empty"),
+        ] {
+            let err = parse_sample(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_are_bounded_like_the_crds_pattern() {
+        let d: PolicyDuration = "15m".parse().unwrap();
+        assert_eq!(d.value, Duration::from_secs(900));
+        assert_eq!(d.to_string(), "15m");
+        assert_eq!(
+            "1h30m".parse::<PolicyDuration>().map(|d| d.value),
+            Ok(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            "500ms".parse::<PolicyDuration>().map(|d| d.value),
+            Ok(Duration::from_millis(500))
+        );
+        for bad in ["", "15", "0s", "15 m", "1d", "8761h", "-5m"] {
+            let err = bad.parse::<PolicyDuration>().unwrap_err();
+            assert!(err.contains("e.g. 15m"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn names_reasons_and_redactions() {
+        assert!(parse_policy_name("raise-shop-payment-debug-x7k2p").is_ok());
+        for bad in ["", "Raise", "-a", "a-", "a_b", &"a".repeat(64)] {
+            assert!(
+                parse_policy_name(bad)
+                    .unwrap_err()
+                    .contains("not a valid name"),
+                "{bad}"
+            );
+        }
+        assert!(parse_reason("INC-4211: card declines at checkout").is_ok());
+        assert!(parse_reason("two\nlines").unwrap_err().contains("'\\n'"));
+        assert!(parse_reason(&"x".repeat(257))
+            .unwrap_err()
+            .contains("longer than 256"));
+        assert_eq!(parse_redact("card_token"), Ok("card_token".into()));
+        assert!(parse_redact("card token")
+            .unwrap_err()
+            .contains("\"card token\" is not a field name"));
+        assert_eq!(parse_level("Warn"), Ok(Level::Warn));
+        assert!(parse_level("loud").unwrap_err().contains("\"loud\""));
+    }
+}

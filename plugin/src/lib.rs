@@ -1,0 +1,56 @@
+//! # kubectl-logpolicy
+//!
+//! `kubectl logpolicy raise deploy/shop --target shop::payment=debug --for 15m` creates a
+//! temporary `LogPolicy` (the operator's own type, [`logpolicy_operator::LogPolicy`]) for
+//! the workload's pods and waits until every opted-in pod acknowledged it, reading the
+//! status the operator writes; `list`, `status`, `extend`, `revert` and `effective`
+//! manage and explain those policies.
+//!
+//! The modules, from the bottom up: [`exit`] (exit codes), [`flags`] (flag values),
+//! [`selector`] (kubectl's selector syntax, workloads' selectors), [`naming`],
+//! [`output`], [`progress`] (what a status says, pure), [`cli`] (the command line),
+//! [`cluster`] (the client, pods, the operator's Lease, a pod's admin endpoint), then the
+//! commands: [`ack`] (waiting for pods), [`raise`] (`raise`, `extend`), [`revert`],
+//! [`read`] (`list`, `status`, `effective`).
+
+pub mod exit;
+pub mod flags;
+pub mod naming;
+pub mod output;
+pub mod progress;
+pub mod selector;
+
+pub mod cli;
+pub mod cluster;
+
+pub mod ack;
+pub mod raise;
+pub mod read;
+pub mod revert;
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the parsed command line; `Ok` or the failure with its exit code.
+pub async fn run(cli: Cli) -> exit::Result<()> {
+    let c = &cli.connection;
+    match &cli.command {
+        Command::Raise(args) => raise::raise(c, args).await,
+        Command::Extend(args) => raise::extend(c, args).await,
+        Command::Revert(args) => revert::revert(c, args).await,
+        Command::List(args) => read::list(c, args).await,
+        Command::Status(args) => read::status(c, args).await,
+        Command::Effective(args) => read::effective(c, args).await,
+        Command::Completion { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(
+                *shell,
+                &mut cmd,
+                "kubectl-logpolicy",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! How far a LogPolicy got, as the operator's status tells it: whether the operator has
+//! seen the current generation, refused it, or how many of the selected pods
+//! acknowledged it, and one row per pod.
+//!
+//! The status counts pods (`matchedPods`, `appliedPods`, `failedPods`) and names up to 10
+//! failing pods with their reason; it does not name the pods that applied. A pod is
+//! `applied` when every pod applied, `failed` when the status names it, and `pending`
+//! otherwise.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use logpolicy_operator::status::{APPLIED, READY};
+use logpolicy_operator::LogPolicy;
+use serde::Serialize;
+
+/// What the status says about the policy's current generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// No status for this generation yet: the operator has not seen it.
+    Unseen,
+    /// `Ready=False`: the operator refused the spec (the condition's message).
+    Refused(String),
+    /// Every selected pod acknowledged it.
+    Applied,
+    /// Seen, not yet acknowledged by every pod.
+    Pending {
+        /// Pods that acknowledged.
+        applied: i32,
+        /// Opted-in pods the selector matches.
+        matched: i32,
+        /// Pods that refused it or could not be reached.
+        failed: i32,
+    },
+}
+
+/// The condition `type_` of the policy's status.
+pub fn condition<'a>(lp: &'a LogPolicy, type_: &str) -> Option<&'a Condition> {
+    lp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Where `lp` stands, for its current `metadata.generation`.
+pub fn progress(lp: &LogPolicy) -> Progress {
+    let Some(status) = &lp.status else {
+        return Progress::Unseen;
+    };
+    let generation = lp.metadata.generation.unwrap_or(1);
+    if status.observed_generation.is_none_or(|g| g < generation) {
+        return Progress::Unseen;
+    }
+    if let Some(ready) = condition(lp, READY).filter(|c| c.status == "False") {
+        return Progress::Refused(format!("{}: {}", ready.reason, ready.message));
+    }
+    let all = condition(lp, APPLIED).is_some_and(|c| c.status == "True");
+    if all && status.applied_pods == status.matched_pods {
+        Progress::Applied
+    } else {
+        Progress::Pending {
+            applied: status.applied_pods,
+            matched: status.matched_pods,
+            failed: status.failed_pods,
+        }
+    }
+}
+
+/// One pod's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodRow {
+    /// The pod.
+    pub pod: String,
+    /// `applied`, `pending` or `failed`.
+    pub state: &'static str,
+    /// Why it failed, as the operator reports it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// The rows of `pods` (the selected, opted-in pods, by name) under `lp`'s status.
+pub fn pod_rows(lp: &LogPolicy, pods: &[String]) -> Vec<PodRow> {
+    let applied_all = progress(lp) == Progress::Applied;
+    let failing = lp
+        .status
+        .as_ref()
+        .map(|s| s.failing_pods.as_slice())
+        .unwrap_or_default();
+    pods.iter()
+        .map(|pod| {
+            let failed = failing.iter().find(|f| &f.name == pod);
+            let (state, error) = match failed {
+                Some(f) => ("failed", f.reason.clone()),
+                None if applied_all => ("applied", String::new()),
+                None => ("pending", String::new()),
+            };
+            PodRow {
+                pod: pod.clone(),
+                state,
+                error,
+            }
+        })
+        .collect()
+}
+
+/// The pods' table, with a note on the counts when the status cannot say which pods
+/// applied.
+pub fn pod_table(lp: &LogPolicy, rows: &[PodRow]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| vec![r.pod.clone(), r.state.to_owned(), r.error.clone()])
+        .collect();
+    let mut out = crate::output::table(&["POD", "STATE", "ERROR"], &cells);
+    if let Progress::Pending {
+        applied, matched, ..
+    } = progress(lp)
+    {
+        if applied > 0 {
+            out.push_str(&format!(
+                "{applied} of the {matched} selected pods applied it (the operator's status counts them; it does not name them)\n"
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logpolicy_operator::crd::{FailingPod, LogPolicyStatus};
+
+    fn policy(generation: i64, status: Option<serde_json::Value>) -> LogPolicy {
+        let mut lp: LogPolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "logpolicy.dev/v1alpha1", "kind": "LogPolicy",
+            "metadata": {"name": "raise-shop-debug-bbbbb", "namespace": "shop", "generation": generation},
+            "spec": {"selector": {"matchLabels": {"app": "shop"}}, "defaultLevel": "debug"},
+        }))
+        .unwrap();
+        lp.status = status.map(|s| serde_json::from_value::<LogPolicyStatus>(s).unwrap());
+        lp
+    }
+
+    fn cond(t: &str, s: &str, reason: &str, msg: &str) -> serde_json::Value {
+        serde_json::json!({"type": t, "status": s, "reason": reason, "message": msg,
+            "lastTransitionTime": "2026-12-03T07:00:00Z", "observedGeneration": 2})
+    }
+
+    #[test]
+    fn progress_reads_the_current_generation_only() {
+        assert_eq!(progress(&policy(1, None)), Progress::Unseen);
+        let applied = serde_json::json!({
+            "observedGeneration": 1, "matchedPods": 3, "appliedPods": 3,
+            "conditions": [cond("Ready", "True", "Valid", ""), cond("Applied", "True", "AllPodsApplied", "3/3 pods")],
+        });
+        assert_eq!(
+            progress(&policy(1, Some(applied.clone()))),
+            Progress::Applied
+        );
+        // A status of generation 1 says nothing of generation 2 (after `extend`).
+        assert_eq!(progress(&policy(2, Some(applied))), Progress::Unseen);
+        let refused = serde_json::json!({
+            "observedGeneration": 2,
+            "conditions": [cond("Ready", "False", "Invalid", "spec.targets[0].target: bad (nothing is applied)")],
+        });
+        assert_eq!(
+            progress(&policy(2, Some(refused))),
+            Progress::Refused("Invalid: spec.targets[0].target: bad (nothing is applied)".into())
+        );
+        let pending = serde_json::json!({
+            "observedGeneration": 2, "matchedPods": 3, "appliedPods": 1, "failedPods": 1,
+            "failingPods": [{"name": "shop-2", "reason": "timeout after 2s"}],
+            "conditions": [cond("Ready", "True", "Valid", ""), cond("Applied", "False", "PodsFailed", "1/3 pods, 1 failed")],
+        });
+        let lp = policy(2, Some(pending));
+        assert_eq!(
+            progress(&lp),
+            Progress::Pending {
+                applied: 1,
+                matched: 3,
+                failed: 1
+            }
+        );
+        let pods: Vec<String> = ["shop-0", "shop-1", "shop-2"].map(String::from).to_vec();
+        let rows = pod_rows(&lp, &pods);
+        assert_eq!(
+            rows.iter().map(|r| r.state).collect::<Vec<_>>(),
+            ["pending", "pending", "failed"]
+        );
+        assert_eq!(rows[2].error, "timeout after 2s");
+        let table = pod_table(&lp, &rows);
+        assert!(
+            table.contains("1 of the 3 selected pods applied it"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn every_pod_is_applied_when_all_applied() {
+        let mut lp = policy(1, None);
+        lp.status = Some(LogPolicyStatus {
+            observed_generation: Some(1),
+            matched_pods: 2,
+            applied_pods: 2,
+            failing_pods: vec![FailingPod {
+                name: "shop-9".into(),
+                reason: "gone".into(),
+            }],
+            conditions: serde_json::from_value(serde_json::json!([
+                cond("Ready", "True", "Valid", ""),
+                cond("Applied", "True", "AllPodsApplied", "2/2 pods")
+            ]))
+            .unwrap(),
+            ..LogPolicyStatus::default()
+        });
+        let rows = pod_rows(&lp, &["shop-0".into(), "shop-1".into()]);
+        assert!(rows.iter().all(|r| r.state == "applied"), "{rows:?}");
+    }
+}

@@ -1,0 +1,339 @@
+//! `raise` and `extend`: create (or re-time) a LogPolicy, then wait for its pods.
+
+use std::time::SystemTime;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::Api;
+use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
+
+use crate::ack::wait_for_pods;
+use crate::cli::{ExtendArgs, RaiseArgs};
+use crate::cluster::{Connection, Kube};
+use crate::exit::{self, api_failure, Failure, Result};
+use crate::naming::{policy_name, random_suffix};
+use crate::output::yaml;
+use crate::selector::{selector_string, workload_selector, Workload, WorkloadKind, WorkloadRef};
+
+/// The field manager of what the plugin writes.
+pub const FIELD_MANAGER: &str = "kubectl-logpolicy";
+
+/// The LogPolicy a raise creates (pure: the selector and the name are given).
+pub fn raise_policy(
+    args: &RaiseArgs,
+    namespace: &str,
+    name: &str,
+    selector: LabelSelector,
+) -> LogPolicy {
+    let spec = LogPolicySpec {
+        selector,
+        default_level: args.default_level,
+        targets: args.targets.clone(),
+        sampling: args.samples.clone(),
+        always_keep: args.always_keep,
+        burst: None,
+        max_bytes_per_second: None,
+        redact: args.redact.clone(),
+        redact_values: false,
+        priority: args.priority,
+        duration: Some(args.duration.text.clone()),
+        expiration_time: None,
+        reason: args.reason.clone(),
+    };
+    let mut lp = LogPolicy::new(name, spec);
+    lp.metadata = ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(
+            [(
+                "app.kubernetes.io/managed-by".to_owned(),
+                FIELD_MANAGER.to_owned(),
+            )]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    };
+    lp
+}
+
+/// The workload's selector, read from the API.
+async fn selector_of(kube: &Kube, w: &WorkloadRef) -> Result<LabelSelector> {
+    let (c, ns) = (kube.client.clone(), kube.namespace.as_str());
+    let what = format!("{w} in namespace {ns}");
+    let fail = |e| api_failure(&what, e);
+    let workload = match w.kind {
+        WorkloadKind::Deployment => Workload::Deployment(
+            Api::<Deployment>::namespaced(c, ns)
+                .get(&w.name)
+                .await
+                .map_err(fail)?,
+        ),
+        WorkloadKind::StatefulSet => Workload::StatefulSet(
+            Api::<StatefulSet>::namespaced(c, ns)
+                .get(&w.name)
+                .await
+                .map_err(fail)?,
+        ),
+        WorkloadKind::DaemonSet => Workload::DaemonSet(
+            Api::<DaemonSet>::namespaced(c, ns)
+                .get(&w.name)
+                .await
+                .map_err(fail)?,
+        ),
+        WorkloadKind::ReplicaSet => Workload::ReplicaSet(
+            Api::<ReplicaSet>::namespaced(c, ns)
+                .get(&w.name)
+                .await
+                .map_err(fail)?,
+        ),
+    };
+    workload_selector(&workload).map_err(Failure::error)
+}
+
+/// What the name says the raise is for: the workload's name, else the selector's first
+/// value (or key).
+fn subject(args: &RaiseArgs, selector: &LabelSelector) -> String {
+    if let Some(w) = &args.workload {
+        return w.name.clone();
+    }
+    selector
+        .match_labels
+        .as_ref()
+        .and_then(|m| m.values().next().cloned())
+        .or_else(|| {
+            selector
+                .match_expressions
+                .as_ref()
+                .and_then(|e| e.first())
+                .map(|e| e.key.rsplit('/').next().unwrap_or(&e.key).to_owned())
+        })
+        .unwrap_or_else(|| "pods".to_owned())
+}
+
+/// `raise`.
+pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
+    let kube = connection.connect().await?;
+    let selector = match (&args.workload, &args.selector) {
+        (Some(w), _) => selector_of(&kube, w).await?,
+        (None, Some(s)) => s.clone(),
+        (None, None) => {
+            return Err(Failure::new(
+                exit::USAGE,
+                "give a workload (deploy/NAME) or -l SELECTOR",
+            ))
+        }
+    };
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => policy_name(
+            &subject(args, &selector),
+            &args.targets,
+            args.default_level,
+            &random_suffix().map_err(Failure::error)?,
+        ),
+    };
+    let lp = raise_policy(args, &kube.namespace, &name, selector.clone());
+    if args.dry_run {
+        print!("{}", yaml(&lp)?);
+        return Ok(());
+    }
+    let pods = kube.selected_pods(&selector).await?;
+    let which = match &args.workload {
+        Some(w) => w.to_string(),
+        None => format!("-l {}", selector_string(&selector)),
+    };
+    if pods.opted_in.is_empty() {
+        let ns = &kube.namespace;
+        let message = if pods.not_opted_in.is_empty() {
+            format!(
+                "no pod in namespace {ns} matches {which}: nothing to raise; nothing was created"
+            )
+        } else {
+            let template = match &args.workload {
+                Some(w) => format!(" in the pod template of {w} (spec.template.metadata.labels)"),
+                None => " in the pod template of their workload".to_owned(),
+            };
+            format!(
+                "none of the {} pods of {which} has opted in: nothing was created.\n\
+                 Pods opt in with the label {OPT_IN_LABEL}=true (and must run the logpolicy layer's admin endpoint):\n  \
+                 kubectl label pod -n {ns} {} {OPT_IN_LABEL}=true\n\
+                 or, to last across restarts, set {OPT_IN_LABEL}: \"true\"{template}",
+                pods.not_opted_in.len(),
+                pods.not_opted_in.join(" "),
+            )
+        };
+        return Err(Failure::new(exit::NOT_OPTED_IN, message));
+    }
+    if !pods.not_opted_in.is_empty() {
+        eprintln!(
+            "note: {} pods of {which} have not opted in ({OPT_IN_LABEL}=true) and keep their levels: {}",
+            pods.not_opted_in.len(),
+            pods.not_opted_in.join(" ")
+        );
+    }
+    let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let created = api
+        .create(&params, &lp)
+        .await
+        .map_err(|e| api_failure(&format!("creating lp/{name}"), e))?;
+    println!(
+        "lp/{name} created in namespace {}: {} for {}{}; waiting for {} pods",
+        kube.namespace,
+        levels_text(&lp.spec),
+        args.duration,
+        args.reason
+            .as_ref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default(),
+        pods.opted_in.len()
+    );
+    let generation = created.metadata.generation.unwrap_or(1);
+    wait_for_pods(&kube, &name, generation, &selector, args.wait.value).await
+}
+
+/// `extend`: the policy applies `--for` from now: `spec.expirationTime` set to now +
+/// `--for` and `spec.duration` removed, in one JSON merge patch. (The operator counts a
+/// `duration` from when it first sees a generation, so a new duration would be counted
+/// from an unknown moment; an expiration time is what the user means.)
+pub async fn extend(connection: &Connection, args: &ExtendArgs) -> Result<()> {
+    let kube = connection.connect().await?;
+    let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let until = SystemTime::now() + args.duration.value;
+    let until = logpolicy::clock::format_rfc3339(until);
+    let patch = serde_json::json!({"spec": {"expirationTime": until, "duration": null}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let name = &args.name;
+    let patched = api
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_failure(&format!("extending lp/{name}"), e))?;
+    println!(
+        "lp/{name}: expires at {until} ({} from now); waiting for its pods",
+        args.duration
+    );
+    let generation = patched.metadata.generation.unwrap_or(1);
+    wait_for_pods(
+        &kube,
+        name,
+        generation,
+        &patched.spec.selector,
+        args.wait.value,
+    )
+    .await
+}
+
+/// A spec's levels as directives: `debug,shop::payment=debug`.
+pub fn levels_text(spec: &LogPolicySpec) -> String {
+    let mut parts: Vec<String> = spec
+        .default_level
+        .iter()
+        .map(|l| l.as_str().to_owned())
+        .collect();
+    parts.extend(
+        spec.targets
+            .iter()
+            .map(|t| format!("{}={}", t.target, t.level.as_str())),
+    );
+    parts.extend(spec.sampling.iter().map(|s| {
+        format!(
+            "{}=1/{}{}",
+            s.target,
+            s.keep_one_in,
+            if s.scope == logpolicy::policy::SamplingScope::Request {
+                ":request"
+            } else {
+                ""
+            }
+        )
+    }));
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> RaiseArgs {
+        let cli = Cli::try_parse_from(["kubectl-logpolicy", "raise"].iter().chain(extra)).unwrap();
+        match cli.command {
+            Command::Raise(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_dry_run_yaml_is_the_policy_kubectl_would_apply() {
+        let a = args(&[
+            "-l",
+            "app=shop",
+            "--target",
+            "shop::payment=debug",
+            "--target",
+            "shop::db=off",
+            "--sample",
+            "shop::http=1/100:request",
+            "--redact",
+            "card_token",
+            "--for",
+            "10m",
+            "--reason",
+            "INC-4211: card declines",
+            "--priority",
+            "5",
+        ]);
+        let selector = a.selector.clone().unwrap();
+        let lp = raise_policy(&a, "shop", "raise-shop-payment-debug-bbbbb", selector);
+        let text = yaml(&lp).unwrap();
+        for line in [
+            "apiVersion: logpolicy.dev/v1alpha1",
+            "kind: LogPolicy",
+            "  name: raise-shop-payment-debug-bbbbb",
+            "  namespace: shop",
+            "    app.kubernetes.io/managed-by: kubectl-logpolicy",
+            "      app: shop",
+            "  - target: shop::payment",
+            "    level: 'off'",
+            "    keepOneIn: 100",
+            "    scope: request",
+            "  - card_token",
+            "  priority: 5",
+            "  duration: 10m",
+            "  reason: 'INC-4211: card declines'",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        assert!(!text.contains("status"), "{text}");
+        // It reads back as the same policy.
+        let back: LogPolicy = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(back.spec, lp.spec);
+        assert_eq!(
+            levels_text(&lp.spec),
+            "shop::payment=debug,shop::db=off,shop::http=1/100:request"
+        );
+    }
+
+    #[test]
+    fn the_subject_is_the_workload_or_the_selector() {
+        let a = args(&["deploy/shop", "--target", "x=debug"]);
+        let sel = crate::selector::parse_label_selector("app=checkout").unwrap();
+        assert_eq!(subject(&a, &sel), "shop");
+        let a = args(&["-l", "app=checkout", "--target", "x=debug"]);
+        assert_eq!(subject(&a, &sel), "checkout");
+        let sel = crate::selector::parse_label_selector("app.kubernetes.io/name").unwrap();
+        assert_eq!(subject(&a, &sel), "name");
+    }
+}
