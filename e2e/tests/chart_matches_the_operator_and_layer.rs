@@ -140,7 +140,7 @@ fn the_rbac_is_the_operator_readmes_permissions_table() {
 
     let objects = render(RELEASE, NS, &[]).unwrap();
     assert_eq!(
-        rule_keys(&one(&objects, "ClusterRole").unwrap()["rules"]),
+        rule_keys(&find(&objects, "ClusterRole", Some("lp-logpolicy-operator"))[0]["rules"]),
         watched
     );
     assert_eq!(

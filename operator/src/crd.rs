@@ -32,6 +32,9 @@ use serde::{Deserialize, Serialize};
 pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
 /// The most failing pods listed in `status.failingPods`.
 pub const MAX_FAILING_PODS: usize = 10;
+
+/// The longest `reason`, in characters.
+pub const MAX_REASON_LEN: usize = 256;
 /// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`: numbers with units,
 /// at least one of them not zero (`0s` is refused at admission). RE2 syntax (no
 /// lookahead), as the API server reads it.
@@ -106,6 +109,13 @@ pub const DURATION_PATTERN: &str =
         json_path = ".spec.sampling[*].target",
         priority = 1,
         description = "The targets sampled"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1,
+        description = "Why the policy exists"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -198,6 +208,14 @@ pub struct LogPolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"), length(max = 64))]
     pub expiration_time: Option<String>,
+
+    /// Why the policy exists, in one line (e.g. `INC-4211: card declines at checkout`):
+    /// shown by `kubectl get lp -o wide` and written by each pod in the lines that say when
+    /// the policy started and stopped applying there. At most 256 characters, no control
+    /// characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_REASON_LEN))]
+    pub reason: Option<String>,
 }
 
 impl LogPolicySpec {
@@ -208,6 +226,7 @@ impl LogPolicySpec {
             source: source.into(),
             priority: self.priority,
             expires_at: None,
+            reason: self.reason.clone(),
             default_level: self.default_level,
             targets: self.targets.clone(),
             always_keep: self.always_keep,

@@ -43,6 +43,7 @@ use crate::pods::PodInfo;
 use crate::push::{PushOutcome, PushReport, Pusher};
 use crate::status_writer::{StatusWrite, StatusWriter};
 use crate::trust::TrustPublisher;
+use crate::validate::MaxDuration;
 use crate::watches::{self, PodEvent, PolicyEvent, Tagged};
 
 /// Tunables of the loop.
@@ -61,6 +62,10 @@ pub struct ControllerConfig {
     /// The namespaces to watch (one watcher per namespace and kind); empty: every
     /// namespace, with cluster-wide watches.
     pub namespaces: Vec<String>,
+    /// The longest a policy may apply; a policy without an expiry or with a longer one
+    /// is refused as an invalid spec. Default: no limit (the binary's `--max-duration`
+    /// defaults to 24h).
+    pub max_duration: MaxDuration,
 }
 
 impl Default for ControllerConfig {
@@ -72,6 +77,7 @@ impl Default for ControllerConfig {
             failure_event_interval: Duration::from_secs(60),
             view_interval: Duration::from_millis(200),
             namespaces: Vec::new(),
+            max_duration: MaxDuration::default(),
         }
     }
 }
@@ -357,6 +363,7 @@ impl Controller {
             config.status_concurrency,
             outputs.metrics.status_writes.clone(),
         );
+        let index = Index::with_max_duration(config.max_duration);
         let controller = Controller {
             scopes: watches::watch_scopes(&config.namespaces),
             debounce: Debounce::new(config.status_debounce),
@@ -366,7 +373,7 @@ impl Controller {
             config,
             outputs,
             status_writer,
-            index: Index::new(),
+            index,
             policy_buffers: HashMap::new(),
             pod_buffers: HashMap::new(),
             policies_listed: HashSet::new(),
