@@ -33,8 +33,12 @@ struct Pod {
 
 impl Pod {
     fn start(format: Format) -> Pod {
-        let path =
-            std::env::temp_dir().join(format!("policy-lines-{}-{format}.log", std::process::id()));
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "policy-lines-{}-{n}-{format}.log",
+            std::process::id()
+        ));
         let _ = std::fs::remove_file(&path);
         let (writer, guard) = Writer::new(
             WriterConfig::new(Output::File(path.clone())).lines(format, Service::named("shop")),

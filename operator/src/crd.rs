@@ -587,7 +587,8 @@ mod tests {
                 ("Age", 0),
                 ("Priority", 1),
                 ("Targets", 1),
-                ("Sampling", 1)
+                ("Sampling", 1),
+                ("Reason", 1)
             ]
             .map(|(n, p)| (n.to_owned(), p))
         );
