@@ -95,6 +95,12 @@ async fn main() {
     flush(logging);
 }
 
+fn flush(logging: Option<logpolicy::Logging>) {
+    if let Some(l) = logging {
+        l.flush(Duration::from_secs(2));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,11 +130,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("is not a duration like 15m"), "{err}");
-    }
-}
-
-fn flush(logging: Option<logpolicy::Logging>) {
-    if let Some(l) = logging {
-        l.flush(Duration::from_secs(2));
     }
 }

@@ -163,16 +163,16 @@ mod tests {
         // The same layer pushed again, its expiry moved by a few milliseconds: nothing.
         let mut a_again = a.clone();
         a_again.expires_at = a.expires_at.map(|x| x + Duration::from_millis(7));
-        assert!(changes(&[a.clone()], &[a_again], t).is_empty());
+        assert!(changes(std::slice::from_ref(&a), &[a_again], t).is_empty());
         // Another level, or a reason: a change.
         let a2 = layer("shop/a", "trace", Some(200));
         assert_eq!(
-            kinds(&changes(&[a.clone()], &[a2], t)),
+            kinds(&changes(std::slice::from_ref(&a), &[a2], t)),
             [(ChangeKind::Changed, "shop/a")]
         );
         let a3 = a.clone().with_reason("INC-1").unwrap();
         assert_eq!(
-            kinds(&changes(&[a.clone()], &[a3], t)),
+            kinds(&changes(std::slice::from_ref(&a), &[a3], t)),
             [(ChangeKind::Changed, "shop/a")]
         );
         // Gone: expired when its time passed, else removed.
