@@ -502,6 +502,7 @@ impl Writer {
     /// # Ok::<(), logpolicy::writer::WriterError>(())
     /// ```
     /// The format and service of the lines the writer writes itself.
+    #[cfg(feature = "admin")]
     pub(crate) fn style(&self) -> &crate::format::Style {
         &self.shared.style
     }
