@@ -298,7 +298,8 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
         args(&objects),
         [
             format!("--namespace={NS}"),
-            "--metrics-addr=0.0.0.0:8080".into()
+            "--metrics-addr=0.0.0.0:8080".into(),
+            "--max-duration=24h".into()
         ]
     );
 
