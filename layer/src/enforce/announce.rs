@@ -11,7 +11,8 @@
 //!   pushed expiry to its own clock, so every push of the same layer lands a few
 //!   milliseconds apart);
 //! - `policy stopped applying`, with `ended: expired` (its expiry passed) or
-//!   `ended: removed` (a new document left it out, or a `DELETE` cleared it).
+//!   `ended: removed` (a new document left it out, or a `DELETE` cleared it, more than
+//!   [`EXPIRY_JITTER`] before its expiry).
 //!
 //! Each line names the layer's source (the LogPolicy's `namespace/name`), its reason,
 //! what it changes (as directives, e.g. `shop::payment=debug`), its priority and its
@@ -93,7 +94,10 @@ pub(crate) fn changes(
     let mut out = Vec::new();
     for old in before {
         if !after.iter().any(|l| l.source() == old.source()) {
-            let expired = old.expires_at.is_some_and(|at| at <= now);
+            // Removed within a second of its expiry (the operator withdraws an expired
+            // layer at its expiry, which a pod may receive just before its own clock
+            // gets there): it ended because it expired.
+            let expired = old.expires_at.is_some_and(|at| at <= now + EXPIRY_JITTER);
             out.push(LayerChange {
                 kind: if expired {
                     ChangeKind::Expired
@@ -174,6 +178,12 @@ mod tests {
         assert_eq!(
             kinds(&changes(std::slice::from_ref(&a), &[a3], t)),
             [(ChangeKind::Changed, "shop/a")]
+        );
+        // Removed by a document a few milliseconds before its expiry: expired.
+        let due = layer("shop/due", "debug", Some(100));
+        assert_eq!(
+            kinds(&changes(&[due], &[], t - Duration::from_millis(20))),
+            [(ChangeKind::Expired, "shop/due")]
         );
         // Gone: expired when its time passed, else removed.
         assert_eq!(
