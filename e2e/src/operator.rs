@@ -179,6 +179,19 @@ pub struct OperatorOptions {
     pub runtime: Runtime,
 }
 
+impl OperatorOptions {
+    /// The chart values it runs with: [`OperatorOptions::set`], and `maxDuration=""`
+    /// (no limit on how long a policy applies) unless they set `maxDuration`, so that
+    /// tests may use policies without an expiry.
+    fn with_defaults(&self) -> Vec<(String, String)> {
+        let mut set = self.set.clone();
+        if !set.iter().any(|(k, _)| k == "maxDuration") {
+            set.push(("maxDuration".to_owned(), String::new()));
+        }
+        set
+    }
+}
+
 impl Operator {
     /// The operator of this test process: started on first use, shared by its tests,
     /// killed when the process exits.
@@ -199,7 +212,7 @@ impl Operator {
         apply_crds(cluster)?;
         let ns = cluster.namespace("lpop")?;
         let release = format!("lp{}", ns.name.trim_start_matches("lpop"));
-        let objects = chart_objects(&release, &ns.name, &options.set)?;
+        let objects = chart_objects(&release, &ns.name, &options.with_defaults())?;
         let rbac: Vec<Value> = objects
             .iter()
             .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k))

@@ -99,7 +99,68 @@ fn value_sets() -> Vec<&'static [(&'static str, &'static str)]> {
         &[("serviceMonitor.enabled", "true")],
         &[("signingKey.existingSecret", "my-key")],
         &[("crds.install", "false")],
+        &[("maxDuration", "")],
+        &[("maxDuration", "90m"), ("aggregateRoles", "false")],
     ]
+}
+
+#[test]
+fn users_bound_to_edit_admin_or_view_get_logpolicies_through_aggregated_roles() {
+    let objects = rendered(&[]);
+    let edit = *find(&objects, "ClusterRole", Some(&format!("{FULLNAME}-edit")))
+        .first()
+        .unwrap();
+    let labels = &edit["metadata"]["labels"];
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-edit"],
+        "true"
+    );
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-admin"],
+        "true"
+    );
+    assert!(labels
+        .get("rbac.authorization.k8s.io/aggregate-to-view")
+        .is_none());
+    assert_eq!(
+        edit["rules"],
+        json!([
+            {"apiGroups": ["logpolicy.dev"], "resources": ["logpolicies"],
+             "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
+            {"apiGroups": ["logpolicy.dev"], "resources": ["logpolicies/status"], "verbs": ["get"]},
+        ])
+    );
+    let view = *find(&objects, "ClusterRole", Some(&format!("{FULLNAME}-view")))
+        .first()
+        .unwrap();
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        "true"
+    );
+    assert_eq!(
+        view["rules"],
+        json!([{"apiGroups": ["logpolicy.dev"], "resources": ["logpolicies", "logpolicies/status"],
+                "verbs": ["get", "list", "watch"]}])
+    );
+    let objects = rendered(&[("aggregateRoles", "false")]);
+    let names: Vec<&Value> = find(&objects, "ClusterRole", None)
+        .iter()
+        .map(|r| &r["metadata"]["name"])
+        .collect();
+    assert_eq!(names, [&json!(FULLNAME)]);
+}
+
+#[test]
+fn max_duration_is_passed_to_the_operator_and_can_be_lifted() {
+    let flag = |set: &[(&str, &str)]| -> Vec<String> {
+        args(&rendered(set))
+            .into_iter()
+            .filter(|a| a.starts_with("--max-duration"))
+            .collect()
+    };
+    assert_eq!(flag(&[]), ["--max-duration=24h"]);
+    assert_eq!(flag(&[("maxDuration", "168h")]), ["--max-duration=168h"]);
+    assert_eq!(flag(&[("maxDuration", "")]), ["--max-duration="]);
 }
 
 #[test]
@@ -108,6 +169,8 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
     assert_eq!(
         kinds(&objects),
         [
+            "ClusterRole",
+            "ClusterRole",
             "ClusterRole",
             "ClusterRoleBinding",
             "CustomResourceDefinition",
@@ -145,7 +208,9 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
     }
 
     // RBAC: exactly the operator's table.
-    let cluster_role = one(&objects, "ClusterRole").unwrap();
+    let cluster_role = *find(&objects, "ClusterRole", Some(FULLNAME))
+        .first()
+        .unwrap();
     assert_eq!(cluster_role["metadata"]["name"], FULLNAME);
     assert_eq!(cluster_role["rules"], watch_rules());
     binding_is_to_the_service_account(
@@ -233,7 +298,8 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
         args(&objects),
         [
             format!("--namespace={NS}"),
-            "--metrics-addr=0.0.0.0:8080".into()
+            "--metrics-addr=0.0.0.0:8080".into(),
+            "--max-duration=24h".into()
         ]
     );
 
@@ -259,8 +325,25 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
 #[test]
 fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
     let objects = rendered(&[("watchNamespaces", "{shop,payments}")]);
-    assert!(find(&objects, "ClusterRole", None).is_empty());
+    assert!(find(&objects, "ClusterRole", Some(FULLNAME)).is_empty());
     assert!(find(&objects, "ClusterRoleBinding", None).is_empty());
+    // The users' aggregated ClusterRoles are the only cluster-scoped RBAC, and can go.
+    let names: Vec<&Value> = find(&objects, "ClusterRole", None)
+        .iter()
+        .map(|r| &r["metadata"]["name"])
+        .collect();
+    assert_eq!(
+        names,
+        [
+            &json!(format!("{FULLNAME}-edit")),
+            &json!(format!("{FULLNAME}-view"))
+        ]
+    );
+    let objects = rendered(&[
+        ("watchNamespaces", "{shop,payments}"),
+        ("aggregateRoles", "false"),
+    ]);
+    assert!(find(&objects, "ClusterRole", None).is_empty());
     for ns in ["shop", "payments"] {
         let roles: Vec<_> = find(&objects, "Role", Some(FULLNAME))
             .into_iter()
@@ -571,6 +654,8 @@ fn the_values_schema_rejects_bad_values_by_name() {
         ),
         (("crds.keep", "maybe"), "/crds/keep"),
         (("networkPolicy.enable", "true"), "enable"),
+        (("maxDuration", "1 day"), "/maxDuration"),
+        (("aggregateRoles", "sometimes"), "/aggregateRoles"),
     ] {
         let err = helm::template(RELEASE, NS, &[set])
             .expect_err(&format!("{set:?} must be refused"))

@@ -140,7 +140,7 @@ fn the_rbac_is_the_operator_readmes_permissions_table() {
 
     let objects = render(RELEASE, NS, &[]).unwrap();
     assert_eq!(
-        rule_keys(&one(&objects, "ClusterRole").unwrap()["rules"]),
+        rule_keys(&find(&objects, "ClusterRole", Some("lp-logpolicy-operator"))[0]["rules"]),
         watched
     );
     assert_eq!(
@@ -213,7 +213,7 @@ fn every_flag_the_deployment_passes_is_an_operator_flag() {
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .unwrap();
-    assert_eq!(args.len(), 5);
+    assert_eq!(args.len(), 6);
     for arg in args {
         let flag = arg.as_str().unwrap().trim_start_matches("--");
         let field = flag.split('=').next().unwrap().replace('-', "_");

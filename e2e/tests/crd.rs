@@ -109,7 +109,10 @@ spec:
     let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "LEVELS", "APPLIED", "EXPIRES", "AGE", "PRIORITY", "TARGETS", "SAMPLING"],
+        [
+            "NAME", "LEVELS", "APPLIED", "EXPIRES", "AGE", "PRIORITY", "TARGETS", "SAMPLING",
+            "REASON"
+        ],
         "{wide}"
     );
     assert!(

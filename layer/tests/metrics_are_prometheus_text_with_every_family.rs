@@ -98,6 +98,9 @@ fn metrics_are_prometheus_text_with_every_family() {
         wire::sign(body.as_bytes(), &key)
     );
     assert_eq!(http(admin.local_addr(), &req).0, 200);
+    // The push wrote the line saying `ops/x` started applying.
+    assert!(writer.flush(Duration::from_secs(5)));
+    assert_eq!(filter.handle().stats().policy_lines, 1);
     assert_eq!(
         http(admin.local_addr(), "GET /nope HTTP/1.1\r\nhost: x\r\n\r\n").0,
         404
@@ -132,7 +135,8 @@ fn metrics_are_prometheus_text_with_every_family() {
     assert_eq!(get("logpolicy_writer_queue_bytes"), 0.0);
     assert_eq!(
         get(r#"logpolicy_writer_lines_written_total{level="info"}"#),
-        10.0
+        11.0,
+        "the 10 info events kept, and the line saying ops/x started applying"
     );
     assert_eq!(
         get(r#"logpolicy_writer_dropped_total{level="info",reason="queue_full"}"#),

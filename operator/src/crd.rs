@@ -225,6 +225,7 @@ impl LogPolicySpec {
             source: source.into(),
             priority: self.priority,
             expires_at: None,
+            reason: self.reason.clone(),
             default_level: self.default_level,
             targets: self.targets.clone(),
             always_keep: self.always_keep,

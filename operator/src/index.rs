@@ -78,7 +78,7 @@ use logpolicy::wire::{PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS, MAX_DOCUMENT_
 
 use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
 use crate::pods::PodInfo;
-use crate::validate::{validate, Expiry, FieldError, ValidatedPolicy};
+use crate::validate::{check_lifetime, validate, Expiry, FieldError, MaxDuration, ValidatedPolicy};
 
 /// A LogPolicy's `namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -438,6 +438,8 @@ pub struct Index {
     /// Policies whose view may have changed since the last `take_changed_policies`.
     changed: BTreeSet<PolicyKey>,
     now: Option<SystemTime>,
+    /// The longest a policy may apply (none: no limit).
+    max_duration: MaxDuration,
 }
 
 fn unix_millis(t: SystemTime) -> u64 {
@@ -499,6 +501,15 @@ impl Index {
         Index::default()
     }
 
+    /// An empty index that refuses policies applying longer than `limit` (or without an
+    /// expiry), as invalid specs: their last valid generation, if any, stays in force.
+    pub fn with_max_duration(limit: MaxDuration) -> Self {
+        Index {
+            max_duration: limit,
+            ..Index::default()
+        }
+    }
+
     fn now(&self) -> SystemTime {
         self.now.unwrap_or(UNIX_EPOCH)
     }
@@ -522,7 +533,13 @@ impl Index {
             });
         state.generation = input.generation;
         state.created = input.created;
-        match validate(&input.spec) {
+        let limit = self.max_duration;
+        let checked = validate(&input.spec).and_then(|policy| {
+            check_lifetime(policy.expiry, now, limit)
+                .map(|()| policy)
+                .map_err(|e| vec![e])
+        });
+        match checked {
             Ok(policy) => {
                 let same_generation = state
                     .active

@@ -10,6 +10,7 @@ use clap::Parser;
 use kube::Client;
 use logpolicy_operator::controller::{self, ControllerConfig, Outputs};
 use logpolicy_operator::lease::{self, LeaseConfig};
+use logpolicy_operator::validate::{MaxDuration, DEFAULT_MAX_DURATION};
 use logpolicy_operator::{health::Health, http, metrics::Metrics, shutdown::Shutdown};
 use logpolicy_operator::{signing_key, Pusher, PusherConfig};
 use tokio::sync::watch;
@@ -41,6 +42,12 @@ struct Args {
         default_value = ""
     )]
     watch_namespaces: Vec<String>,
+    /// The longest a LogPolicy may apply (`24h`, `90m`: numbers with units `ms`, `s`,
+    /// `m`, `h`, as a policy's `duration`). A policy without an expiry, or with a longer
+    /// one, is refused (`Ready=False`, reason `InvalidSpec`) and the pods keep what they
+    /// have. Empty, `0` or `none`: no limit (standing policies).
+    #[arg(long, env = "LOGPOLICY_MAX_DURATION", default_value = DEFAULT_MAX_DURATION)]
+    max_duration: MaxDuration,
     /// This replica's identity in the Lease and in Events: the pod name.
     #[arg(long, env = "POD_NAME")]
     pod_name: Option<String>,
@@ -80,6 +87,7 @@ async fn main() {
     let namespaces = args.watch_namespaces;
     let config = ControllerConfig {
         namespaces,
+        max_duration: args.max_duration,
         ..ControllerConfig::default()
     };
     let lease = (args.leader_election).then(|| LeaseConfig::new(&args.namespace, LEASE_NAME, &me));
@@ -90,5 +98,37 @@ async fn main() {
 fn flush(logging: Option<logpolicy::Logging>) {
     if let Some(l) = logging {
         l.flush(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn max_duration(args: &[&str]) -> Result<MaxDuration, clap::Error> {
+        let argv = std::iter::once("logpolicy-operator").chain(args.iter().copied());
+        Args::try_parse_from(argv).map(|a| a.max_duration)
+    }
+
+    #[test]
+    fn max_duration_defaults_to_a_day_and_can_be_lifted() {
+        let hours = |h: u64| MaxDuration(Some(Duration::from_secs(h * 3600)));
+        assert_eq!(max_duration(&[]).unwrap(), hours(24));
+        assert_eq!(max_duration(&["--max-duration", "2h"]).unwrap(), hours(2));
+        assert_eq!(
+            max_duration(&["--max-duration=90s"]).unwrap(),
+            MaxDuration(Some(Duration::from_secs(90)))
+        );
+        for none in ["", "0", "none"] {
+            assert_eq!(
+                max_duration(&["--max-duration", none]).unwrap(),
+                MaxDuration(None),
+                "{none:?}"
+            );
+        }
+        let err = max_duration(&["--max-duration", "1 day"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a duration like 15m"), "{err}");
     }
 }

@@ -268,6 +268,96 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     Ok(total)
 }
 
+/// The longest a policy may apply, as the operator's `--max-duration` says: `None` for
+/// no limit. Policies without an expiry, or with a later one, are refused (`Ready=False`,
+/// reason `InvalidSpec`), so a raise cannot be forgotten.
+///
+/// Parsed like a `duration` (`24h`, `1h30m`, `90s`); an empty value, `0` or `none`
+/// lift the limit. Shown the same way.
+///
+/// ```
+/// use std::time::Duration;
+/// use logpolicy_operator::validate::MaxDuration;
+/// let limit: MaxDuration = "24h".parse().unwrap();
+/// assert_eq!(limit, MaxDuration(Some(Duration::from_secs(86_400))));
+/// assert_eq!(limit.to_string(), "24h");
+/// assert_eq!("none".parse::<MaxDuration>().unwrap(), MaxDuration(None));
+/// assert_eq!("".parse::<MaxDuration>().unwrap().to_string(), "none");
+/// assert!("24 hours".parse::<MaxDuration>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MaxDuration(pub Option<Duration>);
+
+/// The operator's limit unless `--max-duration` says otherwise.
+pub const DEFAULT_MAX_DURATION: &str = "24h";
+
+impl std::str::FromStr for MaxDuration {
+    type Err = DurationError;
+
+    fn from_str(s: &str) -> Result<Self, DurationError> {
+        match s.trim() {
+            "" | "0" | "none" => Ok(MaxDuration(None)),
+            d => parse_duration(d).map(|d| MaxDuration(Some(d))),
+        }
+    }
+}
+
+impl fmt::Display for MaxDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(d) = self.0 else {
+            return f.write_str("none");
+        };
+        let ms = d.as_millis();
+        let (h, m, sec, milli) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+        for (n, unit) in [(h, "h"), (m, "m"), (sec, "s"), (milli, "ms")] {
+            if n > 0 {
+                write!(f, "{n}{unit}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a valid policy's expiry against the operator's limit, at `now` (an
+/// `expirationTime` counts from now): the error names the field, the limit and how to
+/// lift it.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use logpolicy_operator::validate::{check_lifetime, Expiry, MaxDuration};
+/// let limit = MaxDuration(Some(Duration::from_secs(3600)));
+/// let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+/// assert!(check_lifetime(Expiry::After(Duration::from_secs(900)), now, limit).is_ok());
+/// let e = check_lifetime(Expiry::Never, now, limit).unwrap_err();
+/// assert_eq!(e.field, "spec.duration");
+/// assert!(check_lifetime(Expiry::Never, now, MaxDuration(None)).is_ok());
+/// ```
+pub fn check_lifetime(
+    expiry: Expiry,
+    now: SystemTime,
+    limit: MaxDuration,
+) -> Result<(), FieldError> {
+    let Some(max) = limit.0 else {
+        return Ok(());
+    };
+    let lift = "(the operator's --max-duration; the chart's value maxDuration, \"\" for no limit, lifts it for standing policies)";
+    match expiry {
+        Expiry::Never => Err(FieldError::new(
+            "spec.duration",
+            format!("the policy has no expiry, and this operator applies a policy for at most {limit} {lift}: give spec.duration (at most {limit}) or spec.expirationTime"),
+        )),
+        Expiry::After(d) if d > max => Err(FieldError::new(
+            "spec.duration",
+            format!("{} is longer than the {limit} this operator allows {lift}", MaxDuration(Some(d))),
+        )),
+        Expiry::At(t) if t.duration_since(now).is_ok_and(|d| d > max) => Err(FieldError::new(
+            "spec.expirationTime",
+            format!("is more than {limit} from now, longer than this operator allows {lift}; give an earlier time or spec.duration (at most {limit})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn selector(s: &LabelSelector, errors: &mut Vec<FieldError>) -> Option<Selector> {
     let labels = s.match_labels.as_ref().filter(|m| !m.is_empty());
     let exprs = s.match_expressions.as_ref().filter(|m| !m.is_empty());
@@ -394,6 +484,92 @@ mod tests {
             .into_iter()
             .map(|e| e.field)
             .collect()
+    }
+
+    #[test]
+    fn a_reason_is_pushed_and_checked_as_the_pod_checks_it() {
+        let base =
+            serde_json::json!({"selector": {"matchLabels": {"app": "a"}}, "defaultLevel": "debug"});
+        let with = |reason: &str| {
+            let mut v = base.clone();
+            v["reason"] = reason.into();
+            spec(v)
+        };
+        let p = validate(&with("INC-4211: card declines at checkout")).unwrap();
+        let layer = p.layer("shop/raise", None);
+        assert_eq!(
+            layer.reason.as_deref(),
+            Some("INC-4211: card declines at checkout")
+        );
+        assert_eq!(
+            validate(&spec(base.clone()))
+                .unwrap()
+                .layer("s/n", None)
+                .reason,
+            None
+        );
+        for (reason, message) in [
+            (
+                "one\ttwo".to_owned(),
+                "must not contain control characters (found U+0009)".to_owned(),
+            ),
+            (
+                "r".repeat(257),
+                "is 257 characters long, more than 256".to_owned(),
+            ),
+        ] {
+            let errors = validate(&with(&reason)).unwrap_err();
+            assert_eq!(errors, [FieldError::new("spec.reason", message)]);
+        }
+        assert!(validate(&with(&"r".repeat(crate::crd::MAX_REASON_LEN))).is_ok());
+        assert_eq!(
+            crate::crd::MAX_REASON_LEN,
+            logpolicy::policy::MAX_REASON_LEN
+        );
+    }
+
+    #[test]
+    fn the_limit_refuses_policies_without_an_expiry_or_with_a_longer_one() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let day: MaxDuration = DEFAULT_MAX_DURATION.parse().unwrap();
+        let e = check_lifetime(Expiry::Never, now, day).unwrap_err();
+        assert_eq!(e.field, "spec.duration");
+        for part in [
+            "has no expiry",
+            "at most 24h",
+            "--max-duration",
+            "maxDuration",
+            "spec.expirationTime",
+        ] {
+            assert!(e.message.contains(part), "{part:?} in {e}");
+        }
+        let e =
+            check_lifetime(Expiry::After(Duration::from_secs(25 * 3600)), now, day).unwrap_err();
+        assert_eq!(e.field, "spec.duration");
+        assert!(
+            e.message
+                .starts_with("25h is longer than the 24h this operator allows"),
+            "{e}"
+        );
+        assert!(check_lifetime(Expiry::After(Duration::from_secs(24 * 3600)), now, day).is_ok());
+        let far = now + Duration::from_secs(24 * 3600 + 1);
+        let e = check_lifetime(Expiry::At(far), now, day).unwrap_err();
+        assert_eq!(e.field, "spec.expirationTime");
+        assert!(check_lifetime(Expiry::At(now + Duration::from_secs(3600)), now, day).is_ok());
+        // An expiration time already past is not this check's business.
+        assert!(check_lifetime(Expiry::At(now - Duration::from_secs(1)), now, day).is_ok());
+        for never in [Expiry::Never, Expiry::After(MAX_DURATION), Expiry::At(far)] {
+            assert!(check_lifetime(never, now, MaxDuration(None)).is_ok());
+        }
+        let shown: Vec<String> = ["90m", "1h30m5s", "250ms", "none"]
+            .iter()
+            .map(|s| s.parse::<MaxDuration>().unwrap().to_string())
+            .collect();
+        assert_eq!(shown, ["1h30m", "1h30m5s", "250ms", "none"]);
+        assert_eq!(
+            "1x".parse::<MaxDuration>().unwrap_err(),
+            DurationError::Malformed("1x".into())
+        );
     }
 
     #[test]
@@ -619,6 +795,7 @@ mod tests {
             label_for_redact in "\\PC{0,20}",
             priority in proptest::num::i32::ANY,
             budget in proptest::option::of(proptest::num::u64::ANY),
+            reason in proptest::option::of("\\PC{0,300}"),
         ) {
             let spec = LogPolicySpec {
                 selector: LabelSelector {
@@ -641,7 +818,7 @@ mod tests {
                 priority,
                 duration,
                 expiration_time: expiration,
-                reason: None,
+                reason,
             };
             let _ = validate(&spec);
         }

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::config::{AdminConfig, KeySource, PodIdentity};
 use crate::clock::format_rfc3339;
-use crate::enforce::PolicyHandle;
+use crate::enforce::{LayerChange, PolicyHandle};
+use crate::format::own_line::write_layer_change;
 use crate::policy::{
     EffectivePolicy, LayerSpec, Policy, PolicyError, PolicyLayer, BASELINE_SOURCE,
 };
@@ -122,7 +123,22 @@ pub(crate) struct Admin {
 }
 
 impl Admin {
+    /// An endpoint changing `handle`'s policy. With a `writer`, the policy writes to it,
+    /// from now on, one line for every pushed layer that starts, changes or stops
+    /// applying, in the writer's format.
     pub(crate) fn new(config: AdminConfig, handle: PolicyHandle, writer: Option<Writer>) -> Self {
+        if let Some(writer) = writer.clone() {
+            handle.announce_changes(Box::new(move |changes: &[LayerChange], now: SystemTime| {
+                let mut line = Vec::with_capacity(256);
+                let mut written = 0;
+                for change in changes {
+                    line.clear();
+                    write_layer_change(&mut line, writer.style(), now, change);
+                    written += u64::from(writer.write_line(tracing_core::Level::INFO, true, &line));
+                }
+                written
+            }));
+        }
         Admin {
             handle,
             writer,

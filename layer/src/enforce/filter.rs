@@ -13,6 +13,7 @@ use tracing_core::subscriber::Interest;
 use tracing_core::{Metadata, Subscriber};
 use tracing_subscriber::layer::{self, Context};
 
+use super::announce::{self, Announcer};
 use super::compiled::{Compiled, EventPath};
 use super::fast_path::{CallsiteState, RULE_SLOTS};
 use super::limits::{Budget, BurstWindow, Notices};
@@ -24,6 +25,9 @@ use crate::policy::{
 
 pub(super) struct State {
     pub(super) policy: Policy,
+    /// Writes the lines of changes, once changes are announced, and the layers in force
+    /// as last announced.
+    announced: Option<(Announcer, Vec<PolicyLayer>)>,
 }
 
 /// Gives every filter a distinct id for the verdict cache (an address could be reused).
@@ -180,7 +184,10 @@ impl PolicyFilter {
             event_path: AtomicU64::new(EventPath::of(&compiled).0),
             compiled: ArcSwap::from_pointee(compiled),
             generation: AtomicU64::new(0),
-            state: Mutex::new(State { policy }),
+            state: Mutex::new(State {
+                policy,
+                announced: None,
+            }),
             clock,
             stats,
             callsites: RwLock::new(HashMap::new()),
@@ -263,22 +270,19 @@ impl Shared {
     }
 
     /// Recompiles `policy` at the clock's time and swaps it in (under the state lock,
-    /// so generations increase in the order policies are installed).
-    pub(super) fn install(&self, state: &State) {
+    /// so generations increase in the order policies are installed), then announces
+    /// the layers that started or stopped applying, if changes are announced.
+    pub(super) fn install(&self, state: &mut State) {
         let prev = self.compiled.load();
         let generation = prev.generation + 1;
-        let next = Compiled::new(
-            &state.policy,
-            self.clock.now(),
-            generation,
-            Some(&prev),
-            &self.stats,
-        );
+        let now = self.clock.now();
+        let next = Compiled::new(&state.policy, now, generation, Some(&prev), &self.stats);
         drop(prev);
         let path = EventPath::of(&next);
         self.compiled.store(Arc::new(next));
         self.event_path.store(path.0, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
+        self.announce(state, now);
     }
 
     /// After a swap: refresh tracing's caches and (re)arm the expiry timer.
@@ -286,6 +290,23 @@ impl Shared {
         tracing_core::callsite::rebuild_interest_cache();
         if self.compiled.load().effective.next_expiry.is_some() {
             self.arm_timer();
+        }
+    }
+
+    /// Reports the layers that started, changed or stopped applying since the last
+    /// announcement (still under the state lock: lines come in the order of changes).
+    fn announce(&self, state: &mut State, now: SystemTime) {
+        let Some((write, before)) = state.announced.as_mut() else {
+            return;
+        };
+        let after = announce::in_force(&state.policy, now);
+        let changes = announce::changes(before, &after, now);
+        *before = after;
+        if !changes.is_empty() {
+            let written = write(&changes, now);
+            self.stats
+                .policy_lines
+                .fetch_add(written, Ordering::Relaxed);
         }
     }
 }
@@ -343,7 +364,7 @@ impl PolicyHandle {
             let mut next = state.policy.clone();
             let r = f(&mut next)?;
             state.policy = next;
-            self.shared.install(&state);
+            self.shared.install(&mut state);
             r
         };
         self.shared.after_change();
@@ -376,11 +397,22 @@ impl PolicyHandle {
         self.update(|p| p.upsert(PolicyLayer::baseline(d)))
     }
 
+    /// From now on, `announcer` writes a line for every layer but the baseline that
+    /// starts, changes or stops applying (see `announce.rs`); the layers in force now are
+    /// taken as announced.
+    #[cfg(feature = "admin")]
+    pub(crate) fn announce_changes(&self, announcer: Announcer) {
+        let mut state = self.shared.lock();
+        let now = self.shared.clock.now();
+        let in_force = announce::in_force(&state.policy, now);
+        state.announced = Some((announcer, in_force));
+    }
+
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy
     /// changed (some layer expired since the last compile).
     pub fn refresh(&self) -> bool {
         let changed = {
-            let state = self.shared.lock();
+            let mut state = self.shared.lock();
             let now = self.shared.clock.now();
             let due = self
                 .shared
@@ -390,7 +422,7 @@ impl PolicyHandle {
                 .next_expiry
                 .is_some_and(|at| at <= now);
             if due {
-                self.shared.install(&state);
+                self.shared.install(&mut state);
             }
             due
         };

@@ -11,7 +11,9 @@
 //!   with its request (`request.rs`), or drop it for a reason (sampled, over the byte
 //!   budget: `limits.rs`). The output only formats bytes.
 //! - Everything decided is counted ([`Stats`], `stats.rs`) and reported in-band: burst
-//!   notices and a periodic summary of what was not written (`summary.rs`).
+//!   notices and a periodic summary of what was not written (`summary.rs`). With an
+//!   admin endpoint and a writer, the pushed layers that start, change or stop applying
+//!   are reported too, one line each (`announce.rs`).
 //!
 //! # Cost model
 //!
@@ -59,6 +61,9 @@
 //! [`Clock`](crate::clock::Clock), time moves only when the test moves it, and
 //! [`PolicyHandle::refresh`] re-evaluates the policy at the clock's time.
 
+// Only an admin endpoint announces changes.
+#[cfg_attr(not(feature = "admin"), allow(dead_code))]
+mod announce;
 mod compiled;
 mod expiry;
 mod fast_path;
@@ -74,6 +79,8 @@ pub use filter::{PolicyFilter, PolicyHandle};
 pub use request::RequestLimits;
 pub use stats::{LevelCounts, Reason, Redacted, Stats};
 
+#[cfg(feature = "admin")]
+pub(crate) use announce::LayerChange;
 pub(crate) use gate::{Decision, OutputGate};
 pub(crate) use limits::Notice;
 pub(crate) use redaction::{ActiveRedaction, FieldMask, RedactionSet};

@@ -103,6 +103,9 @@ pub struct Stats {
     pub levels: [LevelCounts; LEVELS],
     /// Values written as `[redacted]`, per reason.
     pub redacted: Redacted,
+    /// Lines written to say that a pushed layer started, changed or stopped applying
+    /// (not events: never in the per-level counts).
+    pub policy_lines: u64,
 }
 
 /// Values written as `[redacted]` (see [`redact`](crate::policy::redact)), per reason.
@@ -156,6 +159,7 @@ pub(crate) struct StatsCells {
     retired: Row,
     pub(crate) redacted_by_name: AtomicU64,
     pub(crate) redacted_by_value: AtomicU64,
+    pub(crate) policy_lines: AtomicU64,
     /// Event-scope rules in use (their counters give the rest of `sampled`).
     live_rules: Mutex<Vec<Weak<RuleCounters>>>,
 }
@@ -197,6 +201,7 @@ impl StatsCells {
             by_name: self.redacted_by_name.load(Ordering::Relaxed),
             by_value: self.redacted_by_value.load(Ordering::Relaxed),
         };
+        s.policy_lines = self.policy_lines.load(Ordering::Relaxed);
         s
     }
 }

@@ -1,6 +1,7 @@
 //! The layer's own lines (target `logpolicy`), in the line format of the output: the
-//! burst limiter's notices, the periodic summary of events not written, and the writer's
-//! report of dropped lines. One writer for all of them, so they read alike.
+//! burst limiter's notices, the periodic summary of events not written, the writer's
+//! report of dropped lines, and the lines that say when a pushed layer started and
+//! stopped applying. One writer for all of them, so they read alike.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,6 +10,8 @@ use super::escape::{write_escaped, Raw};
 use super::schema::{write_head, write_key, write_logfmt_str, write_time, Keys};
 use super::{Format, Style};
 use crate::clock::format_rfc3339;
+#[cfg(feature = "admin")]
+use crate::enforce::LayerChange;
 use crate::enforce::{NotWritten, Notice};
 use crate::level::{LEVELS, LEVEL_NAMES};
 
@@ -16,6 +19,9 @@ use crate::level::{LEVELS, LEVEL_NAMES};
 enum Val<'a> {
     Str(&'a str),
     Num(u64),
+    /// A signed number (only the admin endpoint's lines have one).
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    Int(i64),
     /// Per-level counts, the levels with a count only: `{"info":3}` (JSON), `{info:3}`
     /// (text) or `key.info=3` (logfmt).
     Levels(&'a [u64; LEVELS]),
@@ -117,6 +123,9 @@ fn write_nested_field(
         Val::Num(n) => {
             let _ = write!(Raw(buf), "{n}");
         }
+        Val::Int(n) => {
+            let _ = write!(Raw(buf), "{n}");
+        }
         Val::Levels(levels) => counts(&mut nonzero_levels(levels)),
         Val::Counts(pairs) => counts(&mut pairs.iter().copied()),
     }
@@ -135,6 +144,9 @@ fn write_logfmt_field(buf: &mut Vec<u8>, k: &str, v: &Val<'_>) {
             write_logfmt_str(buf, s);
         }
         Val::Num(n) => {
+            let _ = write!(Raw(buf), " {k}={n}");
+        }
+        Val::Int(n) => {
             let _ = write!(Raw(buf), " {k}={n}");
         }
         Val::Levels(levels) => counts(&mut nonzero_levels(levels)),
@@ -193,6 +205,43 @@ pub(crate) fn write_notice(buf: &mut Vec<u8>, style: &Style, now: SystemTime, no
             ],
         ),
     }
+}
+
+/// Appends the line that says a pushed layer started, changed or stopped applying, e.g.
+/// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"policy started applying","policy":"shop/debug-payments","reason":"INC-4211: card declines at checkout","changes":"shop::payment=debug","priority":10,"expires":"2026-11-29T20:21:15Z"}`;
+/// a line that stops it adds `"ended":"expired"` or `"ended":"removed"`. `reason` and
+/// `expires` are left out when the layer has none.
+#[cfg(feature = "admin")]
+pub(crate) fn write_layer_change(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    change: &LayerChange,
+) {
+    let layer = &change.layer;
+    let changes = layer.directives.to_string();
+    let expires = layer.expires_at.map(format_rfc3339);
+    let priority = i64::from(layer.priority);
+    let mut fields = vec![("policy", Val::Str(layer.source()))];
+    if let Some(reason) = &layer.reason {
+        fields.push(("reason", Val::Str(reason)));
+    }
+    fields.push(("changes", Val::Str(&changes)));
+    fields.push(("priority", Val::Int(priority)));
+    if let Some(expires) = &expires {
+        fields.push(("expires", Val::Str(expires)));
+    }
+    if let Some(ended) = change.kind.ended() {
+        fields.push(("ended", Val::Str(ended)));
+    }
+    write_own_line(
+        buf,
+        style,
+        now,
+        tracing_core::Level::INFO,
+        change.kind.message(),
+        &fields,
+    );
 }
 
 /// Appends the report of a directive from the environment that was skipped, e.g.

@@ -64,6 +64,9 @@ pub const DEFAULT_ALWAYS_KEEP: Level = Level::Warn;
 /// The most layers a policy may have.
 pub const MAX_LAYERS: usize = 64;
 
+/// The longest reason a layer may give, in characters.
+pub const MAX_REASON_LEN: usize = 256;
+
 /// The source name of the baseline layer built from the environment.
 pub const BASELINE_SOURCE: &str = "env";
 
@@ -87,6 +90,10 @@ pub struct PolicyLayer {
     pub expires_at: Option<SystemTime>,
     /// What the layer says.
     pub directives: Directives,
+    /// Why the layer exists, in one line (a pushed LogPolicy's `spec.reason`): named in
+    /// the lines a pod writes when the layer starts and stops applying. At most
+    /// [`MAX_REASON_LEN`] characters, no control characters.
+    pub reason: Option<String>,
 }
 
 /// A policy layer or document that is not valid; names the offending field.
@@ -147,6 +154,7 @@ impl PolicyLayer {
             priority,
             expires_at: None,
             directives,
+            reason: None,
         })
     }
 
@@ -173,6 +181,7 @@ impl PolicyLayer {
             priority: i32::MIN,
             expires_at: None,
             directives,
+            reason: None,
         }
     }
 
@@ -181,6 +190,18 @@ impl PolicyLayer {
     pub fn expires_at(mut self, at: SystemTime) -> Self {
         self.expires_at = Some(at);
         self
+    }
+
+    /// This layer, with `reason` (checked as a pushed layer's reason is: see
+    /// [`check_reason`]).
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Result<Self, PolicyError> {
+        let reason = reason.into();
+        check_reason(&reason).map_err(|message| PolicyError::Json {
+            path: "reason".into(),
+            message,
+        })?;
+        self.reason = Some(reason);
+        Ok(self)
     }
 
     /// Where this layer came from.
@@ -192,6 +213,30 @@ impl PolicyLayer {
     pub fn is_active_at(&self, now: SystemTime) -> bool {
         self.expires_at.is_none_or(|at| now < at)
     }
+}
+
+/// Checks a layer's reason: at most [`MAX_REASON_LEN`] characters, no control
+/// characters (a reason is written inside one log line).
+///
+/// ```
+/// use logpolicy::policy::check_reason;
+/// assert!(check_reason("INC-4211: card declines at checkout").is_ok());
+/// assert_eq!(check_reason("two\nlines").unwrap_err(), "must not contain control characters (found U+000A)");
+/// ```
+pub fn check_reason(reason: &str) -> Result<(), String> {
+    let len = reason.chars().count();
+    if len > MAX_REASON_LEN {
+        return Err(format!(
+            "is {len} characters long, more than {MAX_REASON_LEN}"
+        ));
+    }
+    if let Some(c) = reason.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "must not contain control characters (found U+{:04X})",
+            u32::from(c)
+        ));
+    }
+    Ok(())
 }
 
 /// An ordered list of layers.

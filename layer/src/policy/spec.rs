@@ -20,15 +20,15 @@ use serde::{Deserialize, Serialize};
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
 use super::{
-    Directives, Policy, PolicyError, PolicyLayer, Target, BASELINE_SOURCE, MAX_SAMPLING_RULES,
-    MAX_TARGETS,
+    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, BASELINE_SOURCE,
+    MAX_SAMPLING_RULES, MAX_TARGETS,
 };
 use crate::level::Level;
 
 #[cfg(feature = "schema")]
 use super::redact::MAX_FIELD_NAME_LEN;
 #[cfg(feature = "schema")]
-use super::{MAX_ONE_IN, MAX_PER_SECOND, MAX_SPAN_NAME_LEN, MAX_TARGET_LEN};
+use super::{MAX_ONE_IN, MAX_PER_SECOND, MAX_REASON_LEN, MAX_SPAN_NAME_LEN, MAX_TARGET_LEN};
 
 /// One layer of a policy in its JSON form: camelCase, unknown fields refused, everything
 /// but `source` optional.
@@ -71,6 +71,12 @@ pub struct LayerSpec {
     )]
     #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub expires_at: Option<SystemTime>,
+    /// Why the layer exists, in one line (e.g. `INC-4211: card declines at checkout`):
+    /// the pod names it in the lines it writes when the layer starts and stops applying.
+    /// At most 256 characters, no control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_REASON_LEN)))]
+    pub reason: Option<String>,
     /// The level of targets no entry names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_level: Option<Level>,
@@ -384,9 +390,13 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             "source",
             PolicyLayer::new(spec.source.clone(), spec.priority, directives),
         );
+        if let Some(reason) = &spec.reason {
+            p.check("reason", check_reason(reason));
+        }
         match layer {
             Some(mut layer) if p.0.is_empty() => {
                 layer.expires_at = spec.expires_at;
+                layer.reason = spec.reason.clone();
                 Ok(layer)
             }
             _ => Err(SpecErrors(p.0)),
@@ -405,6 +415,7 @@ impl LayerSpec {
             source: source.into(),
             priority,
             expires_at: None,
+            reason: None,
             default_level: directives.default_level,
             targets: directives
                 .targets
@@ -454,6 +465,7 @@ impl From<&PolicyLayer> for LayerSpec {
     fn from(layer: &PolicyLayer) -> Self {
         LayerSpec {
             expires_at: layer.expires_at,
+            reason: layer.reason.clone(),
             ..LayerSpec::from_directives(layer.source(), layer.priority, layer.directives.clone())
         }
     }

@@ -324,6 +324,8 @@ mod tests {
             (&doc(r#"[{"source":"a/b"},{"source":"a/b"}]"#), DocumentErrorKind::Invalid, "layers"),
             (&doc(r#"[{"source":"env"}]"#), DocumentErrorKind::Invalid, "layers[0].source"),
             (&doc(r#"[{"source":"a/b","expiresAt":"soon"}]"#), DocumentErrorKind::Invalid, "layers[0].expiresAt"),
+            (&doc(r#"[{"source":"a/b","reason":"a\u0007b"}]"#), DocumentErrorKind::Invalid, "layers[0].reason"),
+            (&doc(r#"[{"source":"a/b","reason":7}]"#), DocumentErrorKind::Invalid, "layers[0].reason"),
             (br#"{"pod":{"namespace":"","name":"n","uid":"u"},"version":1,"issuedAt":"2026-11-29T20:06:15Z"}"#, DocumentErrorKind::Invalid, "pod.namespace"),
             (br#"{"pod":{"namespace":"s","name":"n","uid":"u"},"version":-1,"issuedAt":"2026-11-29T20:06:15Z"}"#, DocumentErrorKind::Invalid, "version"),
         ];
@@ -341,6 +343,39 @@ mod tests {
         assert_eq!(
             PolicyDocument::from_json(&trailing).unwrap_err().kind,
             DocumentErrorKind::Syntax
+        );
+    }
+
+    #[test]
+    fn a_reason_is_carried_bounded_and_optional() {
+        let with = doc(
+            r#"[{"source":"shop/raise","reason":"INC-4211: card declines at checkout","defaultLevel":"debug"}]"#,
+        );
+        let d = PolicyDocument::from_json(&with).unwrap();
+        let reason = Some("INC-4211: card declines at checkout".to_owned());
+        assert_eq!(d.layers[0].reason, reason);
+        assert_eq!(d.policy_layers().unwrap()[0].reason, reason);
+        assert!(d
+            .to_json()
+            .contains(r#""reason":"INC-4211: card declines at checkout""#));
+        // Without it: parsed as before, and written without it.
+        let without =
+            PolicyDocument::from_json(&doc(r#"[{"source":"shop/raise","defaultLevel":"debug"}]"#))
+                .unwrap();
+        assert_eq!(without.layers[0].reason, None);
+        assert!(!without.to_json().contains("reason"));
+        // 256 characters (not bytes) at most.
+        let at = |n: usize| {
+            doc(&format!(
+                r#"[{{"source":"a/b","reason":"{}"}}]"#,
+                "é".repeat(n)
+            ))
+        };
+        assert!(PolicyDocument::from_json(&at(256)).is_ok());
+        let e = PolicyDocument::from_json(&at(257)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "layers[0].reason: is 257 characters long, more than 256"
         );
     }
 

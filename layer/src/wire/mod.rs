@@ -15,6 +15,7 @@
 //!   "issuedAt": "2026-11-29T20:06:15Z",
 //!   "layers": [
 //!     {"source": "shop/debug-payments", "priority": 10, "expiresAt": "2026-11-29T20:21:15Z",
+//!      "reason": "INC-4211: card declines at checkout",
 //!      "defaultLevel": "info", "targets": [{"target": "shop::payment", "level": "debug"}],
 //!      "alwaysKeep": "warn",
 //!      "sampling": [{"target": "shop::http", "keepOneIn": 100, "scope": "request"}],
@@ -25,7 +26,11 @@
 //!
 //! A layer is a [`LayerSpec`](crate::policy::LayerSpec), the one JSON shape of a layer
 //! (as in [`Policy::from_json`](crate::Policy::from_json): camelCase, unknown fields
-//! refused, everything but `source` optional), and is validated by its one conversion. `version` orders the documents one pod receives: the pod accepts only a newer one
+//! refused, everything but `source` optional), and is validated by its one conversion.
+//! `source` names the LogPolicy (`namespace/name`) and the optional `reason` (at most
+//! 256 characters, no control characters) says why it exists: a pod names both in the
+//! lines it writes when the layer starts and stops applying. A document without
+//! `reason` is what it was before the field existed. `version` orders the documents one pod receives: the pod accepts only a newer one
 //! (an equal version with identical content is accepted again, changing nothing). The
 //! source `env` is reserved for the pod's baseline.
 //!

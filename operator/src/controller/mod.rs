@@ -45,6 +45,7 @@ use crate::pods::PodInfo;
 use crate::push::{PushOutcome, PushReport, Pusher};
 use crate::status_writer::{StatusWrite, StatusWriter};
 use crate::trust::{Drift, OnRestored, TrustPublisher, TRUST_CONFIG_MAP};
+use crate::validate::MaxDuration;
 use crate::watches::{self, ConfigMapEvent, PodEvent, PolicyEvent, Tagged};
 
 /// Tunables of the loop.
@@ -63,6 +64,10 @@ pub struct ControllerConfig {
     /// The namespaces to watch (one watcher per namespace and kind); empty: every
     /// namespace, with cluster-wide watches.
     pub namespaces: Vec<String>,
+    /// The longest a policy may apply; a policy without an expiry or with a longer one
+    /// is refused as an invalid spec. Default: no limit (the binary's `--max-duration`
+    /// defaults to 24h).
+    pub max_duration: MaxDuration,
 }
 
 impl Default for ControllerConfig {
@@ -74,6 +79,7 @@ impl Default for ControllerConfig {
             failure_event_interval: Duration::from_secs(60),
             view_interval: Duration::from_millis(200),
             namespaces: Vec::new(),
+            max_duration: MaxDuration::default(),
         }
     }
 }
@@ -393,6 +399,7 @@ impl Controller {
             config.status_concurrency,
             outputs.metrics.status_writes.clone(),
         );
+        let index = Index::with_max_duration(config.max_duration);
         let controller = Controller {
             scopes: watches::watch_scopes(&config.namespaces),
             debounce: Debounce::new(config.status_debounce),
@@ -402,7 +409,7 @@ impl Controller {
             config,
             outputs,
             status_writer,
-            index: Index::new(),
+            index,
             policy_buffers: HashMap::new(),
             pod_buffers: HashMap::new(),
             policies_listed: HashSet::new(),

@@ -1050,3 +1050,56 @@ fn a_pod_turning_ready_is_pushed_at_once() {
     index.apply_pod(ready, t0());
     assert!(index.take_pushes(t0()).is_empty());
 }
+
+#[test]
+fn under_a_limit_a_policy_without_an_expiry_is_refused_and_the_last_valid_one_stays() {
+    let limit: crate::validate::MaxDuration = "1h".parse().unwrap();
+    let mut index = Index::with_max_duration(limit);
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    ack_all(&mut index, t0());
+
+    // Forever: refused, nothing pushed.
+    index.apply_policy(policy("debug", web_debug()), t0());
+    assert!(pushed(&mut index, t0()).is_empty());
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    let fields: Vec<&str> = view.errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["spec.duration"]);
+    assert_eq!(view.in_force_generation, None);
+
+    // Within the limit: applied.
+    let mut short = web_debug();
+    short["duration"] = "30m".into();
+    index.apply_policy(policy("debug", short), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-1", &["shop/debug"])])
+    );
+    assert!(index.policy_view(&pkey("debug")).unwrap().errors.is_empty());
+
+    // Generation 2 asks for two hours: refused; generation 1 stays in force, untouched.
+    let mut long = web_debug();
+    long["duration"] = "2h".into();
+    let mut input = policy("debug", long);
+    input.generation = 2;
+    index.apply_policy(input, t0() + secs(1));
+    assert!(pushed(&mut index, t0() + secs(1)).is_empty());
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!(view.errors[0].field, "spec.duration");
+    assert!(
+        view.errors[0]
+            .message
+            .starts_with("2h is longer than the 1h"),
+        "{:?}",
+        view.errors
+    );
+    assert_eq!(view.in_force_generation, Some(1));
+
+    // Without a limit, the same spec applies.
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-1", &["shop/debug"])])
+    );
+}

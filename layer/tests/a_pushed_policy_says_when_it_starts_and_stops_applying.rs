@@ -1,0 +1,296 @@
+//! A pod with an admin endpoint and a writer writes one line from target `logpolicy`
+//! when a pushed layer starts applying and one when it stops (its expiry passed, a new
+//! document left it out, or a DELETE cleared it), naming the policy, its reason, what it
+//! changes and its expiry, in the output's format, whatever the levels are; and counts
+//! them in the stats.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod admin_fixture;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use admin_fixture::{doc_for, put_signed, send, POD_UID};
+use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
+use logpolicy::clock::{format_rfc3339, parse_rfc3339};
+use logpolicy::format::Service;
+use logpolicy::wire::{self, SigningKey, TrustedKeys};
+use logpolicy::writer::{Output, Writer, WriterConfig, WriterGuard};
+use logpolicy::{Format, PolicyFilter, PolicyHandle};
+use serde_json::Value;
+
+const REASON: &str = "INC-4211: card declines at checkout";
+
+/// A pod whose baseline writes nothing at all, its admin endpoint, and its output file.
+struct Pod {
+    key: SigningKey,
+    admin: AdminServer,
+    handle: PolicyHandle,
+    writer: Writer,
+    _guard: WriterGuard,
+    path: std::path::PathBuf,
+}
+
+impl Pod {
+    fn start(format: Format) -> Pod {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "policy-lines-{}-{n}-{format}.log",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let (writer, guard) = Writer::new(
+            WriterConfig::new(Output::File(path.clone())).lines(format, Service::named("shop")),
+        )
+        .unwrap();
+        let filter = PolicyFilter::from_directives("off").unwrap();
+        let key = SigningKey::from_bytes(&[42; 32]);
+        let config = AdminConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            TrustedKeys::new([key.verifying_key()]),
+        )
+        .pod(PodIdentity {
+            uid: Some(POD_UID.into()),
+            name: Some("web-1".into()),
+            namespace: Some("shop".into()),
+        });
+        let admin = AdminServer::start(config, filter.handle(), Some(writer.clone())).unwrap();
+        Pod {
+            key,
+            admin,
+            handle: filter.handle(),
+            writer,
+            _guard: guard,
+            path,
+        }
+    }
+
+    fn push(&self, method: &str, version: u64, layers: &str) {
+        let body = doc_for(POD_UID, version, layers);
+        let r = if method == "PUT" {
+            put_signed(self.admin.local_addr(), &self.key, &body)
+        } else {
+            let sig = wire::sign(body.as_bytes(), &self.key);
+            send(
+                self.admin.local_addr(),
+                method,
+                "/logpolicy",
+                &[(wire::SIGNATURE_HEADER, &sig)],
+                body.as_bytes(),
+            )
+        };
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+
+    /// Every line written so far.
+    fn lines(&self) -> Vec<String> {
+        assert!(self.writer.flush(Duration::from_secs(5)));
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Waits until `n` lines are written.
+    fn wait_for_lines(&self, n: usize) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let lines = self.lines();
+            if lines.len() >= n {
+                return lines;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{n} lines expected: {lines:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The layers of the first document: a raise for 1.5 s with a reason, and a standing
+/// one without either.
+fn first_layers(expires: SystemTime) -> String {
+    format!(
+        r#"[{{"source":"shop/debug-payments","priority":10,"expiresAt":"{}","reason":"{REASON}",
+            "targets":[{{"target":"shop::payment","level":"debug"}}]}},
+           {{"source":"shop/standing","defaultLevel":"warn"}}]"#,
+        format_rfc3339(expires)
+    )
+}
+
+fn raise_only(expires: SystemTime) -> String {
+    format!(
+        r#"[{{"source":"shop/debug-payments","priority":10,"expiresAt":"{}","reason":"{REASON}",
+            "targets":[{{"target":"shop::payment","level":"debug"}}]}}]"#,
+        format_rfc3339(expires)
+    )
+}
+
+/// What a JSON line of the layer says about a layer change.
+#[derive(Debug, PartialEq)]
+struct Said {
+    msg: String,
+    policy: String,
+    reason: Option<String>,
+    changes: String,
+    ended: Option<String>,
+    expires: Option<SystemTime>,
+}
+
+fn said(line: &str) -> Said {
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["target"], "logpolicy", "{line}");
+    assert_eq!(v["level"], "INFO", "{line}");
+    assert_eq!(v["service.name"], "shop", "{line}");
+    let s = |k: &str| v[k].as_str().map(str::to_owned);
+    Said {
+        msg: s("msg").unwrap(),
+        policy: s("policy").unwrap(),
+        reason: s("reason"),
+        changes: s("changes").unwrap(),
+        ended: s("ended"),
+        expires: s("expires").map(|t| parse_rfc3339(&t).unwrap()),
+    }
+}
+
+/// Within a few hundred milliseconds (the pod moves an expiry to its own clock).
+fn near(a: Option<SystemTime>, b: SystemTime) -> bool {
+    a.is_some_and(|a| {
+        a.duration_since(b)
+            .or_else(|_| b.duration_since(a))
+            .is_ok_and(|d| d < Duration::from_millis(500))
+    })
+}
+
+#[test]
+fn json_lines_name_the_policy_its_reason_changes_and_expiry() {
+    let pod = Pod::start(Format::Json);
+    let expires = SystemTime::now() + Duration::from_millis(1500);
+    pod.push("PUT", 1, &first_layers(expires));
+    // Written before the answer, with nothing logged and every level off.
+    let lines = pod.lines();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let raise = said(&lines[0]);
+    assert_eq!(raise.msg, "policy started applying");
+    assert_eq!(raise.policy, "shop/debug-payments");
+    assert_eq!(raise.reason.as_deref(), Some(REASON));
+    assert_eq!(raise.changes, "shop::payment=debug");
+    assert_eq!(raise.ended, None);
+    assert!(near(raise.expires, expires), "{raise:?}");
+    let standing = said(&lines[1]);
+    assert_eq!(
+        (
+            standing.msg.as_str(),
+            standing.policy.as_str(),
+            standing.reason,
+            standing.expires
+        ),
+        ("policy started applying", "shop/standing", None, None)
+    );
+    assert_eq!(standing.changes, "warn");
+
+    // A new document without the standing layer: it ends, the raise goes on unchanged.
+    pod.push("PUT", 2, &raise_only(expires));
+    let lines = pod.lines();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let removed = said(&lines[2]);
+    assert_eq!(
+        (
+            removed.msg.as_str(),
+            removed.policy.as_str(),
+            removed.ended.as_deref()
+        ),
+        ("policy stopped applying", "shop/standing", Some("removed"))
+    );
+
+    // The raise ends at its expiry, with no request and no event.
+    let lines = pod.wait_for_lines(4);
+    assert!(SystemTime::now() >= expires - Duration::from_millis(300));
+    let expired = said(&lines[3]);
+    assert_eq!(expired.msg, "policy stopped applying");
+    assert_eq!(expired.policy, "shop/debug-payments");
+    assert_eq!(expired.reason.as_deref(), Some(REASON));
+    assert_eq!(expired.changes, "shop::payment=debug");
+    assert_eq!(expired.ended.as_deref(), Some("expired"));
+    assert!(near(expired.expires, expires), "{expired:?}");
+
+    // Another raise, then a DELETE.
+    let later = SystemTime::now() + Duration::from_secs(600);
+    pod.push("PUT", 3, &raise_only(later));
+    pod.push("DELETE", 4, "[]");
+    let lines = pod.lines();
+    assert_eq!(lines.len(), 6, "{lines:#?}");
+    assert_eq!(said(&lines[4]).msg, "policy started applying");
+    let deleted = said(&lines[5]);
+    assert_eq!(
+        (deleted.msg.as_str(), deleted.ended.as_deref()),
+        ("policy stopped applying", Some("removed"))
+    );
+    assert!(near(deleted.expires, later), "{deleted:?}");
+
+    // Counted as what they are: not events.
+    let stats = pod.handle.stats();
+    assert_eq!(stats.policy_lines, 6);
+    assert_eq!(stats.total().written, 0);
+}
+
+#[test]
+fn text_lines_say_the_same() {
+    let pod = Pod::start(Format::Text);
+    let expires = SystemTime::now() + Duration::from_millis(1500);
+    pod.push("PUT", 1, &raise_only(expires));
+    let lines = pod.wait_for_lines(2);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    for (line, msg) in lines.iter().zip([
+        "INFO logpolicy: policy started applying policy=\"shop/debug-payments\"",
+        "INFO logpolicy: policy stopped applying policy=\"shop/debug-payments\"",
+    ]) {
+        assert!(line.contains(msg), "{line}");
+        assert!(line.contains(&format!("reason=\"{REASON}\"")), "{line}");
+        assert!(line.contains("changes=\"shop::payment=debug\""), "{line}");
+        assert!(line.contains("priority=10"), "{line}");
+        let at = line
+            .split("expires=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next());
+        assert!(
+            near(at.map(|t| parse_rfc3339(t).unwrap()), expires),
+            "{line}"
+        );
+    }
+    assert!(lines[1].ends_with("ended=\"expired\""), "{}", lines[1]);
+    assert_eq!(pod.handle.stats().policy_lines, 2);
+}
+
+#[test]
+fn a_reason_with_control_characters_or_too_long_is_refused_by_name() {
+    let pod = Pod::start(Format::Json);
+    for (reason, message) in [
+        ("two\\nlines", "must not contain control characters"),
+        (
+            &"x".repeat(257)[..],
+            "is 257 characters long, more than 256",
+        ),
+    ] {
+        let body = doc_for(
+            POD_UID,
+            1,
+            &format!(r#"[{{"source":"shop/a","defaultLevel":"debug","reason":"{reason}"}}]"#),
+        );
+        let r = put_signed(pod.admin.local_addr(), &pod.key, &body);
+        let why = r.refused(422, "invalid_document");
+        assert!(why.starts_with("layers[0].reason: "), "{why}");
+        assert!(why.contains(message), "{why}");
+    }
+    assert!(pod.lines().is_empty());
+    assert_eq!(pod.handle.stats().policy_lines, 0);
+}
