@@ -2,6 +2,8 @@
 //! pods a selector picks, the operator's Lease, and a pod's admin endpoint.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
@@ -52,6 +54,10 @@ pub struct Kube {
     pub namespace: String,
     /// The operator's namespace.
     pub operator_namespace: String,
+    /// Set once a pod answered at its IP after the pod proxy failed: where the API server
+    /// cannot proxy to pods (e.g. to loopback addresses), the others are read at their IP
+    /// first rather than each waiting for the proxy's refusal.
+    direct_first: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -88,6 +94,7 @@ impl Connection {
             client,
             namespace,
             operator_namespace: self.operator_namespace.clone(),
+            direct_first: Arc::new(AtomicBool::new(false)),
         })
     }
 }
@@ -178,6 +185,12 @@ impl Kube {
             "/api/v1/namespaces/{}/pods/{name}:{port}/proxy/logpolicy",
             self.namespace
         );
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+        if let (true, Some(ip)) = (self.direct_first.load(Ordering::Relaxed), &ip) {
+            if let Ok(v) = direct_get(ip, port, "/logpolicy").await {
+                return Ok(v);
+            }
+        }
         let proxied = match http::Request::get(&path).body(Vec::new()) {
             Ok(req) => {
                 match tokio::time::timeout(Duration::from_secs(3), self.client.request_text(req))
@@ -193,13 +206,14 @@ impl Kube {
             }
             Err(e) => format!("pod proxy: {e}"),
         };
-        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
         let Some(ip) = ip else {
             return Err(format!("{proxied}; the pod has no IP"));
         };
-        direct_get(&ip, port, "/logpolicy")
+        let direct = direct_get(&ip, port, "/logpolicy")
             .await
-            .map_err(|e| format!("{proxied}; {ip}:{port}: {e}"))
+            .map_err(|e| format!("{proxied}; {ip}:{port}: {e}"))?;
+        self.direct_first.store(true, Ordering::Relaxed);
+        Ok(direct)
     }
 
     /// A pod of the namespace.
