@@ -255,6 +255,11 @@ async fn raise_by_label_writes_the_named_fields_redacted() {
         for l in lines {
             assert_eq!(l.json["card_token"], "[redacted]", "{}: {}", p.name, l.json);
             assert_eq!(
+                l.json["authorization"], "[redacted]",
+                "{}: {}",
+                p.name, l.json
+            );
+            assert_eq!(
                 l.json["amount_cents"], "[redacted]",
                 "{}: {}",
                 p.name, l.json
