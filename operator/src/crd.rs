@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 pub const PRIORITY_RANGE: (i32, i32) = (-1000, 1000);
 /// The most failing pods listed in `status.failingPods`.
 pub const MAX_FAILING_PODS: usize = 10;
-/// The longest `reason`, in characters.
-pub const MAX_REASON_LEN: usize = 256;
+/// The longest `reason`, in characters: the pods' own bound.
+pub use logpolicy::policy::MAX_REASON_LEN;
 /// The pattern a `duration` must match, e.g. `15m`, `1h30m`, `90s`: numbers with units,
 /// at least one of them not zero (`0s` is refused at admission). RE2 syntax (no
 /// lookahead), as the API server reads it.

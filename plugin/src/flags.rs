@@ -145,19 +145,12 @@ pub fn parse_reason(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// `--redact NAME`: a field name (ASCII letters, digits, `_`, `-`, `.`).
+/// `--redact NAME`: a field name, as the pods take it (ASCII letters, digits, `_`, `-`,
+/// `.`).
 pub fn parse_redact(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "{s:?} is not a field name: ASCII letters, digits, '_', '-', '.', at most 128 characters"
-        ))
-    }
+    logpolicy::policy::FieldName::new(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| format!("{s:?} is not a field name: {e}"))
 }
 
 #[cfg(test)]

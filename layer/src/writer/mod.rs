@@ -501,15 +501,14 @@ impl Writer {
     /// assert!(stats.is_balanced());
     /// # Ok::<(), logpolicy::writer::WriterError>(())
     /// ```
+    pub fn stats(&self) -> WriterStats {
+        self.shared.lock_folded().snapshot()
+    }
+
     /// The format and service of the lines the writer writes itself.
     #[cfg(feature = "admin")]
     pub(crate) fn style(&self) -> &crate::format::Style {
         &self.shared.style
-    }
-
-    /// What the writer has written, dropped and still holds.
-    pub fn stats(&self) -> WriterStats {
-        self.shared.lock_folded().snapshot()
     }
 }
 
