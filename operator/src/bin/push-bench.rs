@@ -609,11 +609,11 @@ async fn converge(
     let deadline = start + Duration::from_secs(300);
     // (300 s: a change with 1,000 hanging pods closes in 30-90 s.)
     let mut pushed = 0usize;
-    // The pods pushed for this change, the tickets they were pushed with, and whether
-    // one of those pushes has reported.
-    let mut taken: HashMap<PodKey, (Vec<PushTicket>, bool)> = HashMap::new();
+    // The pods pushed for this change, the tickets they were pushed with, and the
+    // outcome of the last of those pushes that reported (a pod retried within the
+    // change reports more than once; it counts once, with its latest outcome).
+    let mut taken: HashMap<PodKey, (Vec<PushTicket>, Option<&'static str>)> = HashMap::new();
     let mut waiting = 0usize;
-    let mut outcomes: HashMap<&'static str, usize> = HashMap::new();
     let mut latencies = Vec::new();
     let mut retries = 0;
     let mut last_applied_ms = 0.0;
@@ -622,7 +622,7 @@ async fn converge(
         for p in &pushes {
             let entry = taken.entry(p.pod.clone()).or_insert_with(|| {
                 waiting += 1;
-                (Vec::new(), false)
+                (Vec::new(), None)
             });
             entry.0.push(p.ticket);
         }
@@ -638,14 +638,13 @@ async fn converge(
             .ok_or("report channel closed")?;
         *in_flight -= 1;
         index.record_push(&report.pod, report.ticket, &report.outcome);
-        let Some((tickets, reported)) = taken.get_mut(&report.pod) else {
+        let Some((tickets, last_outcome)) = taken.get_mut(&report.pod) else {
             continue; // a retry of an earlier change
         };
         if !tickets.contains(&report.ticket) {
             continue;
         }
-        if !*reported {
-            *reported = true;
+        if last_outcome.is_none() {
             waiting -= 1;
         }
         retries += report.attempts.saturating_sub(1);
@@ -654,7 +653,7 @@ async fn converge(
         if label == "applied" {
             last_applied_ms = start.elapsed().as_secs_f64() * 1000.0;
         }
-        *outcomes.entry(label).or_default() += 1;
+        *last_outcome = Some(label);
     }
     let millis = start.elapsed().as_secs_f64() * 1000.0;
     latencies.sort_by(f64::total_cmp);
@@ -666,13 +665,15 @@ async fn converge(
     };
     let (applied, failed) = match policy.and_then(|p| index.policy_view(p)) {
         Some(view) => (view.applied as usize, view.failed as usize),
-        None => (
-            outcomes.get("applied").copied().unwrap_or(0),
-            outcomes
-                .iter()
-                .filter(|(k, _)| **k != "applied")
-                .map(|(_, v)| v)
-                .sum(),
+        None => taken.values().filter_map(|(_, outcome)| *outcome).fold(
+            (0, 0),
+            |(applied, failed), label| {
+                if label == "applied" {
+                    (applied + 1, failed)
+                } else {
+                    (applied, failed + 1)
+                }
+            },
         ),
     };
     Ok(Row {
