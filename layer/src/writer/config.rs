@@ -294,18 +294,20 @@ pub struct WriterConfig {
     /// How long dropping the [`WriterGuard`](super::WriterGuard) waits for the queue to be
     /// written. Default 2 s.
     pub flush_timeout: Duration,
-    /// How long a line below `alwaysKeep` busy-waits for the queue's lock in
-    /// [`Overflow::Drop`] mode before it is dropped as
-    /// [`DropReason::Contended`](super::DropReason::Contended), when the queue holds a
+    /// How long a call busy-waits for the queue's lock before it gives up spinning. A line
+    /// below `alwaysKeep` in [`Overflow::Drop`] mode is then dropped as
+    /// [`DropReason::Contended`](super::DropReason::Contended) when the queue holds a
     /// quarter of its share or more. Default [`LOCK_SPIN`] (500 µs), at most
     /// [`MAX_LOCK_SPIN`].
     ///
     /// Every holder of the lock keeps it for a copy or a swap of a few pointers
     /// (nanoseconds), so the lock is free within this time unless the scheduler preempted
     /// its holder; waiting for that holder could take a whole time slice. While the queue
-    /// is nearly empty (the output keeps up) the line waits for the holder instead: the
-    /// wait is the scheduler's, not the reader's, and dropping would lose a line behind a
-    /// reader that keeps up.
+    /// is nearly empty (the output keeps up), and for `alwaysKeep` lines, the call sleeps
+    /// until the holder releases it instead (counted in
+    /// [`WriterStats::lock_waits`](super::WriterStats::lock_waits)): the wait is the
+    /// scheduler's, not the reader's, and dropping would lose a line behind a reader that
+    /// keeps up.
     pub lock_spin: Duration,
     /// The clock that timestamps the lines the writer writes itself (drop summaries).
     pub clock: Arc<dyn Clock>,

@@ -332,21 +332,21 @@ impl Writer {
             sh.lockless_drops[LOCKLESS_QUEUE_FULL][li].fetch_add(1, Ordering::AcqRel);
             return false;
         }
-        let mut st = if never_wait {
-            match sh.lock_within(sh.lock_spin) {
-                Some(st) => st,
-                // The holder was preempted. While the output keeps up (the queue holds
-                // less than a quarter of its share), the line is no burden: wait for the
-                // holder to run again rather than lose it.
-                None if sh.queued_hint.load(Ordering::Acquire) < sh.normal_limit / 4 => sh.lock(),
-                None => {
-                    // The output is behind too: waiting could take a time slice.
-                    sh.lockless_drops[LOCKLESS_CONTENDED][li].fetch_add(1, Ordering::AcqRel);
-                    return false;
-                }
+        let mut st = match sh.lock_within(sh.lock_spin) {
+            Some(st) => st,
+            // The holder was preempted. While the output keeps up (the queue holds less
+            // than a quarter of its share), the line is no burden: wait for the holder to
+            // run again rather than lose it. An `alwaysKeep` line always waits for it.
+            None if !never_wait || sh.queued_hint.load(Ordering::Acquire) < sh.normal_limit / 4 => {
+                let mut st = sh.lock();
+                st.lock_waits += 1;
+                st
             }
-        } else {
-            sh.lock()
+            None => {
+                // The output is behind too: waiting could take a time slice.
+                sh.lockless_drops[LOCKLESS_CONTENDED][li].fetch_add(1, Ordering::AcqRel);
+                return false;
+            }
         };
         st.levels[li].emitted += 1;
         if !st.closed && st.queue.try_append(li, line, always_keep) {

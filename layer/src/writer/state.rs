@@ -93,6 +93,8 @@ pub(super) struct State {
     pub(super) space_waiters: usize,
     /// Calls that waited for space (see `WriterStats::space_waits`).
     pub(super) space_waits: u64,
+    /// Calls that slept for the lock (see `WriterStats::lock_waits`).
+    pub(super) lock_waits: u64,
     pub(super) progress_waiters: usize,
     /// The guard was dropped: no more lines are accepted.
     pub(super) closed: bool,
@@ -175,6 +177,7 @@ impl State {
             summary_lines: self.summary_lines,
             exit_report: self.exit_report,
             space_waits: self.space_waits,
+            lock_waits: self.lock_waits,
         }
     }
 }
@@ -219,6 +222,7 @@ impl Shared {
                 writer_busy: false,
                 space_waiters: 0,
                 space_waits: 0,
+                lock_waits: 0,
                 progress_waiters: 0,
                 closed: false,
                 stop: false,

@@ -172,6 +172,13 @@ pub struct WriterStats {
     /// `alwaysKeep` lines with [`ReserveFull::WaitThenDrop`](super::ReserveFull) or
     /// `ReserveFull::Block`. Always 0 with the defaults: no call waits for the reader.
     pub space_waits: u64,
+    /// Calls that found the queue's lock held for longer than
+    /// [`WriterConfig::lock_spin`](super::WriterConfig::lock_spin) and slept until its
+    /// holder, which the scheduler had preempted, released it: `alwaysKeep` lines, and
+    /// lines below it while the queue held less than a quarter of its share (the output
+    /// keeps up, so the line is kept rather than dropped). The wait is the scheduler's,
+    /// not the reader's; it shows how often the machine's load reached a log call.
+    pub lock_waits: u64,
 }
 
 /// Where a writer's last report went: when it stops with drops not yet reported (the
