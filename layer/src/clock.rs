@@ -244,6 +244,67 @@ pub(crate) fn write_since_epoch(buf: &mut Vec<u8>, d: Duration) {
     buf.extend_from_slice(&digits);
 }
 
+thread_local! {
+    /// The last second written in nanoseconds on this thread: its digits and how many.
+    static NANO_SECONDS: Cell<(u64, [u8; 20], u8)> = const { Cell::new((0, [0; 20], 0)) };
+}
+
+/// Appends the time `d` after the Unix epoch in nanoseconds, in decimal
+/// (`1796069175123456789`); the seconds' digits are rendered once per second per thread.
+#[inline]
+pub(crate) fn write_nanos_since_epoch(buf: &mut Vec<u8>, d: Duration) {
+    let secs = d.as_secs();
+    if secs == 0 || secs >= u64::MAX / 1_000_000_000 {
+        // Before the first second there are no seconds' digits to put the nanoseconds
+        // after; after the year 2554 the number stops at `u64::MAX`.
+        let nanos = secs
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()));
+        buf.extend_from_slice(itoa::Buffer::new().format(nanos).as_bytes());
+        return;
+    }
+    let (digits, len) = NANO_SECONDS.with(|c| {
+        let (cached, digits, len) = c.get();
+        if cached == secs {
+            (digits, len)
+        } else {
+            let mut digits = [0u8; 20];
+            let mut b = itoa::Buffer::new();
+            let s = b.format(secs).as_bytes();
+            digits[..s.len()].copy_from_slice(s);
+            c.set((secs, digits, s.len() as u8));
+            (digits, s.len() as u8)
+        }
+    });
+    // All 20 bytes, then cut: a copy of known size, not a call to `memcpy`.
+    let at = buf.len();
+    buf.extend_from_slice(&digits);
+    buf.truncate(at + usize::from(len));
+    // Nine digits, two at a time.
+    let nanos = d.subsec_nanos();
+    let mut frac = [b'0'; 9];
+    let (mut high, low) = (nanos / 10, nanos % 10);
+    frac[8] = b'0' + low as u8;
+    for pair in frac[..8].rchunks_exact_mut(2) {
+        let i = (high % 100) as usize * 2;
+        pair.copy_from_slice(&DIGIT_PAIRS[i..i + 2]);
+        high /= 100;
+    }
+    buf.extend_from_slice(&frac);
+}
+
+/// `00`, `01`, ... `99`.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Fills `out[..19]` with `YYYY-MM-DDTHH:MM:SS` for `secs` since the epoch.
 fn rfc3339_seconds(secs: u64, out: &mut [u8; 20]) {
     let days = secs / 86_400;

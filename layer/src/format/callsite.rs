@@ -106,6 +106,19 @@ impl CachedSite {
         mask
     }
 
+    /// The index of this callsite's field called `message` (`usize::MAX`: none).
+    #[inline]
+    pub(crate) fn message_index(&self) -> usize {
+        self.message
+    }
+
+    /// Whether this callsite's message is its last field (as `tracing`'s macros put it
+    /// when the event has other fields): nothing of the event follows it.
+    #[inline]
+    pub(crate) fn message_is_last(&self) -> bool {
+        self.message != usize::MAX && self.message + 1 == self.meta.fields().len()
+    }
+
     /// Whether `field` is this callsite's message.
     #[inline(always)]
     pub(crate) fn is_message(&self, field: &Field) -> bool {

@@ -3,6 +3,7 @@
 use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
+use tracing_core::Metadata;
 
 use super::callsite::CachedSite;
 use super::escape::{has_control, write_escaped, Escaping, Raw};
@@ -32,105 +33,191 @@ fn put_key(buf: &mut Vec<u8>, callsite: Option<&'static CachedSite>, keys: Keys,
     }
 }
 
-/// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`
-/// (opened at the first of them).
+/// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`.
+///
+/// Each attribute is written exactly as JSON writes it, with `Attributes` already open:
+/// tracing's macros record the message first, and `Attributes` opens right after it
+/// (the span follows the fields); an event whose message comes last (or that has none)
+/// has `Attributes` opened before its fields, the span first, and the message closes
+/// it and follows as `Body`.
 pub(crate) struct OtelFields<'a, 's> {
     pub(crate) inner: JsonFields<'a>,
-    /// Where `,"Attributes":{` starts, once written.
-    pub(crate) attributes: &'s mut Option<usize>,
+    pub(crate) attributes: &'s mut OtelAttributes,
 }
 
-/// What [`OtelFields::after`] completes.
-#[derive(Clone, Copy)]
-enum Pending {
-    Nothing,
-    /// The first attribute, whose comma (here) becomes `Attributes`' brace.
-    Opened(usize),
-    /// The message, written from here.
-    Message(usize),
+/// Where a `json-otel` line's `Attributes` object stands.
+pub(crate) struct OtelAttributes {
+    /// Where `,"Attributes":` starts, once written.
+    start: Option<usize>,
+    /// Where the first attribute's comma goes (it becomes the object's `{`), when it was
+    /// opened without the span.
+    brace_at: Option<usize>,
+    /// Its closing brace is written (the message came last and follows it as `Body`).
+    closed: bool,
+    /// The callsite's message is its last field.
+    message_last: bool,
+    /// The index of the event's field called `message` (`usize::MAX`: none).
+    message: usize,
+    /// The event has fields other than the message.
+    others: bool,
+}
+
+impl OtelAttributes {
+    /// For an event of `meta`, with its cached callsite if it has one.
+    #[inline]
+    pub(crate) fn new(meta: &Metadata<'_>, callsite: Option<&CachedSite>) -> Self {
+        let (message, message_last) = match callsite {
+            Some(c) => (c.message_index(), c.message_is_last()),
+            None => {
+                let fields = meta.fields();
+                let at = fields.iter().position(|f| f.name() == "message");
+                (
+                    at.unwrap_or(usize::MAX),
+                    at.is_some_and(|i| i + 1 == fields.len()),
+                )
+            }
+        };
+        Self {
+            start: None,
+            brace_at: None,
+            closed: false,
+            message_last,
+            message,
+            others: meta.fields().len() > usize::from(message != usize::MAX),
+        }
+    }
+
+    /// Whether the message is the event's first field: then the span is written after
+    /// the fields (see [`OtelFields`]).
+    #[inline]
+    pub(crate) fn message_first(&self) -> bool {
+        self.message == 0
+    }
+
+    /// Adds the span to `Attributes`, opening it if needed: `,"span":{"name":"` (the
+    /// caller writes the rest of the span).
+    pub(crate) fn put_span_open(&mut self, buf: &mut Vec<u8>, span_open: &[u8]) {
+        if self.start.is_some() {
+            buf.extend_from_slice(span_open);
+        } else {
+            self.start = Some(buf.len());
+            buf.extend_from_slice(b",\"Attributes\":{");
+            buf.extend_from_slice(&span_open[1..]);
+        }
+    }
+
+    /// Opens `Attributes` for the event's fields, when it has any besides the message.
+    #[inline]
+    pub(crate) fn open_for_fields(&mut self, buf: &mut Vec<u8>) {
+        if self.start.is_none() && self.others {
+            self.start = Some(buf.len());
+            buf.extend_from_slice(b",\"Attributes\":");
+            self.brace_at = Some(buf.len());
+        }
+    }
+
+    /// Ends `Attributes` if it is open: the first attribute's comma becomes `{` (or,
+    /// with none written, `{` is added), then `}`.
+    #[inline]
+    pub(crate) fn close(&mut self, buf: &mut Vec<u8>) {
+        if self.start.is_none() || self.closed {
+            return;
+        }
+        if let Some(at) = self.brace_at {
+            if buf.len() > at {
+                buf[at] = b'{';
+            } else {
+                buf.push(b'{');
+            }
+        }
+        buf.push(b'}');
+        self.closed = true;
+    }
 }
 
 impl OtelFields<'_, '_> {
-    #[inline(always)]
-    fn before(&mut self, field: &Field) -> Pending {
-        let message = match self.inner.callsite {
-            Some(c) => c.is_message(field),
-            None => field.name() == "message",
+    /// Writes the message as `Body` with `write`, where it goes: before `Attributes`
+    /// (opened after it) when `Attributes` is not open yet, after it (closed here) when
+    /// it is the callsite's last field. Out of line: every other field is a comparison
+    /// and a call.
+    #[inline(never)]
+    fn message(&mut self, write: impl FnOnce(&mut JsonFields<'_>)) {
+        let a = &mut *self.attributes;
+        if a.closed {
+            return write(&mut self.inner);
+        }
+        let Some(start) = a.start else {
+            write(&mut self.inner);
+            return a.open_for_fields(self.inner.buf);
         };
-        if message {
-            return Pending::Message(self.inner.buf.len());
+        if a.message_last {
+            a.close(self.inner.buf);
+            return write(&mut self.inner);
         }
-        if self.attributes.is_some() {
-            return Pending::Nothing;
-        }
-        *self.attributes = Some(self.inner.buf.len());
-        self.inner.buf.extend_from_slice(b",\"Attributes\":");
-        Pending::Opened(self.inner.buf.len())
-    }
-
-    #[inline(always)]
-    fn after(&mut self, pending: Pending) {
-        match pending {
-            Pending::Nothing => {}
-            // The first field's `,"key":` becomes `{"key":`.
-            Pending::Opened(comma) => self.inner.buf[comma] = b'{',
-            Pending::Message(at) => {
-                if let Some(open) = self.attributes {
-                    // A message after other fields: move it before `Attributes`.
-                    let len = self.inner.buf.len() - at;
-                    self.inner.buf[*open..].rotate_right(len);
-                    *open += len;
-                }
-            }
-        }
+        // Not the last field (rare with tracing's macros): moved before `Attributes`.
+        let at = self.inner.buf.len();
+        write(&mut self.inner);
+        let len = self.inner.buf.len() - at;
+        self.inner.buf[start..].rotate_right(len);
+        a.start = Some(start + len);
+        a.brace_at = a.brace_at.map(|b| b + len);
     }
 }
 
 impl Visit for OtelFields<'_, '_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        let p = self.before(field);
-        self.inner.record_str(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_str(field, value);
+        }
+        self.message(|inner| inner.record_str(field, value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let p = self.before(field);
-        self.inner.record_debug(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_debug(field, value);
+        }
+        self.message(|inner| inner.record_debug(field, value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        let p = self.before(field);
-        self.inner.record_i64(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_i64(field, value);
+        }
+        self.message(|inner| inner.record_i64(field, value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        let p = self.before(field);
-        self.inner.record_u64(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_u64(field, value);
+        }
+        self.message(|inner| inner.record_u64(field, value));
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
-        let p = self.before(field);
-        self.inner.record_i128(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_i128(field, value);
+        }
+        self.message(|inner| inner.record_i128(field, value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        let p = self.before(field);
-        self.inner.record_u128(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_u128(field, value);
+        }
+        self.message(|inner| inner.record_u128(field, value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        let p = self.before(field);
-        self.inner.record_f64(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_f64(field, value);
+        }
+        self.message(|inner| inner.record_f64(field, value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        let p = self.before(field);
-        self.inner.record_bool(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_bool(field, value);
+        }
+        self.message(|inner| inner.record_bool(field, value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        let p = self.before(field);
-        self.inner.record_error(field, value);
-        self.after(p);
+        if field.index() != self.attributes.message {
+            return self.inner.record_error(field, value);
+        }
+        self.message(|inner| inner.record_error(field, value));
     }
 }
 
@@ -412,7 +499,10 @@ impl TextFields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) -> bool {
         put_key(self.buf, self.callsite, Keys::Text, field);
-        field.name() == "message"
+        match self.callsite {
+            Some(c) => c.is_message(field),
+            None => field.name() == "message",
+        }
     }
 }
 

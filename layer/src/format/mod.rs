@@ -111,7 +111,7 @@ use crate::policy::Redaction;
 use crate::sink::LineSink;
 use callsite::{cached_site, CachedSite};
 pub(crate) use escape::write_escaped;
-use fields::{JsonFields, LogfmtFields, OtelFields, TextFields, Tracked};
+use fields::{JsonFields, LogfmtFields, OtelAttributes, OtelFields, TextFields, Tracked};
 use redact::{Counts, Redacting};
 use schema::{span_open, write_head, write_logfmt_str, write_time, Keys};
 pub use schema::{Format, ParseFormatError};
@@ -435,7 +435,17 @@ impl<K: LineSink> FormatLayer<K> {
                 return counts;
             }
             Format::JsonOtel => {
-                let mut attributes = None;
+                let mut attributes = OtelAttributes::new(meta, callsite);
+                let span = ctx.event_span(event);
+                let ids = span.as_ref().and_then(|s| self.trace_ids::<JSON, S>(s));
+                let span_first = !attributes.message_first();
+                if span_first {
+                    if let Some(span) = &span {
+                        attributes.put_span_open(buf, span_open(format));
+                        self.put_json_span(buf, span, r);
+                    }
+                    attributes.open_for_fields(buf);
+                }
                 let fields = OtelFields {
                     inner: JsonFields {
                         buf: &mut *buf,
@@ -445,22 +455,13 @@ impl<K: LineSink> FormatLayer<K> {
                     attributes: &mut attributes,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                let mut ids = None;
-                if let Some(span) = ctx.event_span(event) {
-                    ids = self.trace_ids::<JSON, S>(&span);
-                    let open = span_open(format);
-                    if attributes.is_some() {
-                        buf.extend_from_slice(open);
-                    } else {
-                        attributes = Some(buf.len());
-                        buf.extend_from_slice(b",\"Attributes\":{");
-                        buf.extend_from_slice(&open[1..]);
+                if !span_first {
+                    if let Some(span) = &span {
+                        attributes.put_span_open(buf, span_open(format));
+                        self.put_json_span(buf, span, r);
                     }
-                    self.put_json_span(buf, &span, r);
                 }
-                if attributes.is_some() {
-                    buf.push(b'}');
-                }
+                attributes.close(buf);
                 if let Some(ids) = ids {
                     trace_ids::write(buf, format, &ids, None);
                 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::escape::write_escaped;
 use super::fields::write_controls_escaped;
-use crate::clock::write_since_epoch;
+use crate::clock::{write_nanos_since_epoch, write_since_epoch};
 use crate::level::level_index;
 
 /// The line format: which fields a line has and where, for the pipeline that reads it.
@@ -384,7 +384,7 @@ pub(crate) fn write_time(buf: &mut Vec<u8>, format: Format, now: Duration) {
         Format::Json => buf.extend_from_slice(b"{\"ts\":\""),
         Format::JsonOtel => {
             buf.extend_from_slice(b"{\"Timestamp\":\"");
-            write_nanos(buf, now);
+            write_nanos_since_epoch(buf, now);
             return;
         }
         Format::JsonEcs => buf.extend_from_slice(b"{\"@timestamp\":\""),
@@ -394,15 +394,6 @@ pub(crate) fn write_time(buf: &mut Vec<u8>, format: Format, now: Duration) {
         Format::Text => {}
     }
     write_since_epoch(buf, now);
-}
-
-/// Appends `d` in nanoseconds (at most `u64::MAX`, in the year 2554).
-fn write_nanos(buf: &mut Vec<u8>, d: Duration) {
-    let nanos = d
-        .as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()));
-    buf.extend_from_slice(itoa::Buffer::new().format(nanos).as_bytes());
 }
 
 /// What opens a line's span (its name follows, then its fields): in `json-otel` inside
@@ -487,8 +478,31 @@ mod tests {
             (Duration::new(u64::MAX, 999_999_999), "18446744073709551615"),
         ] {
             let mut buf = Vec::new();
-            write_nanos(&mut buf, d);
+            write_nanos_since_epoch(&mut buf, d);
             assert_eq!(String::from_utf8(buf).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn nanoseconds_stay_right_when_the_second_changes_and_comes_back() {
+        // The seconds' digits are kept per thread: each line must still have its own.
+        for (d, s) in [
+            (Duration::new(1_800_000_000, 7), "1800000000000000007"),
+            (
+                Duration::new(1_800_000_000, 999_999_999),
+                "1800000000999999999",
+            ),
+            (
+                Duration::new(1_800_000_001, 10_000_000),
+                "1800000001010000000",
+            ),
+            (Duration::new(999, 123_456_789), "999123456789"),
+            (Duration::new(1_800_000_000, 0), "1800000000000000000"),
+            (Duration::new(18_446_744_072, 1), "18446744072000000001"),
+        ] {
+            let mut buf = b"x".to_vec();
+            write_nanos_since_epoch(&mut buf, d);
+            assert_eq!(String::from_utf8(buf).unwrap(), format!("x{s}"));
         }
     }
 

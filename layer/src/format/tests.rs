@@ -177,3 +177,90 @@ fn otel_body_is_outside_attributes_wherever_the_message_comes() {
     assert_eq!(v[2]["Attributes"]["span"]["name"], "req");
     assert_eq!(v[0].as_object().unwrap().len(), 6, "{out}");
 }
+
+#[test]
+fn otel_attributes_are_one_object_whatever_fields_are_absent() {
+    // The message first (as the macros put it), last, in the middle or absent; fields
+    // that record nothing (`None`), inside a span and outside one: `Attributes` is opened
+    // before the fields or right after the message, so each of these paths must still
+    // give one well-formed object, or none when nothing goes in it.
+    let none: Option<u64> = None;
+    let lines = |in_span: bool| {
+        capture(Format::JsonOtel, || {
+            let span = tracing::info_span!("req", id = 3);
+            let _g = in_span.then(|| span.enter());
+            tracing::info!(a = 1, "first");
+            tracing::info!(a = none, "first, nothing after");
+            tracing::info!(a = 1, b = none, message = "last");
+            tracing::info!(a = none, message = "last, nothing before");
+            tracing::info!(a = 1, message = "middle", c = none, d = true);
+            tracing::info!(a = none, b = none);
+            tracing::info!(a = none, message = "middle", b = none);
+        })
+    };
+    for in_span in [false, true] {
+        let out = lines(in_span);
+        let v = json_lines(&out);
+        let bodies: Vec<_> = v.iter().map(|l| l["Body"].clone()).collect();
+        assert_eq!(
+            bodies,
+            [
+                "first".into(),
+                "first, nothing after".into(),
+                "last".into(),
+                "last, nothing before".into(),
+                "middle".into(),
+                serde_json::Value::Null,
+                "middle".into()
+            ],
+            "{out}"
+        );
+        let attributes: Vec<_> = v
+            .iter()
+            .map(|l| {
+                let mut a = l.get("Attributes").cloned().unwrap_or_default();
+                if in_span {
+                    let span = a.as_object_mut().and_then(|o| o.remove("span"));
+                    assert_eq!(span.unwrap()["name"], "req", "{out}");
+                }
+                a
+            })
+            .collect();
+        let empty = if in_span {
+            serde_json::json!({})
+        } else {
+            serde_json::Value::Null
+        };
+        let a1 = serde_json::json!({"a": 1});
+        assert_eq!(
+            attributes,
+            [
+                a1.clone(),
+                // `Attributes` was opened for `a` and stayed empty.
+                if in_span {
+                    empty.clone()
+                } else {
+                    serde_json::json!({})
+                },
+                a1.clone(),
+                if in_span {
+                    empty.clone()
+                } else {
+                    serde_json::json!({})
+                },
+                serde_json::json!({"a": 1, "d": true}),
+                if in_span {
+                    empty.clone()
+                } else {
+                    serde_json::json!({})
+                },
+                if in_span {
+                    empty
+                } else {
+                    serde_json::json!({})
+                },
+            ],
+            "{out}"
+        );
+    }
+}
