@@ -59,6 +59,20 @@ fn state_of<'a>(run: &'a PluginRun, pod: &str) -> Option<&'a str> {
     })
 }
 
+/// The document version and applied-at time in the pods' table for `pod`, as the pod
+/// said them.
+fn held_by(run: &PluginRun, pod: &str) -> Option<(u64, SystemTime)> {
+    run.stdout.lines().find_map(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        if cells.first() != Some(&pod) {
+            return None;
+        }
+        let version = cells.get(2)?.parse().ok()?;
+        let at = logpolicy::clock::parse_rfc3339(cells.get(3)?).ok()?;
+        Some((version, at))
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raise_a_deployment_then_list_status_extend_and_revert() {
     let (s, operator) = world("plugin-deploy").await;
@@ -107,8 +121,14 @@ async fn raise_a_deployment_then_list_status_extend_and_revert() {
     let name = run.created_policy().unwrap();
     assert!(name.starts_with("raise-shop-payment-debug-"), "{name}");
     assert_eq!(name.len(), "raise-shop-payment-debug-".len() + 5, "{name}");
+    let mut versions = Vec::new();
     for p in &pods {
         assert_eq!(state_of(&run, &p.name), Some("applied"), "{run}");
+        // Each row says which document the pod holds and when it applied it (by the
+        // pod's clock, the same machine's here): after the raise began, before it ended.
+        let (version, at) = held_by(&run, &p.name).unwrap_or_else(|| panic!("{run}"));
+        assert!(at >= t0 && at <= SystemTime::now(), "{run}");
+        versions.push(version);
     }
     assert!(run.took < Duration::from_secs(5), "{run}");
     // Acknowledged means in force: the debug lines are there.
@@ -140,6 +160,11 @@ async fn raise_a_deployment_then_list_status_extend_and_revert() {
     assert!(status.stdout.contains("AllPodsApplied"), "{status}");
     assert!(status.stdout.contains("Reason:      INC-4211"), "{status}");
     assert_eq!(state_of(&status, "shop-1"), Some("applied"), "{status}");
+    assert_eq!(
+        held_by(&status, "shop-1").map(|(v, _)| v),
+        Some(versions[1]),
+        "{status}"
+    );
 
     let effective = plugin(&s, op, &["effective", "shop-0"]);
     effective.expect_code(0).unwrap();
@@ -161,8 +186,12 @@ async fn raise_a_deployment_then_list_status_extend_and_revert() {
     let from_ask = secs_between(after, asked);
     assert!((118.0..=123.0).contains(&from_ask), "{from_ask} s: {lp}");
     assert!(after > before, "{lp}");
-    for p in &pods {
+    for (p, raised) in pods.iter().zip(&versions) {
         assert_eq!(state_of(&ext, &p.name), Some("applied"), "{ext}");
+        // The extension is a newer document, applied after it was asked for.
+        let (version, at) = held_by(&ext, &p.name).unwrap_or_else(|| panic!("{ext}"));
+        assert!(version > *raised, "{ext}");
+        assert!(at >= asked, "{ext}");
     }
 
     // Revert ends it early: once it exits, no pod holds it.

@@ -65,7 +65,14 @@ pub async fn wait_for_pods(
         tokio::time::sleep(POLL).await;
     };
     let pods = kube.selected_pods(selector).await?;
-    let rows = pod_rows(&lp, &pods.opted_in);
+    // What each pod says it holds: the document's version and when it applied it.
+    let holds = kube
+        .holds(
+            &kube.opted_in_pods(selector).await?,
+            &format!("{}/{name}", kube.namespace),
+        )
+        .await;
+    let rows = pod_rows(&lp, &pods.opted_in, &holds);
     print!("{}", pod_table(&lp, &rows));
     let secs = started.elapsed().as_secs_f64();
     match progress(&lp) {

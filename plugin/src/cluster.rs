@@ -1,12 +1,14 @@
 //! The Kubernetes side: the client (kubectl's kubeconfig, context and namespace), the
 //! pods a selector picks, the operator's Lease, and a pod's admin endpoint.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -284,6 +286,70 @@ async fn direct_get(ip: &str, port: u16, path: &str) -> Result<serde_json::Value
     serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))
 }
 
+/// What a pod says it holds of a LogPolicy: the version of the document that carries
+/// it and when the pod applied that document (by the pod's clock; absent from pods of
+/// earlier versions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodHold {
+    /// The document's version.
+    pub version: u64,
+    /// When the pod applied it, RFC 3339.
+    pub applied_at: Option<String>,
+}
+
+/// What a pod's `GET /logpolicy` (`view`) holds of the LogPolicy `ns/name`: `None` when
+/// no layer of it is in force there.
+pub fn pod_hold(view: &serde_json::Value, source: &str) -> Option<PodHold> {
+    if !holds_layer(view, source) {
+        return None;
+    }
+    let doc = &view["document"];
+    Some(PodHold {
+        version: doc["version"].as_u64()?,
+        applied_at: doc["appliedAt"].as_str().map(str::to_owned),
+    })
+}
+
+impl Kube {
+    /// The opted-in pods of the namespace that `selector` matches, whole (their IPs and
+    /// annotations say where their endpoints are).
+    pub async fn opted_in_pods(&self, selector: &LabelSelector) -> Result<Vec<Pod>> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let selector = format!("{},{OPT_IN_LABEL}=true", selector_string(selector));
+        let selector = selector.trim_start_matches(',');
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| api_failure(&format!("listing pods with {selector}"), e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect())
+    }
+
+    /// What each of `pods` holds of the LogPolicy `source`, by pod name, read from
+    /// their endpoints [`HOLD_READS`] at a time: `Err` says why a pod could not be read.
+    pub async fn holds(
+        &self,
+        pods: &[Pod],
+        source: &str,
+    ) -> BTreeMap<String, std::result::Result<Option<PodHold>, String>> {
+        let reads = pods.iter().map(|pod| async move {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let hold = self.pod_policy(pod).await.map(|v| pod_hold(&v, source));
+            (name, hold)
+        });
+        futures::stream::iter(reads)
+            .buffer_unordered(HOLD_READS)
+            .collect()
+            .await
+    }
+}
+
+/// How many pods' endpoints are read at a time.
+pub const HOLD_READS: usize = 32;
+
 /// Whether a pod's `GET /logpolicy` holds a layer from the LogPolicy `ns/name` that is
 /// in force.
 pub fn holds_layer(policy: &serde_json::Value, source: &str) -> bool {
@@ -334,5 +400,33 @@ mod tests {
         assert!(!holds_layer(&v, "shop/raise-y"));
         let expired = serde_json::json!({"layers": [{"source": "shop/raise-x", "active": false}]});
         assert!(!holds_layer(&expired, "shop/raise-x"));
+    }
+
+    #[test]
+    fn a_hold_gives_the_document_version_and_when_the_pod_applied_it() {
+        let v = serde_json::json!({
+            "layers": [{"source": "env"}, {"source": "shop/raise-x", "active": true}],
+            "document": {"version": 7, "issuedAt": "2026-12-03T07:00:00Z", "appliedAt": "2026-12-03T07:00:00.031000000Z"},
+        });
+        assert_eq!(
+            pod_hold(&v, "shop/raise-x"),
+            Some(PodHold {
+                version: 7,
+                applied_at: Some("2026-12-03T07:00:00.031000000Z".into())
+            })
+        );
+        assert_eq!(pod_hold(&v, "shop/raise-y"), None);
+        // A pod of an earlier version says no appliedAt.
+        let older = serde_json::json!({
+            "layers": [{"source": "shop/raise-x", "active": true}],
+            "document": {"version": 3, "issuedAt": "2026-12-03T07:00:00Z"},
+        });
+        assert_eq!(
+            pod_hold(&older, "shop/raise-x"),
+            Some(PodHold {
+                version: 3,
+                applied_at: None
+            })
+        );
     }
 }

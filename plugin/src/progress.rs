@@ -7,10 +7,14 @@
 //! `applied` when every pod applied, `failed` when the status names it, and `pending`
 //! otherwise.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use logpolicy_operator::status::{APPLIED, READY};
 use logpolicy_operator::LogPolicy;
 use serde::Serialize;
+
+use crate::cluster::PodHold;
 
 /// What the status says about the policy's current generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,18 +71,29 @@ pub fn progress(lp: &LogPolicy) -> Progress {
 
 /// One pod's row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodRow {
     /// The pod.
     pub pod: String,
     /// `applied`, `pending` or `failed`.
     pub state: &'static str,
-    /// Why it failed, as the operator reports it.
+    /// The version of the document that carries the policy, as the pod says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// When the pod applied that document, by its clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<String>,
+    /// Why it failed, as the operator reports it, or why the pod could not be read.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
 }
 
-/// The rows of `pods` (the selected, opted-in pods, by name) under `lp`'s status.
-pub fn pod_rows(lp: &LogPolicy, pods: &[String]) -> Vec<PodRow> {
+/// What the pods said they hold, by name (see [`Kube::holds`](crate::cluster::Kube::holds)).
+pub type Holds = BTreeMap<String, Result<Option<PodHold>, String>>;
+
+/// The rows of `pods` (the selected, opted-in pods, by name) under `lp`'s status, with
+/// what each pod said it holds (`holds`; a pod missing there was not read).
+pub fn pod_rows(lp: &LogPolicy, pods: &[String], holds: &Holds) -> Vec<PodRow> {
     let applied_all = progress(lp) == Progress::Applied;
     let failing = lp
         .status
@@ -88,14 +103,25 @@ pub fn pod_rows(lp: &LogPolicy, pods: &[String]) -> Vec<PodRow> {
     pods.iter()
         .map(|pod| {
             let failed = failing.iter().find(|f| &f.name == pod);
-            let (state, error) = match failed {
+            let (state, mut error) = match failed {
                 Some(f) => ("failed", f.reason.clone()),
                 None if applied_all => ("applied", String::new()),
                 None => ("pending", String::new()),
             };
+            let (mut version, mut applied_at) = (None, None);
+            match holds.get(pod) {
+                Some(Ok(Some(hold))) => {
+                    version = Some(hold.version);
+                    applied_at = hold.applied_at.clone();
+                }
+                Some(Err(e)) if error.is_empty() => error = format!("not read: {e}"),
+                _ => {}
+            }
             PodRow {
                 pod: pod.clone(),
                 state,
+                version,
+                applied_at,
                 error,
             }
         })
@@ -107,9 +133,17 @@ pub fn pod_rows(lp: &LogPolicy, pods: &[String]) -> Vec<PodRow> {
 pub fn pod_table(lp: &LogPolicy, rows: &[PodRow]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| vec![r.pod.clone(), r.state.to_owned(), r.error.clone()])
+        .map(|r| {
+            vec![
+                r.pod.clone(),
+                r.state.to_owned(),
+                r.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+                r.applied_at.clone().unwrap_or_else(|| "-".to_owned()),
+                r.error.clone(),
+            ]
+        })
         .collect();
-    let mut out = crate::output::table(&["POD", "STATE", "ERROR"], &cells);
+    let mut out = crate::output::table(&["POD", "STATE", "VERSION", "APPLIED AT", "ERROR"], &cells);
     if let Progress::Pending {
         applied, matched, ..
     } = progress(lp)
@@ -180,11 +214,35 @@ mod tests {
             }
         );
         let pods: Vec<String> = ["shop-0", "shop-1", "shop-2"].map(String::from).to_vec();
-        let rows = pod_rows(&lp, &pods);
+        let holds: Holds = [
+            (
+                "shop-0".to_owned(),
+                Ok(Some(PodHold {
+                    version: 12,
+                    applied_at: Some("2026-12-03T07:00:01.250000000Z".into()),
+                })),
+            ),
+            (
+                "shop-1".to_owned(),
+                Err("pod proxy: no answer in 3 s".into()),
+            ),
+            ("shop-2".to_owned(), Err("connection refused".into())),
+        ]
+        .into();
+        let rows = pod_rows(&lp, &pods, &holds);
         assert_eq!(
             rows.iter().map(|r| r.state).collect::<Vec<_>>(),
             ["pending", "pending", "failed"]
         );
+        // What the pod said; why it could not be read, unless the operator said why
+        // it failed.
+        assert_eq!(rows[0].version, Some(12));
+        assert_eq!(
+            rows[0].applied_at.as_deref(),
+            Some("2026-12-03T07:00:01.250000000Z")
+        );
+        assert_eq!(rows[1].version, None);
+        assert_eq!(rows[1].error, "not read: pod proxy: no answer in 3 s");
         assert_eq!(rows[2].error, "timeout after 2s");
         let table = pod_table(&lp, &rows);
         assert!(
@@ -211,7 +269,12 @@ mod tests {
             .unwrap(),
             ..LogPolicyStatus::default()
         });
-        let rows = pod_rows(&lp, &["shop-0".into(), "shop-1".into()]);
+        let rows = pod_rows(&lp, &["shop-0".into(), "shop-1".into()], &Holds::new());
         assert!(rows.iter().all(|r| r.state == "applied"), "{rows:?}");
+        let table = pod_table(&lp, &rows);
+        assert!(
+            table.starts_with("POD") && table.contains("VERSION") && table.contains("APPLIED AT"),
+            "{table}"
+        );
     }
 }

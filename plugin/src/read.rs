@@ -118,7 +118,13 @@ pub async fn status(connection: &Connection, args: &StatusArgs) -> Result<()> {
         .await
         .map_err(|e| api_failure(&format!("lp/{name}"), e))?;
     let pods = kube.selected_pods(&lp.spec.selector).await?;
-    let rows = pod_rows(&lp, &pods.opted_in);
+    let holds = kube
+        .holds(
+            &kube.opted_in_pods(&lp.spec.selector).await?,
+            &format!("{}/{name}", kube.namespace),
+        )
+        .await;
+    let rows = pod_rows(&lp, &pods.opted_in, &holds);
     if args.output != Format::Table {
         #[derive(Serialize)]
         struct Status<'a> {

@@ -118,8 +118,15 @@ pub(crate) struct Admin {
     document_window: Duration,
     max_layer_lifetime: Duration,
     /// The last document accepted (its version is the one held).
-    held: Mutex<Option<PolicyDocument>>,
+    held: Mutex<Option<Held>>,
     requests: [AtomicU64; STATUSES.len()],
+}
+
+/// The document held, and when this pod accepted it (by its own clock).
+#[derive(Debug)]
+struct Held {
+    doc: PolicyDocument,
+    applied_at: SystemTime,
 }
 
 impl Admin {
@@ -178,7 +185,7 @@ impl Admin {
     }
 
     pub(crate) fn held_version(&self) -> Option<u64> {
-        self.lock_held().as_ref().map(|d| d.version)
+        self.lock_held().as_ref().map(|h| h.doc.version)
     }
 
     /// The document's times against this pod's clock (`now`): `issuedAt` within the
@@ -254,7 +261,7 @@ impl Admin {
         Ok(())
     }
 
-    fn lock_held(&self) -> std::sync::MutexGuard<'_, Option<PolicyDocument>> {
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -333,7 +340,7 @@ impl Admin {
             return refused;
         }
         let mut held = self.lock_held();
-        if let Some(current) = held.as_ref() {
+        if let Some(current) = held.as_ref().map(|h| &h.doc) {
             if doc.issued_at < current.issued_at && doc.version > current.version {
                 return Reply::conflict(
                     "older_than_held",
@@ -383,7 +390,10 @@ impl Admin {
         if let Err(e) = applied {
             return Reply::error(422, "invalid_document", e.to_string());
         }
-        *held = Some(doc);
+        *held = Some(Held {
+            doc,
+            applied_at: now,
+        });
         Reply::json(200, &self.view_with(held.as_ref(), Some(false)))
     }
 
@@ -393,7 +403,7 @@ impl Admin {
         self.view_with(held.as_ref(), None)
     }
 
-    fn view_with(&self, held: Option<&PolicyDocument>, unchanged: Option<bool>) -> PolicyView {
+    fn view_with(&self, held: Option<&Held>, unchanged: Option<bool>) -> PolicyView {
         let policy = self.handle.policy();
         let effective = self.handle.effective();
         let now = self.handle.now();
@@ -408,10 +418,11 @@ impl Admin {
                     active: l.is_active_at(now),
                 })
                 .collect(),
-            document: held.map(|d| HeldDocument {
-                version: d.version,
-                issued_at: d.issued_at,
-                pod: d.pod.clone(),
+            document: held.map(|h| HeldDocument {
+                version: h.doc.version,
+                issued_at: h.doc.issued_at,
+                pod: h.doc.pod.clone(),
+                applied_at: Some(h.applied_at),
             }),
             next_expiry: next,
             after_next_expiry: next.map(|at| effective_view(&policy.effective_at(at))),

@@ -137,6 +137,14 @@ pub struct HeldDocument {
     /// The pod it was for.
     #[serde(default)]
     pub pod: PodRef,
+    /// When this pod accepted it, by its own clock (absent from pods of earlier
+    /// versions).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::serde_rfc3339_opt"
+    )]
+    pub applied_at: Option<SystemTime>,
 }
 
 fn unix_epoch() -> SystemTime {
@@ -174,6 +182,7 @@ mod tests {
                 version: 4,
                 issued_at: t,
                 pod: PodRef::new("shop", "web-1", "u1"),
+                applied_at: Some(t + Duration::from_millis(1500)),
             }),
             next_expiry: Some(t),
             after_next_expiry: None,
@@ -182,6 +191,10 @@ mod tests {
         };
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["document"]["version"], 4);
+        assert_eq!(
+            json["document"]["appliedAt"],
+            "2027-01-15T08:00:01.500000000Z"
+        );
         assert_eq!(json["layers"][0]["source"], "shop/raise");
         assert_eq!(json["layers"][0]["active"], true);
         assert_eq!(json["effective"]["defaultLevel"], "info");
