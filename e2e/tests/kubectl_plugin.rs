@@ -1,8 +1,10 @@
 //! `kubectl logpolicy`, the plugin, against the real API server, the real operator and
 //! real demo services: `raise` (by workload and by label) exits 0 once every pod
 //! acknowledged and the pods log at the new level; `list`, `status`, `extend` and
-//! `revert` do what they say; pods that have not opted in give exit 3 naming the label;
-//! with no operator running, exit 5.
+//! `revert` do what they say, and each pod's row gives the document version it holds and
+//! when it applied it; pods that have not opted in give exit 3 naming the label; with no
+//! operator running, exit 5; a raise the operator refuses (longer than its
+//! `--max-duration`), exit 6 with the operator's reason.
 //!
 //! Each test runs its own operator, watching only the test's namespace (the chart's
 //! `watchNamespaces`): an operator shared by the tests of this process would watch every
@@ -420,4 +422,54 @@ async fn with_the_operator_stopped_raise_exits_5() {
     run.expect_code(5).unwrap();
     assert!(run.stderr.contains("last renewed by op-0"), "{run}");
     assert!(run.took < Duration::from_secs(10), "{run}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raise_the_operator_refuses_exits_6_with_its_reason() {
+    // The plugin takes any --for; the operator's --max-duration (the chart's default,
+    // 24h) is the operator's to enforce: a 48 h raise is refused there, and the plugin
+    // says so.
+    let s = Scenario::without_operator("plugin-refused").await.unwrap();
+    let operator = Operator::start(OperatorOptions {
+        set: vec![
+            (
+                "watchNamespaces".to_owned(),
+                format!("{{{}}}", s.namespace()),
+            ),
+            ("maxDuration".to_owned(), "24h".to_owned()),
+        ],
+        ..OperatorOptions::default()
+    })
+    .unwrap();
+    let labels = [("app".to_owned(), "shop".to_owned())].into();
+    let nowhere = "127.0.0.1:9".parse().unwrap();
+    create_running_pods(&s.client, s.namespace(), "shop", 2, &labels, nowhere)
+        .await
+        .unwrap();
+    let run = plugin(
+        &s,
+        Some(&operator),
+        &[
+            "raise",
+            "-l",
+            "app=shop",
+            "--target",
+            "shop=debug",
+            "--for",
+            "48h",
+            "--wait",
+            "30s",
+        ],
+    );
+    run.expect_code(6).unwrap();
+    assert!(run.stderr.contains("the operator refused lp/"), "{run}");
+    assert!(run.stderr.contains("Ready=False"), "{run}");
+    assert!(run.stderr.contains("spec.duration"), "{run}");
+    // Refused, not lost: the LogPolicy stays for the user to fix or delete.
+    let name = run.created_policy().unwrap();
+    assert!(s
+        .kubectl(&["get", "lp", "-o", "name"])
+        .unwrap()
+        .contains(&name));
+    assert!(run.took < Duration::from_secs(20), "{run}");
 }
