@@ -2,7 +2,8 @@
 //! when a pushed layer starts applying and one when it stops (its expiry passed, a new
 //! document left it out, or a DELETE cleared it), naming the policy, its reason, what it
 //! changes and its expiry, in the output's format, whatever the levels are; and counts
-//! them in the stats.
+//! them in the stats. A refused push writes one WARN line with the answer's code and
+//! reason, at most one a second (the next one counts the refusals in between).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -291,6 +292,67 @@ fn a_reason_with_control_characters_or_too_long_is_refused_by_name() {
         assert!(why.starts_with("layers[0].reason: "), "{why}");
         assert!(why.contains(message), "{why}");
     }
-    assert!(pod.lines().is_empty());
+    // No policy line; one line says the first refusal (the second came within the
+    // second after it), its reason escaped into one line.
+    let lines = pod.lines();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let refused: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(refused["msg"], "refused a policy push", "{refused}");
+    assert_eq!(refused["status"], 422, "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("layers[0].reason: "),
+        "{refused}"
+    );
     assert_eq!(pod.handle.stats().policy_lines, 0);
+}
+
+#[test]
+fn refused_pushes_are_written_at_most_once_a_second_with_the_count_in_between() {
+    let pod = Pod::start(Format::Json);
+    let addr = pod.admin.local_addr();
+    let body = doc_for(
+        POD_UID,
+        1,
+        &raise_only(SystemTime::now() + Duration::from_secs(60)),
+    );
+    // Unsigned, signed by an unknown key, then for another pod: refused, each with its
+    // own code; a flood of unsigned ones after them.
+    let unsigned = send(addr, "PUT", "/logpolicy", &[], body.as_bytes());
+    assert_eq!(unsigned.status, 401, "{unsigned:?}");
+    let stranger = SigningKey::from_bytes(&[7; 32]);
+    assert_eq!(put_signed(addr, &stranger, &body).status, 401);
+    let elsewhere = doc_for("another-pods-uid", 2, "[]");
+    assert_eq!(put_signed(addr, &pod.key, &elsewhere).status, 403);
+    for _ in 0..20 {
+        send(addr, "PUT", "/logpolicy", &[], body.as_bytes());
+    }
+    let lines = pod.lines();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line for the first refusal only: {lines:#?}"
+    );
+    let first: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(first["level"], "WARN", "{first}");
+    assert_eq!(first["target"], "logpolicy", "{first}");
+    assert_eq!(first["msg"], "refused a policy push", "{first}");
+    assert_eq!(first["status"], 401, "{first}");
+    let unsigned: Value = serde_json::from_str(&unsigned.body).unwrap();
+    assert_eq!(first["error"], unsigned["error"], "{first}");
+    assert_eq!(first["reason"], unsigned["reason"], "{first}");
+    assert!(first.get("suppressed").is_none(), "{first}");
+
+    // A second later the next refusal is written, with the 22 in between counted.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(put_signed(addr, &pod.key, &elsewhere).status, 403);
+    let lines = pod.wait_for_lines(2);
+    let second: Value = serde_json::from_str(&lines[1]).unwrap();
+    assert_eq!(second["status"], 403, "{second}");
+    assert_eq!(second["error"], "wrong_pod", "{second}");
+    assert_eq!(second["suppressed"], 22, "{second}");
+    // Nothing of it applied.
+    assert!(pod.handle.effective().sources == ["env"], "{lines:#?}");
 }

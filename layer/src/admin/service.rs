@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::config::{AdminConfig, KeySource, PodIdentity};
 use crate::clock::format_rfc3339;
 use crate::enforce::{LayerChange, PolicyHandle};
-use crate::format::own_line::write_layer_change;
+use crate::format::own_line::{write_layer_change, write_push_refused};
 use crate::policy::{
     EffectivePolicy, LayerSpec, Policy, PolicyError, PolicyLayer, BASELINE_SOURCE,
 };
@@ -119,7 +119,20 @@ pub(crate) struct Admin {
     max_layer_lifetime: Duration,
     /// The last document accepted (its version is the one held).
     held: Mutex<Option<Held>>,
+    /// When the last refused push was written to the output, and the refusals since.
+    refusals: Mutex<Refusals>,
     requests: [AtomicU64; STATUSES.len()],
+}
+
+/// At most one line a second says a push was refused: a client that sends refused
+/// requests as fast as it can cannot flood the output (the metrics count every one).
+const REFUSAL_LINE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Refused pushes not written yet, and when the last one was.
+#[derive(Debug, Default)]
+struct Refusals {
+    last_line: Option<std::time::Instant>,
+    suppressed: u64,
 }
 
 /// The document held, and when this pod accepted it (by its own clock).
@@ -155,6 +168,7 @@ impl Admin {
             document_window: config.limits.document_window,
             max_layer_lifetime: config.limits.max_layer_lifetime,
             held: Mutex::new(None),
+            refusals: Mutex::new(Refusals::default()),
             requests: Default::default(),
         }
     }
@@ -269,8 +283,13 @@ impl Admin {
     pub(crate) fn respond(&self, route: Route, signature: Option<&str>, body: &[u8]) -> Reply {
         match route {
             Route::GetPolicy => Reply::json(200, &self.view()),
-            Route::PutPolicy => self.push(signature, body, false),
-            Route::DeletePolicy => self.push(signature, body, true),
+            Route::PutPolicy | Route::DeletePolicy => {
+                let reply = self.push(signature, body, route == Route::DeletePolicy);
+                if reply.status >= 400 {
+                    self.write_refused(&reply);
+                }
+                reply
+            }
             Route::Metrics => super::metrics::render(self),
             Route::Health => Reply::json(200, &Health { status: "ok" }),
             Route::NotFound => Reply::error(
@@ -283,6 +302,40 @@ impl Admin {
                 ..Reply::error(405, "method_not_allowed", format!("allowed: {allow}"))
             },
         }
+    }
+
+    /// Writes that a push was refused, with the answer's code and reason, to the output
+    /// (if the endpoint has one), at most once per [`REFUSAL_LINE_INTERVAL`]; the next
+    /// line counts the refusals in between.
+    fn write_refused(&self, reply: &Reply) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        let suppressed = {
+            let mut r = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+            let now = std::time::Instant::now();
+            if r.last_line
+                .is_some_and(|t| now.duration_since(t) < REFUSAL_LINE_INTERVAL)
+            {
+                r.suppressed += 1;
+                return;
+            }
+            r.last_line = Some(now);
+            std::mem::take(&mut r.suppressed)
+        };
+        let answer: ErrorReply = serde_json::from_str(&reply.body)
+            .unwrap_or_else(|_| ErrorReply::new("unknown", reply.body.trim()));
+        let mut line = Vec::with_capacity(256);
+        write_push_refused(
+            &mut line,
+            writer.style(),
+            self.handle.now(),
+            reply.status,
+            &answer.error,
+            &answer.reason,
+            suppressed,
+        );
+        writer.write_line(tracing_core::Level::WARN, true, &line);
     }
 
     /// PUT (replace every pushed layer) or DELETE (back to the baseline) with a signed

@@ -244,6 +244,38 @@ pub(crate) fn write_layer_change(
     );
 }
 
+/// Appends the line that says a policy push was refused, e.g.
+/// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"refused a policy push","status":401,"error":"bad_signature","reason":"…","suppressed":4}`:
+/// the answer's status, error code and reason, and how many refusals since the last such
+/// line were not written (`suppressed`, left out when none).
+#[cfg(feature = "admin")]
+pub(crate) fn write_push_refused(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    status: u16,
+    error: &str,
+    reason: &str,
+    suppressed: u64,
+) {
+    let mut fields = vec![
+        ("status", Val::Num(u64::from(status))),
+        ("error", Val::Str(error)),
+        ("reason", Val::Str(reason)),
+    ];
+    if suppressed > 0 {
+        fields.push(("suppressed", Val::Num(suppressed)));
+    }
+    write_own_line(
+        buf,
+        style,
+        now,
+        tracing_core::Level::WARN,
+        "refused a policy push",
+        &fields,
+    );
+}
+
 /// Appends the report of a directive from the environment that was skipped, e.g.
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"skipped an invalid directive","source":"RUST_LOG","error":"invalid level \"verbose\" in directive \"shop=verbose\" (…)"}`.
 pub(crate) fn write_skipped_directive(
