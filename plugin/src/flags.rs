@@ -131,18 +131,12 @@ pub fn parse_policy_name(s: &str) -> Result<String, String> {
     }
 }
 
-/// `--reason`: one line of at most 256 characters, as the CRD takes it.
+/// `--reason`: one line of at most 256 characters, as the pods take it (the layer's own
+/// check, so the plugin and the pods refuse the same reasons in the same words).
 pub fn parse_reason(s: &str) -> Result<String, String> {
-    let max = logpolicy_operator::crd::MAX_REASON_LEN;
-    if s.chars().count() > max {
-        return Err(format!("the reason is longer than {max} characters"));
-    }
-    if let Some(c) = s.chars().find(|c| c.is_control()) {
-        return Err(format!(
-            "the reason contains the control character {c:?}; write it on one line"
-        ));
-    }
-    Ok(s.to_owned())
+    logpolicy::policy::check_reason(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| format!("the reason {e}"))
 }
 
 /// `--redact NAME`: a field name, as the pods take it (ASCII letters, digits, `_`, `-`,
@@ -241,10 +235,14 @@ mod tests {
             );
         }
         assert!(parse_reason("INC-4211: card declines at checkout").is_ok());
-        assert!(parse_reason("two\nlines").unwrap_err().contains("'\\n'"));
-        assert!(parse_reason(&"x".repeat(257))
-            .unwrap_err()
-            .contains("longer than 256"));
+        assert_eq!(
+            parse_reason("two\nlines").unwrap_err(),
+            "the reason must not contain control characters (found U+000A)"
+        );
+        assert_eq!(
+            parse_reason(&"x".repeat(257)).unwrap_err(),
+            "the reason is 257 characters long, more than 256"
+        );
         assert_eq!(parse_redact("card_token"), Ok("card_token".into()));
         assert!(parse_redact("card token")
             .unwrap_err()
