@@ -11,11 +11,11 @@ mod admin_fixture;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use admin_fixture::{doc_for, put_signed, send, POD_UID};
-use logpolicy::admin::{AdminConfig, AdminServer, PodIdentity};
+use admin_fixture::{doc_for, pod_config, put_signed, send, POD_UID};
+use logpolicy::admin::AdminServer;
 use logpolicy::clock::{format_rfc3339, parse_rfc3339};
 use logpolicy::format::Service;
-use logpolicy::wire::{self, SigningKey, TrustedKeys};
+use logpolicy::wire::{self, SigningKey};
 use logpolicy::writer::{Output, Writer, WriterConfig, WriterGuard};
 use logpolicy::{Format, PolicyFilter, PolicyHandle};
 use serde_json::Value;
@@ -47,16 +47,8 @@ impl Pod {
         .unwrap();
         let filter = PolicyFilter::from_directives("off").unwrap();
         let key = SigningKey::from_bytes(&[42; 32]);
-        let config = AdminConfig::new(
-            "127.0.0.1:0".parse().unwrap(),
-            TrustedKeys::new([key.verifying_key()]),
-        )
-        .pod(PodIdentity {
-            uid: Some(POD_UID.into()),
-            name: Some("web-1".into()),
-            namespace: Some("shop".into()),
-        });
-        let admin = AdminServer::start(config, filter.handle(), Some(writer.clone())).unwrap();
+        let admin =
+            AdminServer::start(pod_config(&key), filter.handle(), Some(writer.clone())).unwrap();
         Pod {
             key,
             admin,

@@ -67,10 +67,7 @@ pub async fn wait_for_pods(
     let pods = kube.selected_pods(selector).await?;
     // What each pod says it holds: the document's version and when it applied it.
     let holds = kube
-        .holds(
-            &kube.opted_in_pods(selector).await?,
-            &format!("{}/{name}", kube.namespace),
-        )
+        .holds(&pods.opted_in_pods, &format!("{}/{name}", kube.namespace))
         .await;
     let rows = pod_rows(&lp, &pods.opted_in, &holds);
     print!("{}", pod_table(&lp, &rows));

@@ -114,6 +114,9 @@ pub fn opted_in(meta: &ObjectMeta) -> bool {
 pub struct Selected {
     /// The pods the selector matches that opted in, by name.
     pub opted_in: Vec<String>,
+    /// Those pods, whole (their IPs and annotations say where their endpoints are), in
+    /// the same order.
+    pub opted_in_pods: Vec<Pod>,
     /// Those that did not opt in, by name.
     pub not_opted_in: Vec<String>,
 }
@@ -124,23 +127,21 @@ impl Kube {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let selector = selector_string(selector);
         let list = api
-            .list_metadata(&ListParams::default().labels(&selector))
+            .list(&ListParams::default().labels(&selector))
             .await
             .map_err(|e| api_failure(&format!("listing pods with {selector}"), e))?;
         let mut out = Selected::default();
-        for pod in list.items {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            if opted_in(&pod.metadata) {
-                out.opted_in.push(name);
-            } else {
-                out.not_opted_in.push(name);
-            }
-        }
-        out.opted_in.sort();
-        out.not_opted_in.sort();
+        let (mut opted_in, mut not_opted_in): (Vec<Pod>, Vec<Pod>) = list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .partition(|p| opted_in(&p.metadata));
+        let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+        opted_in.sort_by_key(name);
+        not_opted_in.sort_by_key(name);
+        out.opted_in = opted_in.iter().map(name).collect();
+        out.not_opted_in = not_opted_in.iter().map(name).collect();
+        out.opted_in_pods = opted_in;
         Ok(out)
     }
 
@@ -311,23 +312,6 @@ pub fn pod_hold(view: &serde_json::Value, source: &str) -> Option<PodHold> {
 }
 
 impl Kube {
-    /// The opted-in pods of the namespace that `selector` matches, whole (their IPs and
-    /// annotations say where their endpoints are).
-    pub async fn opted_in_pods(&self, selector: &LabelSelector) -> Result<Vec<Pod>> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let selector = format!("{},{OPT_IN_LABEL}=true", selector_string(selector));
-        let selector = selector.trim_start_matches(',');
-        let list = api
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map_err(|e| api_failure(&format!("listing pods with {selector}"), e))?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect())
-    }
-
     /// What each of `pods` holds of the LogPolicy `source`, by pod name, read from
     /// their endpoints [`HOLD_READS`] at a time: `Err` says why a pod could not be read.
     pub async fn holds(

@@ -119,10 +119,7 @@ pub async fn status(connection: &Connection, args: &StatusArgs) -> Result<()> {
         .map_err(|e| api_failure(&format!("lp/{name}"), e))?;
     let pods = kube.selected_pods(&lp.spec.selector).await?;
     let holds = kube
-        .holds(
-            &kube.opted_in_pods(&lp.spec.selector).await?,
-            &format!("{}/{name}", kube.namespace),
-        )
+        .holds(&pods.opted_in_pods, &format!("{}/{name}", kube.namespace))
         .await;
     let rows = pod_rows(&lp, &pods.opted_in, &holds);
     if args.output != Format::Table {

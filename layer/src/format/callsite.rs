@@ -20,6 +20,14 @@ use super::schema::{write_head, write_key, Keys};
 use crate::enforce::{FieldMask, RedactionSet};
 use crate::sites::{self, Site};
 
+/// The index of `meta`'s field called `message` (`usize::MAX`: none).
+pub(crate) fn message_index(meta: &Metadata<'_>) -> usize {
+    meta.fields()
+        .iter()
+        .position(|f| f.name() == "message")
+        .unwrap_or(usize::MAX)
+}
+
 /// One callsite's rendered parts.
 pub(crate) struct CachedSite {
     meta: &'static Metadata<'static>,
@@ -71,11 +79,7 @@ impl CachedSite {
             .collect();
         CachedSite {
             meta,
-            message: meta
-                .fields()
-                .iter()
-                .position(|f| f.name() == "message")
-                .unwrap_or(usize::MAX),
+            message: message_index(meta),
             callsite: meta.callsite(),
             head: head.into_boxed_slice(),
             keys,
@@ -112,8 +116,8 @@ impl CachedSite {
         self.message
     }
 
-    /// Whether this callsite's message is its last field (as `tracing`'s macros put it
-    /// when the event has other fields): nothing of the event follows it.
+    /// Whether this callsite's message is its last field (`tracing`'s macros put it
+    /// first; `event!` with `message = ...` after other fields puts it later).
     #[inline]
     pub(crate) fn message_is_last(&self) -> bool {
         self.message != usize::MAX && self.message + 1 == self.meta.fields().len()

@@ -5,7 +5,7 @@ use std::fmt::{self, Write as _};
 use tracing_core::field::{Field, Visit};
 use tracing_core::Metadata;
 
-use super::callsite::CachedSite;
+use super::callsite::{message_index, CachedSite};
 use super::escape::{has_control, write_escaped, Escaping, Raw};
 use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 
@@ -69,12 +69,8 @@ impl OtelAttributes {
         let (message, message_last) = match callsite {
             Some(c) => (c.message_index(), c.message_is_last()),
             None => {
-                let fields = meta.fields();
-                let at = fields.iter().position(|f| f.name() == "message");
-                (
-                    at.unwrap_or(usize::MAX),
-                    at.is_some_and(|i| i + 1 == fields.len()),
-                )
+                let at = message_index(meta);
+                (at, at != usize::MAX && at + 1 == meta.fields().len())
             }
         };
         Self {
@@ -142,10 +138,8 @@ impl OtelFields<'_, '_> {
     /// and a call.
     #[inline(never)]
     fn message(&mut self, write: impl FnOnce(&mut JsonFields<'_>)) {
+        // An event has one message: `Attributes` cannot have been closed yet.
         let a = &mut *self.attributes;
-        if a.closed {
-            return write(&mut self.inner);
-        }
         let Some(start) = a.start else {
             write(&mut self.inner);
             return a.open_for_fields(self.inner.buf);

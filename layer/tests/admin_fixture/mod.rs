@@ -44,6 +44,20 @@ pub struct Fixture {
     pub lines: Arc<Lines>,
 }
 
+/// An endpoint on a free loopback port for the pod `shop/web-1` ([`POD_UID`]), trusting
+/// `key`.
+pub fn pod_config(key: &SigningKey) -> AdminConfig {
+    AdminConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        TrustedKeys::new([key.verifying_key()]),
+    )
+    .pod(PodIdentity {
+        uid: Some(POD_UID.into()),
+        name: Some("web-1".into()),
+        namespace: Some("shop".into()),
+    })
+}
+
 impl Fixture {
     pub fn new(directives: &str) -> Self {
         Self::with_limits(directives, AdminLimits::default())
@@ -59,16 +73,7 @@ impl Fixture {
                 .with(filter.clone())
                 .with(FormatLayer::new(Format::Json, lines.clone()).with_policy(&filter)),
         );
-        let config = AdminConfig::new(
-            "127.0.0.1:0".parse().unwrap(),
-            TrustedKeys::new([key.verifying_key()]),
-        )
-        .pod(PodIdentity {
-            uid: Some(POD_UID.into()),
-            name: Some("web-1".into()),
-            namespace: Some("shop".into()),
-        })
-        .limits(limits);
+        let config = pod_config(&key).limits(limits);
         let admin = AdminServer::start(config, filter.handle(), None).unwrap();
         Fixture {
             key,
