@@ -116,13 +116,6 @@ impl CachedSite {
         self.message
     }
 
-    /// Whether this callsite's message is its last field (`tracing`'s macros put it
-    /// first; `event!` with `message = ...` after other fields puts it later).
-    #[inline]
-    pub(crate) fn message_is_last(&self) -> bool {
-        self.message != usize::MAX && self.message + 1 == self.meta.fields().len()
-    }
-
     /// Whether `field` is this callsite's message.
     #[inline(always)]
     pub(crate) fn is_message(&self, field: &Field) -> bool {

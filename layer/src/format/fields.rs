@@ -3,9 +3,8 @@
 use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
-use tracing_core::Metadata;
 
-use super::callsite::{message_index, CachedSite};
+use super::callsite::CachedSite;
 use super::escape::{has_control, write_escaped, Escaping, Raw};
 use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 
@@ -35,180 +34,158 @@ fn put_key(buf: &mut Vec<u8>, callsite: Option<&'static CachedSite>, keys: Keys,
 
 /// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`.
 ///
-/// Each attribute is written exactly as JSON writes it, with `Attributes` already open:
-/// tracing's macros record the message first, and `Attributes` opens right after it
-/// (the span follows the fields); an event whose message comes last (or that has none)
-/// has `Attributes` opened before its fields, the span first, and the message closes
-/// it and follows as `Body`.
+/// Each attribute is written exactly as JSON writes it, with `Attributes` already open
+/// (`,"Attributes":`, whose `{` replaces the first key's comma when the line is
+/// finished, see [`OtelAttributes::close`]): tracing's macros record the message first,
+/// and `Attributes` opens right after it; for an event whose message comes later (or
+/// that has none) it is open before the fields, and a message recorded after an
+/// attribute is moved before it. The span, written after the fields, goes inside
+/// `Attributes` too.
 pub(crate) struct OtelFields<'a, 's> {
     pub(crate) inner: JsonFields<'a>,
+    /// The index of the event's field called `message` (`usize::MAX`: none).
+    pub(crate) message: usize,
     pub(crate) attributes: &'s mut OtelAttributes,
 }
 
 /// Where a `json-otel` line's `Attributes` object stands.
+#[derive(Default)]
 pub(crate) struct OtelAttributes {
-    /// Where `,"Attributes":` starts, once written.
-    start: Option<usize>,
-    /// Where the first attribute's comma goes (it becomes the object's `{`), when it was
-    /// opened without the span.
-    brace_at: Option<usize>,
-    /// Its closing brace is written (the message came last and follows it as `Body`).
-    closed: bool,
-    /// The callsite's message is its last field.
-    message_last: bool,
-    /// The index of the event's field called `message` (`usize::MAX`: none).
-    message: usize,
-    /// The event has fields other than the message.
-    others: bool,
+    /// Where the first attribute's comma goes (it becomes the object's `{`); 0: not
+    /// open.
+    brace_at: usize,
 }
 
+/// `,"Attributes":`, which opens the object (its `{` replaces the first key's comma).
+const ATTRIBUTES: &[u8] = b",\"Attributes\":";
+
 impl OtelAttributes {
-    /// For an event of `meta`, with its cached callsite if it has one.
+    /// Opens `Attributes` at the end of `buf`.
     #[inline]
-    pub(crate) fn new(meta: &Metadata<'_>, callsite: Option<&CachedSite>) -> Self {
-        let (message, message_last) = match callsite {
-            Some(c) => (c.message_index(), c.message_is_last()),
-            None => {
-                let at = message_index(meta);
-                (at, at != usize::MAX && at + 1 == meta.fields().len())
-            }
-        };
-        Self {
-            start: None,
-            brace_at: None,
-            closed: false,
-            message_last,
-            message,
-            others: meta.fields().len() > usize::from(message != usize::MAX),
-        }
+    pub(crate) fn open(&mut self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(ATTRIBUTES);
+        self.brace_at = buf.len();
     }
 
-    /// Whether the message is the event's first field: then the span is written after
-    /// the fields (see [`OtelFields`]).
-    #[inline]
-    pub(crate) fn message_first(&self) -> bool {
-        self.message == 0
-    }
-
-    /// Adds the span to `Attributes`, opening it if needed: `,"span":{"name":"` (the
-    /// caller writes the rest of the span).
+    /// Appends the span's opening to `Attributes` (`,"span":{"name":"`, given as
+    /// `span_open`), opening `Attributes` first if needed; the caller writes the rest
+    /// of the span.
     pub(crate) fn put_span_open(&mut self, buf: &mut Vec<u8>, span_open: &[u8]) {
-        if self.start.is_some() {
-            buf.extend_from_slice(span_open);
-        } else {
-            self.start = Some(buf.len());
-            buf.extend_from_slice(b",\"Attributes\":{");
-            buf.extend_from_slice(&span_open[1..]);
+        if self.brace_at == 0 {
+            self.open(buf);
         }
+        buf.extend_from_slice(span_open);
     }
 
-    /// Opens `Attributes` for the event's fields, when it has any besides the message.
+    /// Ends `Attributes` if it is open: the first attribute's comma becomes `{`, then
+    /// `}`; left empty, it is taken out.
     #[inline]
-    pub(crate) fn open_for_fields(&mut self, buf: &mut Vec<u8>) {
-        if self.start.is_none() && self.others {
-            self.start = Some(buf.len());
-            buf.extend_from_slice(b",\"Attributes\":");
-            self.brace_at = Some(buf.len());
-        }
-    }
-
-    /// Ends `Attributes` if it is open: the first attribute's comma becomes `{` (or,
-    /// with none written, `{` is added), then `}`.
-    #[inline]
-    pub(crate) fn close(&mut self, buf: &mut Vec<u8>) {
-        if self.start.is_none() || self.closed {
+    pub(crate) fn close(&self, buf: &mut Vec<u8>) {
+        if self.brace_at == 0 {
             return;
         }
-        if let Some(at) = self.brace_at {
-            if buf.len() > at {
-                buf[at] = b'{';
-            } else {
-                buf.push(b'{');
-            }
+        if buf.len() > self.brace_at {
+            buf[self.brace_at] = b'{';
+            buf.push(b'}');
+        } else {
+            buf.truncate(self.brace_at - ATTRIBUTES.len());
         }
-        buf.push(b'}');
-        self.closed = true;
+    }
+
+    /// Ends `Attributes` as [`OtelAttributes::close`] does, then the line (`}` and the
+    /// newline): one copy.
+    #[inline]
+    pub(crate) fn finish(&self, buf: &mut Vec<u8>) {
+        if self.brace_at != 0 && buf.len() > self.brace_at {
+            buf[self.brace_at] = b'{';
+            return buf.extend_from_slice(b"}}\n");
+        }
+        self.close(buf);
+        buf.extend_from_slice(b"}\n");
     }
 }
 
 impl OtelFields<'_, '_> {
-    /// Writes the message as `Body` with `write`, where it goes: before `Attributes`
-    /// (opened after it) when `Attributes` is not open yet, after it (closed here) when
-    /// it is the callsite's last field. Out of line: every other field is a comparison
-    /// and a call.
+    /// Writes the message as `Body` with `write`: before `Attributes`, which it opens
+    /// when it comes first, else moved there. Out of line: every other field is a
+    /// comparison and a call.
     #[inline(never)]
     fn message(&mut self, write: impl FnOnce(&mut JsonFields<'_>)) {
-        // An event has one message: `Attributes` cannot have been closed yet.
-        let a = &mut *self.attributes;
-        let Some(start) = a.start else {
+        let brace_at = self.attributes.brace_at;
+        if brace_at == 0 {
             write(&mut self.inner);
-            return a.open_for_fields(self.inner.buf);
-        };
-        if a.message_last {
-            a.close(self.inner.buf);
-            return write(&mut self.inner);
+            return self.attributes.open(self.inner.buf);
         }
-        // Not the last field (rare with tracing's macros): moved before `Attributes`.
+        let start = brace_at - ATTRIBUTES.len();
         let at = self.inner.buf.len();
         write(&mut self.inner);
         let len = self.inner.buf.len() - at;
         self.inner.buf[start..].rotate_right(len);
-        a.start = Some(start + len);
-        a.brace_at = a.brace_at.map(|b| b + len);
+        self.attributes.brace_at += len;
     }
 }
 
 impl Visit for OtelFields<'_, '_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.index() != self.attributes.message {
-            return self.inner.record_str(field, value);
+        if field.index() != self.message {
+            return self.inner.put_str(field, value);
         }
-        self.message(|inner| inner.record_str(field, value));
+        if self.attributes.brace_at == 0 {
+            // The message first, as the macros record it: inline.
+            self.inner.put_str(field, value);
+            return self.attributes.open(self.inner.buf);
+        }
+        self.message(|inner| inner.put_str(field, value));
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if field.index() != self.attributes.message {
-            return self.inner.record_debug(field, value);
+        if field.index() != self.message {
+            return self.inner.put_debug(field, value);
         }
-        self.message(|inner| inner.record_debug(field, value));
+        if self.attributes.brace_at == 0 {
+            // The message first, as the macros record it: inline.
+            self.inner.put_debug(field, value);
+            return self.attributes.open(self.inner.buf);
+        }
+        self.message(|inner| inner.put_debug(field, value));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if field.index() != self.attributes.message {
-            return self.inner.record_i64(field, value);
+        if field.index() != self.message {
+            return self.inner.put_i64(field, value);
         }
-        self.message(|inner| inner.record_i64(field, value));
+        self.message(|inner| inner.put_i64(field, value));
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if field.index() != self.attributes.message {
-            return self.inner.record_u64(field, value);
+        if field.index() != self.message {
+            return self.inner.put_u64(field, value);
         }
-        self.message(|inner| inner.record_u64(field, value));
+        self.message(|inner| inner.put_u64(field, value));
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
-        if field.index() != self.attributes.message {
+        if field.index() != self.message {
             return self.inner.record_i128(field, value);
         }
         self.message(|inner| inner.record_i128(field, value));
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
-        if field.index() != self.attributes.message {
+        if field.index() != self.message {
             return self.inner.record_u128(field, value);
         }
         self.message(|inner| inner.record_u128(field, value));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        if field.index() != self.attributes.message {
+        if field.index() != self.message {
             return self.inner.record_f64(field, value);
         }
         self.message(|inner| inner.record_f64(field, value));
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        if field.index() != self.attributes.message {
-            return self.inner.record_bool(field, value);
+        if field.index() != self.message {
+            return self.inner.put_bool(field, value);
         }
-        self.message(|inner| inner.record_bool(field, value));
+        self.message(|inner| inner.put_bool(field, value));
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        if field.index() != self.attributes.message {
+        if field.index() != self.message {
             return self.inner.record_error(field, value);
         }
         self.message(|inner| inner.record_error(field, value));
@@ -307,33 +284,65 @@ fn write_error(w: &mut Escaping<'_>, value: &(dyn std::error::Error + 'static)) 
     }
 }
 
-impl Visit for JsonFields<'_> {
-    #[inline]
-    fn record_str(&mut self, field: &Field, value: &str) {
+impl JsonFields<'_> {
+    // The bodies of the common `record_*`, inlined into `json-otel`'s visitor too (a
+    // call less per field there).
+
+    #[inline(always)]
+    fn put_str(&mut self, field: &Field, value: &str) {
         self.key(field);
         self.buf.push(b'"');
         write_escaped(self.buf, value);
         self.buf.push(b'"');
     }
 
-    #[inline]
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+    #[inline(always)]
+    fn put_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.key(field);
         self.buf.push(b'"');
         let _ = write!(Escaping(self.buf), "{value:?}");
         self.buf.push(b'"');
     }
 
-    #[inline]
-    fn record_i64(&mut self, field: &Field, value: i64) {
+    #[inline(always)]
+    fn put_i64(&mut self, field: &Field, value: i64) {
         self.key(field);
         write_i64(self.buf, value);
     }
 
-    #[inline]
-    fn record_u64(&mut self, field: &Field, value: u64) {
+    #[inline(always)]
+    fn put_u64(&mut self, field: &Field, value: u64) {
         self.key(field);
         write_u64(self.buf, value);
+    }
+
+    #[inline(always)]
+    fn put_bool(&mut self, field: &Field, value: bool) {
+        self.key(field);
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+}
+
+impl Visit for JsonFields<'_> {
+    #[inline]
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put_str(field, value);
+    }
+
+    #[inline]
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.put_debug(field, value);
+    }
+
+    #[inline]
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put_i64(field, value);
+    }
+
+    #[inline]
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put_u64(field, value);
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
@@ -350,9 +359,7 @@ impl Visit for JsonFields<'_> {
 
     #[inline]
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
-        self.buf
-            .extend_from_slice(if value { b"true" } else { b"false" });
+        self.put_bool(field, value);
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {

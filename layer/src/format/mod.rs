@@ -109,7 +109,7 @@ use crate::enforce::{
 use crate::level::Level;
 use crate::policy::Redaction;
 use crate::sink::LineSink;
-use callsite::{cached_site, CachedSite};
+use callsite::{cached_site, message_index, CachedSite};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, LogfmtFields, OtelAttributes, OtelFields, TextFields, Tracked};
 use redact::{Counts, Redacting};
@@ -435,16 +435,11 @@ impl<K: LineSink> FormatLayer<K> {
                 return counts;
             }
             Format::JsonOtel => {
-                let mut attributes = OtelAttributes::new(meta, callsite);
-                let span = ctx.event_span(event);
-                let ids = span.as_ref().and_then(|s| self.trace_ids::<JSON, S>(s));
-                let span_first = !attributes.message_first();
-                if span_first {
-                    if let Some(span) = &span {
-                        attributes.put_span_open(buf, span_open(format));
-                        self.put_json_span(buf, span, r);
-                    }
-                    attributes.open_for_fields(buf);
+                let message = callsite.map_or_else(|| message_index(meta), |c| c.message_index());
+                let mut attributes = OtelAttributes::default();
+                if message != 0 {
+                    // No message, or one that comes later: the fields open `Attributes`.
+                    attributes.open(buf);
                 }
                 let fields = OtelFields {
                     inner: JsonFields {
@@ -452,18 +447,24 @@ impl<K: LineSink> FormatLayer<K> {
                         callsite,
                         keys,
                     },
+                    message,
                     attributes: &mut attributes,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if !span_first {
-                    if let Some(span) = &span {
-                        attributes.put_span_open(buf, span_open(format));
-                        self.put_json_span(buf, span, r);
-                    }
+                let span = ctx.event_span(event);
+                if let Some(span) = &span {
+                    attributes.put_span_open(buf, span_open(format));
+                    self.put_json_span(buf, span, r);
                 }
-                attributes.close(buf);
-                if let Some(ids) = ids {
-                    trace_ids::write(buf, format, &ids, None);
+                match span.as_ref().and_then(|s| self.trace_ids::<JSON, S>(s)) {
+                    Some(ids) => {
+                        attributes.close(buf);
+                        trace_ids::write(buf, format, &ids, None);
+                    }
+                    None => {
+                        attributes.finish(buf);
+                        return counts;
+                    }
                 }
                 counts
             }

@@ -182,8 +182,9 @@ fn otel_body_is_outside_attributes_wherever_the_message_comes() {
 fn otel_attributes_are_one_object_whatever_fields_are_absent() {
     // The message first (as the macros put it), last, in the middle or absent; fields
     // that record nothing (`None`), inside a span and outside one: `Attributes` is opened
-    // before the fields or right after the message, so each of these paths must still
-    // give one well-formed object, or none when nothing goes in it.
+    // by its first attribute and the message moved before it when it comes later, so
+    // each of these paths must still give one well-formed object, or none when nothing
+    // goes in it.
     let none: Option<u64> = None;
     let lines = |in_span: bool| {
         capture(Format::JsonOtel, || {
@@ -226,6 +227,8 @@ fn otel_attributes_are_one_object_whatever_fields_are_absent() {
                 a
             })
             .collect();
+        // With nothing recorded but the message, a line has no `Attributes` (outside a
+        // span) or only the span's.
         let empty = if in_span {
             serde_json::json!({})
         } else {
@@ -236,29 +239,12 @@ fn otel_attributes_are_one_object_whatever_fields_are_absent() {
             attributes,
             [
                 a1.clone(),
-                // `Attributes` was opened for `a` and stayed empty.
-                if in_span {
-                    empty.clone()
-                } else {
-                    serde_json::json!({})
-                },
+                empty.clone(),
                 a1.clone(),
-                if in_span {
-                    empty.clone()
-                } else {
-                    serde_json::json!({})
-                },
+                empty.clone(),
                 serde_json::json!({"a": 1, "d": true}),
-                if in_span {
-                    empty.clone()
-                } else {
-                    serde_json::json!({})
-                },
-                if in_span {
-                    empty
-                } else {
-                    serde_json::json!({})
-                },
+                empty.clone(),
+                empty,
             ],
             "{out}"
         );
