@@ -6,7 +6,7 @@
 
 use std::time::SystemTime;
 
-use logpolicy_e2e::logs::secs_between;
+use logpolicy_e2e::logs::{secs_between, Line};
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::scenario::{condition, wait_lines, wait_past};
 use logpolicy_e2e::shop::{
@@ -376,6 +376,37 @@ async fn a_restarted_pod_gets_its_policy_again_within_a_second() {
     eprintln!("the restarted service wrote {baseline_lines} access lines before the push");
     assert!(restarted.policy_version().unwrap() > 0);
     assert_eq!(restarted.restarts, 1);
+    // The new process says the restart lost the policy (told by the operator's first
+    // document), before it says the policy started applying again.
+    let policy = format!("{}/debug-payments", s.namespace());
+    let said = |msg: &'static str, ended: Option<&'static str>| {
+        let policy = policy.clone();
+        move |l: &Line| {
+            l.is("logpolicy", "INFO")
+                && l.msg == msg
+                && l.json["policy"] == policy.as_str()
+                && l.json["ended"].as_str() == ended
+        }
+    };
+    let lost = restarted
+        .log
+        .first(killed, said("policy stopped applying", Some("restart")))
+        .map(|l| l.ts)
+        .expect("an `ended: restart` line from the restarted service");
+    let again = restarted
+        .log
+        .first(killed, said("policy started applying", None))
+        .map(|l| l.ts)
+        .expect("a start line from the restarted service");
+    assert!(lost <= again, "{lost:?} {again:?}");
+    assert_eq!(
+        restarted.log.count(
+            killed,
+            SystemTime::now(),
+            said("policy stopped applying", Some("restart"))
+        ),
+        1
+    );
     // The others were not disturbed.
     for p in others {
         p.refresh().unwrap();

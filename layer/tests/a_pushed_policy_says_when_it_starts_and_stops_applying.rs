@@ -1,6 +1,7 @@
 //! A pod with an admin endpoint and a writer writes one line from target `logpolicy`
 //! when a pushed layer starts applying and one when it stops (its expiry passed, a new
-//! document left it out, or a DELETE cleared it), naming the policy, its reason, what it
+//! document left it out, a DELETE cleared it, or the container restarted: told by the
+//! new process's first document), naming the policy, its reason, what it
 //! changes and its expiry, in the output's format, whatever the levels are; and counts
 //! them in the stats. A refused push writes one WARN line with the answer's code and
 //! reason, at most one a second (the next one counts the refusals in between).
@@ -234,6 +235,62 @@ fn json_lines_name_the_policy_its_reason_changes_and_expiry() {
     let stats = pod.handle.stats();
     assert_eq!(stats.policy_lines, 6);
     assert_eq!(stats.total().written, 0);
+}
+
+#[test]
+fn a_restart_that_lost_a_raise_is_said_by_the_new_process_once_before_what_starts() {
+    // A new process (this pod, just started) gets its first document: the raise is in
+    // force again, and the document says what the previous process held when its
+    // container restarted: the raise and a standing layer since removed.
+    let pod = Pod::start(Format::Json);
+    let expires = SystemTime::now() + Duration::from_secs(600);
+    let lost = format!(
+        r#"[{{"source":"shop/debug-payments","priority":10,"expiresAt":"{}","reason":"{REASON}",
+            "targets":[{{"target":"shop::payment","level":"debug"}}]}},
+           {{"source":"shop/standing","defaultLevel":"warn"}}]"#,
+        format_rfc3339(expires)
+    );
+    let with_lost = |version: u64| {
+        let body = doc_for(POD_UID, version, &raise_only(expires));
+        format!("{},\"lost\":{lost}}}", &body[..body.len() - 1])
+    };
+    let r = put_signed(pod.admin.local_addr(), &pod.key, &with_lost(1));
+    assert_eq!(r.status, 200, "{r:?}");
+    let lines = pod.lines();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let ended: Vec<Said> = lines[..2].iter().map(|l| said(l)).collect();
+    for (e, policy) in ended.iter().zip(["shop/debug-payments", "shop/standing"]) {
+        assert_eq!(
+            (e.msg.as_str(), e.policy.as_str(), e.ended.as_deref()),
+            ("policy stopped applying", policy, Some("restart")),
+            "{lines:#?}"
+        );
+    }
+    assert_eq!(ended[0].reason.as_deref(), Some(REASON));
+    assert_eq!(ended[0].changes, "shop::payment=debug");
+    assert!(near(ended[0].expires, expires), "{:?}", ended[0]);
+    assert_eq!(ended[1].changes, "warn");
+    let started = said(&lines[2]);
+    assert_eq!(
+        (started.msg.as_str(), started.policy.as_str(), started.ended),
+        ("policy started applying", "shop/debug-payments", None)
+    );
+    // Not applied: the standing layer it names is not in force.
+    let held: Vec<String> = pod
+        .handle
+        .policy()
+        .layers()
+        .iter()
+        .map(|l| l.source().to_owned())
+        .collect();
+    assert!(!held.contains(&"shop/standing".to_owned()), "{held:?}");
+
+    // Said once: a later document of this process that carries it again is applied
+    // and its `lost` ignored.
+    let r = put_signed(pod.admin.local_addr(), &pod.key, &with_lost(2));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(pod.lines().len(), 3, "{:#?}", pod.lines());
+    assert_eq!(pod.handle.stats().policy_lines, 3);
 }
 
 #[test]

@@ -381,6 +381,10 @@ struct PodState {
     epoch: u64,
     /// What the pod acknowledged: version and layers.
     acked: Option<(u64, Vec<Arc<LayerSpec>>)>,
+    /// The layers its previous process had acknowledged when its container restarted:
+    /// sent with the next document (the pod writes their end lines) until one is
+    /// acknowledged.
+    lost: Vec<Arc<LayerSpec>>,
     /// Why the last push of the current version failed.
     failure: Option<String>,
     /// How the last push (of any version) ended, and when.
@@ -640,6 +644,8 @@ impl Index {
                     || state.info.ip != info.ip
                     || state.info.port != info.port
                     || state.info.containers != info.containers;
+                let new_uid = state.info.uid != info.uid;
+                let restarted = !new_uid && state.info.containers != info.containers;
                 let turned_ready = info.ready && !state.info.ready;
                 let labels_changed = state.info.labels != info.labels;
                 state.info = info;
@@ -650,7 +656,15 @@ impl Index {
                 if new_process || (turned_ready && !in_sync) {
                     if new_process {
                         state.epoch += 1;
-                        state.acked = None;
+                        // The same pod, a new process (its container restarted): what
+                        // the last one held is lost, and the next document says so.
+                        match state.acked.take() {
+                            Some((_, layers)) if restarted && !layers.is_empty() => {
+                                state.lost = layers;
+                            }
+                            _ if new_uid => state.lost.clear(),
+                            _ => {}
+                        }
                         state.failure = None;
                         state.passed_held = false;
                     }
@@ -680,6 +694,7 @@ impl Index {
                         // the reports of its withdrawal still in flight.
                         epoch: returning.as_ref().map_or(0, |d| d.epoch + 1),
                         acked: None,
+                        lost: Vec::new(),
                         failure: None,
                         last_push: None,
                         failures: 0,
@@ -929,6 +944,7 @@ impl Index {
                         version: d.version,
                         issued_at: now,
                         layers: Vec::new(),
+                        lost: Vec::new(),
                     },
                     lane: Lane::Unproven,
                     pod: key,
@@ -995,6 +1011,7 @@ impl Index {
         match result {
             PushResult::Applied => {
                 pod.acked = Some((pod.version, pod.layers.clone()));
+                pod.lost.clear();
                 pod.failure = None;
                 pod.failures = 0;
                 pod.passed_held = false;
@@ -1015,6 +1032,12 @@ impl Index {
                 // It does not converge: a failure, backed off, never an immediate push.
                 pod.failure = Some(held_newer_reason(held, pod.version, pod.passed_held, now));
                 fail(&mut self.retries, key, pod, Retry::Later, now);
+            }
+            PushResult::Failed { label, .. } if label == "rejected" && !pod.lost.is_empty() => {
+                // Refused, perhaps by a layer too old to know `lost`: the end lines are
+                // a courtesy, the document is not; at once again without them.
+                pod.lost.clear();
+                self.to_push.insert(key.clone());
             }
             PushResult::Failed { reason, retry, .. } => {
                 pod.failure = Some(reason);
@@ -1261,6 +1284,7 @@ fn document(pod: &PodState, now: SystemTime) -> PolicyDocument {
         version: pod.version,
         issued_at: now,
         layers: pod.layers.iter().map(|l| (**l).clone()).collect(),
+        lost: pod.lost.iter().map(|l| (**l).clone()).collect(),
     }
 }
 

@@ -429,6 +429,14 @@ impl Admin {
                 );
             }
         }
+        // The first document this process receives may say what its previous process
+        // held (a container restart): those layers' end lines come first, before the
+        // lines of what this document starts. Validated with the document; a later
+        // document's `lost` is ignored (said once).
+        if held.is_none() && !doc.lost.is_empty() {
+            self.handle
+                .announce_lost(doc.lost_layers().unwrap_or_default());
+        }
         // One atomic edit: the baseline stays, every other layer is replaced. The swap
         // and the interest rebuild are done before the response is sent.
         let applied = self.handle.update(|policy| {

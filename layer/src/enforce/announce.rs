@@ -10,9 +10,14 @@
 //!   expiry that moved by less than [`EXPIRY_JITTER`] is not a change: a pod moves each
 //!   pushed expiry to its own clock, so every push of the same layer lands a few
 //!   milliseconds apart);
-//! - `policy stopped applying`, with `ended: expired` (its expiry passed) or
+//! - `policy stopped applying`, with `ended: expired` (its expiry passed),
 //!   `ended: removed` (a new document left it out, or a `DELETE` cleared it, more than
-//!   [`EXPIRY_JITTER`] before its expiry).
+//!   [`EXPIRY_JITTER`] before its expiry), or `ended: restart`: the container
+//!   restarted and its new process does not hold the layer its previous process held.
+//!   A process cannot write that line as it dies (a crash, an OOM kill); the new one
+//!   writes it when the operator's first document to it says what the previous one
+//!   held ([`PolicyDocument::lost`](crate::wire::PolicyDocument::lost)), before the
+//!   lines of what that document starts.
 //!
 //! Each line names the layer's source (the LogPolicy's `namespace/name`), its reason,
 //! what it changes (as directives, e.g. `shop::payment=debug`), its priority and its
@@ -40,6 +45,9 @@ pub(crate) enum ChangeKind {
     Expired,
     /// It stopped applying: it was removed.
     Removed,
+    /// It stopped applying when the process that held it restarted (told by the first
+    /// document the new process received).
+    Lost,
 }
 
 impl ChangeKind {
@@ -48,7 +56,9 @@ impl ChangeKind {
         match self {
             ChangeKind::Started => "policy started applying",
             ChangeKind::Changed => "policy changed",
-            ChangeKind::Expired | ChangeKind::Removed => "policy stopped applying",
+            ChangeKind::Expired | ChangeKind::Removed | ChangeKind::Lost => {
+                "policy stopped applying"
+            }
         }
     }
 
@@ -57,6 +67,7 @@ impl ChangeKind {
         match self {
             ChangeKind::Expired => Some("expired"),
             ChangeKind::Removed => Some("removed"),
+            ChangeKind::Lost => Some("restart"),
             ChangeKind::Started | ChangeKind::Changed => None,
         }
     }

@@ -408,6 +408,33 @@ impl PolicyHandle {
         state.announced = Some((announcer, in_force));
     }
 
+    /// Announces (if changes are announced) that each of `layers` stopped applying
+    /// because the process that held them restarted: they are not held here (see
+    /// [`crate::wire::PolicyDocument::lost`]). Returns the lines written.
+    #[cfg(feature = "admin")]
+    pub(crate) fn announce_lost(&self, layers: Vec<PolicyLayer>) -> u64 {
+        let mut state = self.shared.lock();
+        let Some((write, _)) = state.announced.as_mut() else {
+            return 0;
+        };
+        let changes: Vec<_> = layers
+            .into_iter()
+            .map(|layer| announce::LayerChange {
+                kind: announce::ChangeKind::Lost,
+                layer,
+            })
+            .collect();
+        if changes.is_empty() {
+            return 0;
+        }
+        let written = write(&changes, self.shared.clock.now());
+        self.shared
+            .stats
+            .policy_lines
+            .fetch_add(written, Ordering::Relaxed);
+        written
+    }
+
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy
     /// changed (some layer expired since the last compile).
     pub fn refresh(&self) -> bool {

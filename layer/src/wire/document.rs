@@ -55,6 +55,12 @@ pub struct PolicyDocument {
     /// empty list leaves only the baseline).
     #[serde(default)]
     pub layers: Vec<LayerSpec>,
+    /// The layers the pod's previous process held when its container restarted (sent
+    /// once, with the first document the new process receives): the pod writes a
+    /// `policy stopped applying` line with `ended: restart` for each, so the log says
+    /// when a raise was lost to a restart. Not applied; omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LayerSpec>,
 }
 
 /// The highest version a pod accepts (2^53 - 1): versions are milliseconds since the
@@ -140,6 +146,7 @@ impl PolicyDocument {
             version,
             issued_at: SystemTime::now(),
             layers: Vec::new(),
+            lost: Vec::new(),
         }
     }
 
@@ -204,6 +211,7 @@ impl PolicyDocument {
                 ));
             }
         }
+        self.lost_layers()?;
         self.policy_layers()
     }
 
@@ -228,6 +236,31 @@ impl PolicyDocument {
             }
         }
         Ok(Policy::from_layer_specs(&self.layers)?.into_layers())
+    }
+
+    /// The layers the pod's previous process held ([`PolicyDocument::lost`]), as the
+    /// policy takes them, validated like [`PolicyDocument::layers`]; errors name the
+    /// field (`lost[0].targets[0].level: ...`).
+    pub fn lost_layers(&self) -> Result<Vec<PolicyLayer>, DocumentError> {
+        if self.lost.len() > MAX_DOCUMENT_LAYERS {
+            return Err(DocumentError::invalid(
+                "lost",
+                format!(
+                    "too many layers: {} (at most {MAX_DOCUMENT_LAYERS})",
+                    self.lost.len()
+                ),
+            ));
+        }
+        match Policy::from_layer_specs(&self.lost) {
+            Ok(policy) => Ok(policy.into_layers()),
+            Err(e) => {
+                let mut e = DocumentError::from(e);
+                if let Some(rest) = e.path.strip_prefix("layers") {
+                    e.path = format!("lost{rest}");
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -344,6 +377,45 @@ mod tests {
             PolicyDocument::from_json(&trailing).unwrap_err().kind,
             DocumentErrorKind::Syntax
         );
+    }
+
+    #[test]
+    fn lost_layers_are_validated_named_by_their_path_and_omitted_when_empty() {
+        let with_lost = |lost: &str| {
+            let mut d = doc(r#"[{"source":"shop/raise","defaultLevel":"debug"}]"#);
+            d.truncate(d.len() - 1);
+            d.extend_from_slice(format!(r#","lost":{lost}}}"#).as_bytes());
+            d
+        };
+        let d = PolicyDocument::from_json(&with_lost(
+            r#"[{"source":"shop/old","reason":"INC-1","targets":[{"target":"shop::db","level":"debug"}]}]"#,
+        ))
+        .unwrap();
+        let lost = d.lost_layers().unwrap();
+        assert_eq!(lost.len(), 1);
+        assert_eq!(lost[0].source(), "shop/old");
+        assert_eq!(lost[0].reason.as_deref(), Some("INC-1"));
+        // Round trip; a document without it is written without it.
+        assert_eq!(
+            PolicyDocument::from_json(d.to_json().as_bytes()).unwrap(),
+            d
+        );
+        let plain = PolicyDocument::from_json(&doc("[]")).unwrap();
+        assert!(plain.lost.is_empty());
+        assert!(!plain.to_json().contains("lost"));
+        // A bad lost layer refuses the document, naming it.
+        let err = PolicyDocument::from_json(&with_lost(
+            r#"[{"source":"a/b","targets":[{"target":"x","level":"loud"}]}]"#,
+        ))
+        .unwrap_err();
+        assert_eq!(err.kind, DocumentErrorKind::Invalid);
+        assert!(err.path.starts_with("lost[0].targets[0]"), "{err}");
+        let too_many = (0..=MAX_DOCUMENT_LAYERS)
+            .map(|i| format!(r#"{{"source":"a/l{i}"}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let err = PolicyDocument::from_json(&with_lost(&format!("[{too_many}]"))).unwrap_err();
+        assert_eq!(err.path, "lost", "{err}");
     }
 
     #[test]

@@ -372,8 +372,9 @@ fn a_duration_is_resolved_once_per_generation() {
     assert_eq!(exp(&fresh), Some(t0() + secs(900)));
 }
 
-#[test]
-fn a_restarted_process_or_a_new_address_is_pushed_again() {
+/// An index with `web-1` (one container, never restarted) holding the `debug` policy:
+/// the index, the pod, and the push it acknowledged.
+fn one_container_pod_with_its_policy_acknowledged() -> (Index, PodInfo, Push) {
     let mut index = Index::new();
     let mut p = pod("web-1", 1, &[("app", "web")]);
     p.containers = vec![crate::pods::ContainerRun {
@@ -384,6 +385,12 @@ fn a_restarted_process_or_a_new_address_is_pushed_again() {
     index.apply_pod(p.clone(), t0());
     index.apply_policy(policy("debug", web_debug()), t0());
     let first = ack_all(&mut index, t0()).remove(0);
+    (index, p, first)
+}
+
+#[test]
+fn a_restarted_process_or_a_new_address_is_pushed_again() {
+    let (mut index, mut p, first) = one_container_pod_with_its_policy_acknowledged();
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 1);
 
     // The container restarted: same document, same version, pushed again.
@@ -393,6 +400,9 @@ fn a_restarted_process_or_a_new_address_is_pushed_again() {
     let again = index.take_pushes(t0() + secs(5)).remove(0);
     assert_eq!(again.document.version, first.document.version);
     assert_eq!(again.document.layers, first.document.layers);
+    // It says what the previous process held, for the pod's `ended: restart` lines.
+    assert_eq!(again.document.lost, first.document.layers);
+    assert!(first.document.lost.is_empty());
     assert_ne!(again.ticket, first.ticket);
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
     // A late answer to the old push counts for nothing.
@@ -400,16 +410,56 @@ fn a_restarted_process_or_a_new_address_is_pushed_again() {
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
     assert!(index.record_push(&key("web-1"), again.ticket, PushResult::Applied));
 
-    // A new IP.
+    // A new IP: pushed again; not a restart, and the restart was said once.
     p.ip = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9)));
     index.apply_pod(p.clone(), t0() + secs(6));
     let moved = index.take_pushes(t0() + secs(6)).remove(0);
     assert_eq!(moved.addr, "127.0.0.9:9090".parse().unwrap());
+    assert!(moved.document.lost.is_empty());
     // A new pod under the same name (new uid).
     p.uid = "uid-web-1-b".into();
     index.apply_pod(p, t0() + secs(7));
     let recreated = index.take_pushes(t0() + secs(7)).remove(0);
     assert_eq!(recreated.document.pod.uid, "uid-web-1-b");
+}
+
+#[test]
+fn what_a_restart_lost_is_sent_until_acknowledged_and_dropped_if_refused() {
+    let (mut index, mut p, first) = one_container_pod_with_its_policy_acknowledged();
+    let restart = |p: &mut PodInfo, n: i32| {
+        p.containers[0].restart_count = n;
+        p.containers[0].started_at = Some(format!("2026-11-29T20:0{n}:00Z"));
+    };
+
+    // Restarted; the new process is not up yet: the retry still says it.
+    restart(&mut p, 1);
+    index.apply_pod(p.clone(), t0() + secs(1));
+    let a = index.take_pushes(t0() + secs(1)).remove(0);
+    assert_eq!(a.document.lost, first.document.layers);
+    assert!(index.record_push(&key("web-1"), a.ticket, failed("unreachable", "refused")));
+    index.tick(t0() + secs(30));
+    let b = index.take_pushes(t0() + secs(30)).remove(0);
+    assert_eq!(b.document.lost, first.document.layers);
+    // Restarted again before it answered: still what the last acknowledging process
+    // held.
+    restart(&mut p, 2);
+    index.apply_pod(p.clone(), t0() + secs(31));
+    let c = index.take_pushes(t0() + secs(31)).remove(0);
+    assert_eq!(c.document.lost, first.document.layers);
+    assert!(index.record_push(&key("web-1"), c.ticket, PushResult::Applied));
+
+    // Refused (a layer too old to know `lost`): sent again at once without it.
+    restart(&mut p, 3);
+    index.apply_pod(p.clone(), t0() + secs(40));
+    let d = index.take_pushes(t0() + secs(40)).remove(0);
+    assert!(!d.document.lost.is_empty());
+    let refused = failed("rejected", "layers: unknown field `lost`");
+    assert!(index.record_push(&key("web-1"), d.ticket, refused));
+    let e = index.take_pushes(t0() + secs(40)).remove(0);
+    assert!(e.document.lost.is_empty());
+    assert_eq!(e.document.layers, first.document.layers);
+    assert!(index.record_push(&key("web-1"), e.ticket, PushResult::Applied));
+    assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 1);
 }
 
 #[test]

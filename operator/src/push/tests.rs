@@ -150,6 +150,7 @@ fn push_to(addr: SocketAddr, name: &str) -> Push {
             version: 7,
             issued_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             layers: vec![layer],
+            lost: Vec::new(),
         },
         lane: Lane::Unproven,
     }
