@@ -299,6 +299,7 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
         [
             format!("--namespace={NS}"),
             "--metrics-addr=0.0.0.0:8080".into(),
+            "--pods-view=local".into(),
             "--max-duration=24h".into()
         ]
     );

@@ -213,7 +213,7 @@ fn every_flag_the_deployment_passes_is_an_operator_flag() {
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .unwrap();
-    assert_eq!(args.len(), 6);
+    assert_eq!(args.len(), 7);
     for arg in args {
         let flag = arg.as_str().unwrap().trim_start_matches("--");
         let field = flag.split('=').next().unwrap().replace('-', "_");

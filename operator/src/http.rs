@@ -2,9 +2,14 @@
 //! `/metrics` and the per-pod view, `/pods` and `/pods/<namespace>/<name>`. GET only;
 //! each connection is closed after 30 s. The per-pod view is the snapshot the controller
 //! last published: the server never reads the index.
+//!
+//! The per-pod view names every tracked pod's uid, IP and push errors: it answers only
+//! connections from the operator's own network namespace (a loopback peer: `kubectl
+//! port-forward`, `kubectl exec`), others get 403, unless
+//! [`PodsView::Network`] (`--pods-view network`) opens it to the network as well.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +24,23 @@ use crate::health::{Health, Readiness};
 use crate::index::{PodKey, PodView};
 use crate::log;
 
+/// Who may read the per-pod view (`/pods`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PodsView {
+    /// Loopback peers only: the operator's own pod (`kubectl port-forward`).
+    #[default]
+    Local,
+    /// Any peer that reaches the port.
+    Network,
+}
+
 /// What the endpoints serve. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Endpoints {
     health: Arc<Health>,
     registry: Arc<Registry>,
     views: watch::Receiver<Arc<Vec<PodView>>>,
+    pods_view: PodsView,
 }
 
 impl Endpoints {
@@ -39,16 +55,35 @@ impl Endpoints {
             health,
             registry,
             views,
+            pods_view: PodsView::Local,
         }
     }
 
-    /// The reply to `method path`.
-    pub fn respond(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    /// These endpoints with the per-pod view open to `who`.
+    #[must_use]
+    pub fn pods_view(mut self, who: PodsView) -> Self {
+        self.pods_view = who;
+        self
+    }
+
+    /// The reply to `method path` from a connection whose peer is `peer`.
+    pub fn respond(&self, method: &Method, path: &str, peer: IpAddr) -> Response<Full<Bytes>> {
         if method != Method::GET {
             return reply(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "text/plain",
                 "GET only\n".to_owned(),
+            );
+        }
+        let pods = path == "/pods" || path.starts_with("/pods/");
+        if pods && self.pods_view == PodsView::Local && !is_loopback(peer) {
+            return json_reply(
+                StatusCode::FORBIDDEN,
+                &serde_json::json!({"error": format!(
+                    "the per-pod view (pod uids, addresses, push errors) answers only the \
+                     operator's own pod (e.g. kubectl port-forward), not {peer}; \
+                     --pods-view network opens it"
+                )}),
             );
         }
         if path == "/pods" || path == "/pods/" {
@@ -139,9 +174,9 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
     };
     log::info!(%addr, "serving /healthz, /readyz, /metrics, /pods");
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok((s, peer)) => (s, peer.ip()),
                 Err(e) => {
                     log::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -153,13 +188,24 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
         let endpoints = endpoints.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let reply = endpoints.respond(req.method(), req.uri().path());
+                let reply = endpoints.respond(req.method(), req.uri().path(), peer);
                 async move { Ok::<_, Infallible>(reply) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
         });
+    }
+}
+
+/// A peer in the operator's own network namespace (IPv4 loopback, `::1`, or IPv4
+/// loopback mapped into IPv6).
+fn is_loopback(peer: IpAddr) -> bool {
+    match peer {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
     }
 }
 
@@ -215,7 +261,16 @@ mod tests {
     }
 
     async fn get(endpoints: &Endpoints, method: Method, path: &str) -> (u16, String, String) {
-        let response = endpoints.respond(&method, path);
+        get_from(endpoints, method, path, IpAddr::from([127, 0, 0, 1])).await
+    }
+
+    async fn get_from(
+        endpoints: &Endpoints,
+        method: Method,
+        path: &str,
+        peer: IpAddr,
+    ) -> (u16, String, String) {
+        let response = endpoints.respond(&method, path, peer);
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -273,5 +328,56 @@ mod tests {
 
         assert_eq!(get(&endpoints, Method::GET, "/other").await.0, 404);
         assert_eq!(get(&endpoints, Method::PUT, "/healthz").await.0, 405);
+    }
+
+    #[tokio::test]
+    async fn the_per_pod_view_answers_only_the_operators_own_pod_unless_opened() {
+        let (_tx, rx) = watch::channel(Arc::new(vec![view("shop", "web-1")]));
+        let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx);
+        let remote = IpAddr::from([10, 1, 2, 3]);
+        for path in ["/pods", "/pods/", "/pods/shop/web-1", "/pods/x"] {
+            let (status, _, body) = get_from(&endpoints, Method::GET, path, remote).await;
+            assert_eq!(status, 403, "{path}");
+            assert!(
+                body.contains("not 10.1.2.3") && !body.contains("uid-web-1"),
+                "{body}"
+            );
+        }
+        // Health and metrics stay open to the network (probes, scrapes).
+        assert_eq!(
+            get_from(&endpoints, Method::GET, "/healthz", remote)
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            get_from(&endpoints, Method::GET, "/metrics", remote)
+                .await
+                .0,
+            200
+        );
+        // Loopback, IPv4, IPv6 and IPv4 mapped into IPv6.
+        for peer in ["127.0.0.1", "127.8.9.1", "::1", "::ffff:127.0.0.1"] {
+            let peer: IpAddr = peer.parse().unwrap();
+            assert_eq!(
+                get_from(&endpoints, Method::GET, "/pods", peer).await.0,
+                200,
+                "{peer}"
+            );
+        }
+        let mapped_remote: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert_eq!(
+            get_from(&endpoints, Method::GET, "/pods", mapped_remote)
+                .await
+                .0,
+            403
+        );
+        let open = endpoints.pods_view(PodsView::Network);
+        assert_eq!(
+            get_from(&open, Method::GET, "/pods/shop/web-1", remote)
+                .await
+                .0,
+            200
+        );
     }
 }

@@ -28,6 +28,11 @@ struct Args {
     /// Where `/healthz`, `/readyz`, `/metrics` and `/pods` are served.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// Who may read `/pods` (every tracked pod's uid, address and push errors): `local`,
+    /// connections from the operator's own pod only (`kubectl port-forward`); `network`,
+    /// anyone who reaches `--metrics-addr`.
+    #[arg(long, env = "LOGPOLICY_PODS_VIEW", value_enum, default_value_t = http::PodsView::Local)]
+    pods_view: http::PodsView,
     /// Elect one leader among the replicas with the Lease `logpolicy-operator` in
     /// `--namespace`; only the leader pushes and writes status. Needed with more than
     /// one replica.
@@ -67,7 +72,8 @@ async fn main() {
     health.set_standby_ready(args.leader_election);
     let metrics = Metrics::default();
     let (views_tx, views_rx) = watch::channel(Arc::default());
-    let endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx);
+    let endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx)
+        .pods_view(args.pods_view);
     let stop = shutdown.receiver();
     tokio::spawn(http::serve(args.metrics_addr, endpoints, stop));
 
