@@ -497,7 +497,7 @@ pub(crate) struct TextFields<'a> {
 
 impl TextFields<'_> {
     /// Writes the key; true for the message (written bare).
-    #[inline]
+    #[inline(always)]
     fn key(&mut self, field: &Field) -> bool {
         put_key(self.buf, self.callsite, Keys::Text, field);
         match self.callsite {
