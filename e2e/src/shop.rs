@@ -44,6 +44,29 @@ pub fn wait_payment_debug(
     )
 }
 
+/// The credentials the demo's `authorising` line carries, and `amount_cents`, which
+/// the redaction scenarios add to the redacted names.
+pub const REDACTED_FIELDS: [&str; 3] = ["card_token", "authorization", "amount_cents"];
+
+/// The `shop::payment` debug `authorising` lines `pod` wrote since `from`.
+pub fn authorising_since(pod: &DemoPod, from: SystemTime) -> Vec<&Line> {
+    pod.log
+        .lines()
+        .iter()
+        .filter(|l| l.ts >= from && payment_debug(l) && l.msg == "authorising")
+        .collect()
+}
+
+/// Which of [`REDACTED_FIELDS`] `line` does not write as `[redacted]`, with what it
+/// writes instead.
+pub fn not_redacted(line: &Line) -> Vec<String> {
+    REDACTED_FIELDS
+        .iter()
+        .filter(|f| line.json[**f] != "[redacted]")
+        .map(|f| format!("{f}={}", line.json[*f]))
+        .collect()
+}
+
 /// An access line (`shop::http` info `served`, one per request).
 pub fn served(l: &Line) -> bool {
     l.is("shop::http", "INFO") && l.msg == "served"
