@@ -350,31 +350,43 @@ fn parent(mut o: Options) {
         "both" => vec![false, true],
         _ => vec![false],
     };
-    let paired_turns = if generators.contains(&false) {
-        o.paired_runs
-    } else {
-        0
-    };
-    for turn in 0..paired_turns {
+    let mut paired_runs_wrk: Vec<Value> = Vec::new();
+    for turn in 0..o.paired_runs {
         let order: Vec<Logger> = if turn % 2 == 0 {
             loggers.clone()
         } else {
             loggers.iter().rev().copied().collect()
         };
         for logger in order {
-            let secs = o.warmup + o.slice * (2 * o.pairs as u32) + Duration::from_secs(5);
-            if run_start.elapsed() + secs > RUN_BUDGET {
-                continue;
+            // Under both generators back to back, so a drift weighs on both alike.
+            for &wrk in &generators {
+                let secs = if wrk {
+                    2 * o.warmup + Duration::from_secs(2 * o.pairs as u64 + 5)
+                } else {
+                    o.warmup + o.slice * (2 * o.pairs as u32) + Duration::from_secs(5)
+                };
+                if run_start.elapsed() + secs > RUN_BUDGET {
+                    continue;
+                }
+                let mut run = run_paired(&o, &dir, logger, wrk);
+                run["turn"] = json!(turn);
+                run["generator"] = json!(if wrk { "wrk" } else { "builtin" });
+                eprintln!("paired{}: {run}", if wrk { " (wrk)" } else { "" });
+                if wrk {
+                    paired_runs_wrk.push(run);
+                } else {
+                    paired_runs.push(run);
+                }
             }
-            let mut run = run_paired(&o, &dir, logger);
-            run["turn"] = json!(turn);
-            eprintln!("paired: {run}");
-            paired_runs.push(run);
         }
     }
     let paired: Vec<Value> = loggers
         .iter()
         .map(|l| pool_paired(l.name(), &paired_runs))
+        .collect();
+    let paired_wrk: Vec<Value> = loggers
+        .iter()
+        .map(|l| pool_paired(l.name(), &paired_runs_wrk))
         .collect();
     let mut runs: Vec<Value> = Vec::new();
     let mut wrk_runs: Vec<Value> = Vec::new();
@@ -436,7 +448,23 @@ fn parent(mut o: Options) {
          logger, with fresh services, the loggers taking turns; the loss is the median of all their pairs.\n\n",
         o.paired_lines, o.slice, o.settle, o.pairs, o.warmup, o.paired_runs
     ));
-    out.push_str(&paired_table(&paired));
+    if generators.contains(&false) {
+        out.push_str(&paired_table(&paired));
+    } else {
+        out.push_str("Not run: `--generator wrk`.\n");
+    }
+    if generators.contains(&true) {
+        out.push_str(&format!(
+            "\n## Paired under wrk\n\n\
+             The same pairs of services, `wrk -t1 -c{}` moving between them: one 1 s wrk run per slice \
+             (its shortest), in the same A B, B A order, after a {}s run against each; {} pairs; the \
+             loss is the median of all pairs.\n\n",
+            o.wrk_connections,
+            wrk_secs(o.warmup),
+            o.pairs,
+        ));
+        out.push_str(&paired_table(&paired_wrk));
+    }
     let target = target(&o, &paired, &runs);
     out.push_str(&format!(
         "\n| target | measured | met |\n|---|---|---|\n| ours at 5 lines/request loses ≤ {:.0}% of its 0-line req/s | {} | {} |\n",
@@ -444,6 +472,9 @@ fn parent(mut o: Options) {
         target.1,
         if target.0 == Some(true) { "yes" } else if target.0 == Some(false) { "**no**" } else { "not run" }
     ));
+    if let Some(row) = wrk_target_row(&o, &paired_wrk) {
+        out.push_str(&row);
+    }
     if skipped > 0 {
         out.push_str(&format!(
             "\n{skipped} cell run(s) skipped to keep the run under {RUN_BUDGET:?}.\n"
@@ -478,6 +509,8 @@ fn parent(mut o: Options) {
         "runs_wrk": wrk_runs,
         "paired": paired,
         "paired_runs": paired_runs,
+        "paired_wrk": paired_wrk,
+        "paired_runs_wrk": paired_runs_wrk,
         "target": {"name": "ours at 5 lines/request loses <= 15% of its 0-line req/s",
                    "measured": target.1, "met": target.0},
         "runs": runs,
@@ -742,30 +775,36 @@ fn wrk_secs(d: Duration) -> u64 {
 /// counted, then one of `o.measure`. Returns what [`load_json`] returns, from wrk's own
 /// report.
 fn wrk_load(o: &Options, addr: SocketAddr) -> Result<Value, String> {
+    wrk_run(o, addr, o.warmup)?;
+    wrk_report(&wrk_run(o, addr, o.measure)?)
+}
+
+/// One `wrk` run against `addr` for `d` (whole seconds, at least one): its output.
+fn wrk_run(o: &Options, addr: SocketAddr, d: Duration) -> Result<String, String> {
     let url = format!("http://{addr}/api/orders");
-    let run = |d: Duration| {
-        let out = Command::new("wrk")
-            .args([
-                "-t1",
-                &format!("-c{}", o.wrk_connections),
-                &format!("-d{}s", wrk_secs(d)),
-                "--latency",
-                &url,
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "wrk failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    run(o.warmup)?;
-    let text = run(o.measure)?;
+    let out = Command::new("wrk")
+        .args([
+            "-t1",
+            &format!("-c{}", o.wrk_connections),
+            &format!("-d{}s", wrk_secs(d)),
+            "--latency",
+            &url,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run wrk (apt-get install wrk): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "wrk failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// What [`load_json`] returns, from `wrk`'s report `text`.
+fn wrk_report(text: &str) -> Result<Value, String> {
     let field = |prefix: &str| {
         text.lines()
             .find_map(|l| l.trim().strip_prefix(prefix).map(str::trim))
@@ -862,7 +901,12 @@ fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32, wrk: bo
 /// side (both pinned to the service core, only one loaded at a time), and the load
 /// alternates between them slice by slice. Each pair of adjacent slices gives one loss;
 /// the loss is their median.
-fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
+///
+/// Under `wrk` (`wrk`: true), which cannot move its load between two services, each
+/// slice is one `wrk` run of one second (its shortest) against one service, in the same
+/// A B, B A order, after a warm-up run against each: the other service only finishes
+/// what it was asked, and nothing of a slice is left out.
+fn run_paired(o: &Options, dir: &Path, logger: Logger, wrk: bool) -> Value {
     let name = logger.name();
     let a = match Service::start(o, dir, Some(logger), 0, "-paired") {
         Ok(s) => s,
@@ -886,34 +930,25 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
         pairs: o.pairs,
         io_timeout: Duration::from_secs(5),
     };
+    if wrk {
+        let slices = wrk_alternating(o, [a.addr, b.addr]);
+        let runs = [a.finish(), b.finish()];
+        return match slices {
+            Ok(slices) => paired_report(name, &slices, runs.into(), None),
+            Err(e) => json!({"logger": name, "error": e, "services": runs}),
+        };
+    }
     let load = load_generator::run_alternating(&config, BODY.len());
     let runs = [a.finish(), b.finish()];
     let load = match load {
         Ok(l) => l,
         Err(e) => return json!({"logger": name, "error": e.to_string(), "services": runs}),
     };
-    let mut losses: Vec<f64> = load
+    let slices: Vec<(usize, f64)> = load
         .slices
-        .chunks_exact(2)
-        .filter_map(|pair| {
-            let (zero, five) = if pair[0].service == 0 {
-                (pair[0], pair[1])
-            } else {
-                (pair[1], pair[0])
-            };
-            (zero.ok > 0).then(|| 1.0 - five.requests_per_sec() / zero.requests_per_sec())
-        })
+        .iter()
+        .map(|x| (x.service, if x.ok > 0 { x.requests_per_sec() } else { 0.0 }))
         .collect();
-    let in_order = losses.clone();
-    losses.sort_by(f64::total_cmp);
-    let q = |p: f64| quantile(&losses, p);
-    let slice_rps = [0, 1].map(|s| {
-        load.slices
-            .iter()
-            .filter(|x| x.service == s)
-            .map(|x| (x.requests_per_sec() / 100.0).round() * 100.0)
-            .collect::<Vec<f64>>()
-    });
     let services: Vec<Value> = runs
         .into_iter()
         .zip(&load.services)
@@ -922,6 +957,66 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
             run
         })
         .collect();
+    let rps = [
+        load.services[0].requests_per_sec(),
+        load.services[1].requests_per_sec(),
+    ];
+    paired_report(name, &slices, services, Some(rps))
+}
+
+/// `wrk`'s alternating load on `addrs` (see [`run_paired`]): each slice's service and
+/// req/s, in order.
+fn wrk_alternating(o: &Options, addrs: [SocketAddr; 2]) -> Result<Vec<(usize, f64)>, String> {
+    for addr in addrs {
+        wrk_run(o, addr, o.warmup)?;
+    }
+    let mut slices = Vec::with_capacity(2 * o.pairs);
+    for pair in 0..o.pairs {
+        let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+        for service in order {
+            let report = wrk_report(&wrk_run(o, addrs[service], Duration::from_secs(1))?)?;
+            let rps = report["requests_per_sec"].as_f64().unwrap_or(0.0);
+            slices.push((service, rps));
+        }
+    }
+    Ok(slices)
+}
+
+/// One paired run's report from its slices (service 0 or 1, req/s), in order: each pair
+/// of adjacent slices gives one loss, the run's figure is their median. `rps`: each
+/// service's rate over the run, when known (else the mean of its slices).
+fn paired_report(
+    name: &str,
+    slices: &[(usize, f64)],
+    services: Vec<Value>,
+    rps: Option<[f64; 2]>,
+) -> Value {
+    let mut losses: Vec<f64> = slices
+        .chunks_exact(2)
+        .filter_map(|pair| {
+            let (zero, five) = if pair[0].0 == 0 {
+                (pair[0].1, pair[1].1)
+            } else {
+                (pair[1].1, pair[0].1)
+            };
+            (zero > 0.0).then(|| 1.0 - five / zero)
+        })
+        .collect();
+    let in_order = losses.clone();
+    losses.sort_by(f64::total_cmp);
+    let q = |p: f64| quantile(&losses, p);
+    let slice_rps = [0, 1].map(|s| {
+        slices
+            .iter()
+            .filter(|x| x.0 == s)
+            .map(|x| (x.1 / 100.0).round() * 100.0)
+            .collect::<Vec<f64>>()
+    });
+    let rps = rps.unwrap_or_else(|| {
+        slice_rps
+            .clone()
+            .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64)
+    });
     json!({
         "logger": name,
         "pairs": losses.len(),
@@ -933,7 +1028,7 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger) -> Value {
         // drift within a run shows here (whether the logging service slows or the
         // other speeds up).
         "slice_rps": slice_rps,
-        "requests_per_sec": [load.services[0].requests_per_sec(), load.services[1].requests_per_sec()],
+        "requests_per_sec": rps,
         "services": services,
     })
 }
@@ -1322,6 +1417,31 @@ fn paired_table(paired: &[Value]) -> String {
         ));
     }
     out
+}
+
+/// The target's row under `wrk` (paired), when ours ran paired under it.
+fn wrk_target_row(o: &Options, paired_wrk: &[Value]) -> Option<String> {
+    let ours = paired_wrk
+        .iter()
+        .find(|p| p["logger"] == Logger::Ours.name())?;
+    let median = ours["loss_median"].as_f64()?;
+    let complete = ours["lost_uncounted"] == 0 && ours["dropped_counted"] == 0;
+    let judged = o.ours_output == "writer" && o.paired_lines == PAIRED_LINES;
+    Some(format!(
+        "| the same under `wrk -c{}` | paired: median {:+.1}% (p25 – p75: {} – {}) over {} pairs in {} run(s){} | {} |\n",
+        o.wrk_connections,
+        -median * 100.0,
+        pct(&ours["loss_p25"]),
+        pct(&ours["loss_p75"]),
+        ours["pairs"],
+        ours["runs"],
+        if complete { ", every line delivered" } else { ", NOT every line delivered" },
+        match (judged, median <= TARGET_LOSS && complete) {
+            (false, _) => "not judged (diagnostic options)",
+            (true, true) => "yes",
+            (true, false) => "**no**",
+        }
+    ))
 }
 
 /// Whether ours at 5 lines per request kept ≥ 85% of its 0-line rate, judged on the
