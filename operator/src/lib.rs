@@ -42,6 +42,7 @@ pub mod events;
 pub mod lease;
 pub mod shutdown;
 pub mod signing_key;
+pub mod simulated;
 pub mod status_writer;
 pub mod trust;
 pub mod watches;

@@ -20,7 +20,6 @@
 //! Results: a markdown table on stdout and `target/bench/kubectl-plugin.json`.
 
 use std::io::{BufRead, BufReader};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,21 +31,7 @@ use logpolicy_e2e::plugin::kubectl_logpolicy;
 use logpolicy_e2e::pod::create_running_pods_at;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::{Error, Operator, Result, Scenario};
-
-/// The simulated pods' admin port (as `push-bench` listens).
-const PORT: u16 = 19_090;
-
-/// The address of simulated pod `i` (as `push-bench` binds it).
-fn addr(i: usize) -> SocketAddr {
-    let third = u8::try_from(1 + i / 250).unwrap_or(u8::MAX);
-    let fourth = u8::try_from(1 + i % 250).unwrap_or(u8::MAX);
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, third, fourth)), PORT)
-}
-
-/// The name of simulated pod `i` (as `push-bench` checks it in documents).
-fn pod_name(i: usize) -> String {
-    format!("pod-{i:04}")
-}
+use logpolicy_operator::simulated::{addr, pod_name};
 
 fn main() -> ExitCode {
     let pods = match std::env::args().nth(1).map(|a| a.parse::<usize>()) {

@@ -37,7 +37,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -48,25 +47,15 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use logpolicy::wire::{self, PolicyDocument, TrustedKeys, SIGNATURE_HEADER};
+use logpolicy_operator::simulated::{addr, pod_name, PORT};
 use logpolicy_operator::{
     Index, PodInfo, PodKey, PolicyInput, PolicyKey, PushReport, PushTicket, Pusher, PusherConfig,
 };
 use tokio::sync::mpsc;
 
-const PORT: u16 = 19_090;
 const NAMESPACE: &str = "bench";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-fn addr(i: usize) -> SocketAddr {
-    let third = u8::try_from(1 + i / 250).unwrap_or(u8::MAX);
-    let fourth = u8::try_from(1 + i % 250).unwrap_or(u8::MAX);
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, third, fourth)), PORT)
-}
-
-fn pod_name(i: usize) -> String {
-    format!("pod-{i:04}")
-}
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
