@@ -24,6 +24,7 @@ const ORDER: &[&[&str]] = &[
         "ownership",
         "crd",
         "pods",
+        "simulated",
     ],
     &["validate"],
     // The pure index.
