@@ -12,7 +12,7 @@ mod admin_fixture;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use admin_fixture::{doc_for, pod_config, put_signed, send, POD_UID};
+use admin_fixture::{doc_for, pod_config, put_signed, send, sources, POD_UID};
 use logpolicy::admin::AdminServer;
 use logpolicy::clock::{format_rfc3339, parse_rfc3339};
 use logpolicy::format::Service;
@@ -276,13 +276,7 @@ fn a_restart_that_lost_a_raise_is_said_by_the_new_process_once_before_what_start
         ("policy started applying", "shop/debug-payments", None)
     );
     // Not applied: the standing layer it names is not in force.
-    let held: Vec<String> = pod
-        .handle
-        .policy()
-        .layers()
-        .iter()
-        .map(|l| l.source().to_owned())
-        .collect();
+    let held = sources(&pod.handle);
     assert!(!held.contains(&"shop/standing".to_owned()), "{held:?}");
 
     // Said once: a later document of this process that carries it again is applied

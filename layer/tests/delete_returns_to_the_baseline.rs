@@ -4,7 +4,7 @@
 
 mod admin_fixture;
 
-use admin_fixture::Fixture;
+use admin_fixture::{sources, Fixture};
 use logpolicy::{Level, PolicyLayer};
 
 #[test]
@@ -19,14 +19,7 @@ fn delete_returns_to_the_baseline() {
     // A later PUT replaces the pushed layers, it does not add to them.
     let one = r#"[{"source":"ops/c","targets":[{"target":"shop::http","level":"debug"}]}]"#;
     assert_eq!(f.signed("PUT", &f.doc(2, one)).status, 200);
-    let sources: Vec<String> = f
-        .handle
-        .policy()
-        .layers()
-        .iter()
-        .map(|l| l.source().to_owned())
-        .collect();
-    assert_eq!(sources, ["env", "ops/c"]);
+    assert_eq!(sources(&f.handle), ["env", "ops/c"]);
 
     // A layer added in-process is a pushed layer too: DELETE removes it.
     f.handle
@@ -38,14 +31,7 @@ fn delete_returns_to_the_baseline() {
         r.json()["effective"]["directives"],
         "info,shop::db=warn,@always_keep=warn"
     );
-    let sources: Vec<String> = f
-        .handle
-        .policy()
-        .layers()
-        .iter()
-        .map(|l| l.source().to_owned())
-        .collect();
-    assert_eq!(sources, ["env"]);
+    assert_eq!(sources(&f.handle), ["env"]);
     assert_eq!(f.handle.effective().level_for("shop::db"), Level::Warn);
 
     // Without a layers field at all, too; and versioned like a PUT.

@@ -919,6 +919,14 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger, wrk: bool) -> Value {
             return json!({"logger": name, "error": report});
         }
     };
+    if wrk {
+        let slices = wrk_alternating(o, [a.addr, b.addr]);
+        let runs = [a.finish(), b.finish()];
+        return match slices {
+            Ok(slices) => paired_report(name, &slices, runs.into(), None),
+            Err(e) => json!({"logger": name, "error": e, "services": runs}),
+        };
+    }
     let config = load_generator::AlternatingConfig {
         addrs: [a.addr, b.addr],
         path: "/api/orders".to_owned(),
@@ -930,14 +938,6 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger, wrk: bool) -> Value {
         pairs: o.pairs,
         io_timeout: Duration::from_secs(5),
     };
-    if wrk {
-        let slices = wrk_alternating(o, [a.addr, b.addr]);
-        let runs = [a.finish(), b.finish()];
-        return match slices {
-            Ok(slices) => paired_report(name, &slices, runs.into(), None),
-            Err(e) => json!({"logger": name, "error": e, "services": runs}),
-        };
-    }
     let load = load_generator::run_alternating(&config, BODY.len());
     let runs = [a.finish(), b.finish()];
     let load = match load {

@@ -13,7 +13,7 @@ use tracing_core::subscriber::Interest;
 use tracing_core::{Metadata, Subscriber};
 use tracing_subscriber::layer::{self, Context};
 
-use super::announce::{self, Announcer};
+use super::announce::{self, Announcer, LayerChange};
 use super::compiled::{Compiled, EventPath};
 use super::fast_path::{CallsiteState, RULE_SLOTS};
 use super::limits::{Budget, BurstWindow, Notices};
@@ -302,8 +302,13 @@ impl Shared {
         let after = announce::in_force(&state.policy, now);
         let changes = announce::changes(before, &after, now);
         *before = after;
+        self.write_changes(write, &changes, now);
+    }
+
+    /// Writes the lines of `changes` with `write` and counts them in the stats.
+    fn write_changes(&self, write: &Announcer, changes: &[LayerChange], now: SystemTime) {
         if !changes.is_empty() {
-            let written = write(&changes, now);
+            let written = write(changes, now);
             self.stats
                 .policy_lines
                 .fetch_add(written, Ordering::Relaxed);
@@ -410,29 +415,22 @@ impl PolicyHandle {
 
     /// Announces (if changes are announced) that each of `layers` stopped applying
     /// because the process that held them restarted: they are not held here (see
-    /// [`crate::wire::PolicyDocument::lost`]). Returns the lines written.
+    /// [`crate::wire::PolicyDocument::lost`]).
     #[cfg(feature = "admin")]
-    pub(crate) fn announce_lost(&self, layers: Vec<PolicyLayer>) -> u64 {
+    pub(crate) fn announce_lost(&self, layers: Vec<PolicyLayer>) {
         let mut state = self.shared.lock();
         let Some((write, _)) = state.announced.as_mut() else {
-            return 0;
+            return;
         };
         let changes: Vec<_> = layers
             .into_iter()
-            .map(|layer| announce::LayerChange {
+            .map(|layer| LayerChange {
                 kind: announce::ChangeKind::Lost,
                 layer,
             })
             .collect();
-        if changes.is_empty() {
-            return 0;
-        }
-        let written = write(&changes, self.shared.clock.now());
         self.shared
-            .stats
-            .policy_lines
-            .fetch_add(written, Ordering::Relaxed);
-        written
+            .write_changes(write, &changes, self.shared.clock.now());
     }
 
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy

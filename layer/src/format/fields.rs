@@ -107,8 +107,9 @@ impl OtelAttributes {
 
 impl OtelFields<'_, '_> {
     /// Writes the message as `Body` with `write`: before `Attributes`, which it opens
-    /// when it comes first, else moved there. Out of line: every other field is a
-    /// comparison and a call.
+    /// when it comes first, else (attributes came before it: an `event!` with
+    /// `message = ...` after other fields) moved there.
+    #[cold]
     #[inline(never)]
     fn message(&mut self, write: impl FnOnce(&mut JsonFields<'_>)) {
         let brace_at = self.attributes.brace_at;
@@ -125,70 +126,47 @@ impl OtelFields<'_, '_> {
     }
 }
 
+/// The `record_*` of [`OtelFields`]: an attribute is written as JSON writes it (the
+/// body inlined, one comparison more), the message by [`OtelFields::message`]. For the
+/// types a message has (`inline`: a string or `format_args!`), the message that comes
+/// first, as the macros record it, is written in place too; the others keep a tail call
+/// (nothing saved across it).
+macro_rules! otel_record {
+    (inline: $($name:ident($ty:ty) => $put:ident;)*) => {$(
+        fn $name(&mut self, field: &Field, value: $ty) {
+            if field.index() != self.message {
+                return self.inner.$put(field, value);
+            }
+            if self.attributes.brace_at == 0 {
+                self.inner.$put(field, value);
+                return self.attributes.open(self.inner.buf);
+            }
+            self.message(|inner| inner.$put(field, value));
+        }
+    )*};
+    (call: $($name:ident($ty:ty) => $put:ident;)*) => {$(
+        fn $name(&mut self, field: &Field, value: $ty) {
+            if field.index() != self.message {
+                return self.inner.$put(field, value);
+            }
+            self.message(|inner| inner.$put(field, value));
+        }
+    )*};
+}
+
 impl Visit for OtelFields<'_, '_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.index() != self.message {
-            return self.inner.put_str(field, value);
-        }
-        if self.attributes.brace_at == 0 {
-            // The message first, as the macros record it: inline.
-            self.inner.put_str(field, value);
-            return self.attributes.open(self.inner.buf);
-        }
-        self.message(|inner| inner.put_str(field, value));
+    otel_record! { inline:
+        record_str(&str) => put_str;
+        record_debug(&dyn fmt::Debug) => put_debug;
     }
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if field.index() != self.message {
-            return self.inner.put_debug(field, value);
-        }
-        if self.attributes.brace_at == 0 {
-            // The message first, as the macros record it: inline.
-            self.inner.put_debug(field, value);
-            return self.attributes.open(self.inner.buf);
-        }
-        self.message(|inner| inner.put_debug(field, value));
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        if field.index() != self.message {
-            return self.inner.put_i64(field, value);
-        }
-        self.message(|inner| inner.put_i64(field, value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        if field.index() != self.message {
-            return self.inner.put_u64(field, value);
-        }
-        self.message(|inner| inner.put_u64(field, value));
-    }
-    fn record_i128(&mut self, field: &Field, value: i128) {
-        if field.index() != self.message {
-            return self.inner.record_i128(field, value);
-        }
-        self.message(|inner| inner.record_i128(field, value));
-    }
-    fn record_u128(&mut self, field: &Field, value: u128) {
-        if field.index() != self.message {
-            return self.inner.record_u128(field, value);
-        }
-        self.message(|inner| inner.record_u128(field, value));
-    }
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        if field.index() != self.message {
-            return self.inner.record_f64(field, value);
-        }
-        self.message(|inner| inner.record_f64(field, value));
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        if field.index() != self.message {
-            return self.inner.put_bool(field, value);
-        }
-        self.message(|inner| inner.put_bool(field, value));
-    }
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        if field.index() != self.message {
-            return self.inner.record_error(field, value);
-        }
-        self.message(|inner| inner.record_error(field, value));
+    otel_record! { call:
+        record_i64(i64) => put_i64;
+        record_u64(u64) => put_u64;
+        record_i128(i128) => record_i128;
+        record_u128(u128) => record_u128;
+        record_f64(f64) => record_f64;
+        record_bool(bool) => put_bool;
+        record_error(&(dyn std::error::Error + 'static)) => record_error;
     }
 }
 

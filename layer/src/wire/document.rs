@@ -218,50 +218,46 @@ impl PolicyDocument {
     /// The layers as the policy takes them, validated; errors name the field
     /// (`layers[1].sampling[0].keepOneIn: keepOneIn 0 is out of range (1 to 1000000)`).
     pub fn policy_layers(&self) -> Result<Vec<PolicyLayer>, DocumentError> {
-        if self.layers.len() > MAX_DOCUMENT_LAYERS {
-            return Err(DocumentError::invalid(
-                "layers",
-                format!(
-                    "too many layers: {} (at most {MAX_DOCUMENT_LAYERS})",
-                    self.layers.len()
-                ),
-            ));
-        }
-        for (i, l) in self.layers.iter().enumerate() {
-            if l.source == BASELINE_SOURCE {
-                return Err(DocumentError::invalid(
-                    format!("layers[{i}].source"),
-                    format!("source {BASELINE_SOURCE:?} is reserved for the pod's baseline"),
-                ));
-            }
-        }
-        Ok(Policy::from_layer_specs(&self.layers)?.into_layers())
+        checked_specs("layers", &self.layers)
     }
 
     /// The layers the pod's previous process held ([`PolicyDocument::lost`]), as the
     /// policy takes them, validated like [`PolicyDocument::layers`]; errors name the
     /// field (`lost[0].targets[0].level: ...`).
     pub fn lost_layers(&self) -> Result<Vec<PolicyLayer>, DocumentError> {
-        if self.lost.len() > MAX_DOCUMENT_LAYERS {
-            return Err(DocumentError::invalid(
-                "lost",
-                format!(
-                    "too many layers: {} (at most {MAX_DOCUMENT_LAYERS})",
-                    self.lost.len()
-                ),
-            ));
-        }
-        match Policy::from_layer_specs(&self.lost) {
-            Ok(policy) => Ok(policy.into_layers()),
-            Err(e) => {
-                let mut e = DocumentError::from(e);
-                if let Some(rest) = e.path.strip_prefix("layers") {
-                    e.path = format!("lost{rest}");
-                }
-                Err(e)
-            }
-        }
+        checked_specs("lost", &self.lost)
     }
+}
+
+/// The document's list `field` (`layers` or `lost`) as the policy takes it: at most
+/// [`MAX_DOCUMENT_LAYERS`], none with the baseline's source, each valid; errors name
+/// the field by its path under `field`.
+fn checked_specs(field: &str, specs: &[LayerSpec]) -> Result<Vec<PolicyLayer>, DocumentError> {
+    if specs.len() > MAX_DOCUMENT_LAYERS {
+        return Err(DocumentError::invalid(
+            field,
+            format!(
+                "too many layers: {} (at most {MAX_DOCUMENT_LAYERS})",
+                specs.len()
+            ),
+        ));
+    }
+    if let Some(i) = specs.iter().position(|l| l.source == BASELINE_SOURCE) {
+        return Err(DocumentError::invalid(
+            format!("{field}[{i}].source"),
+            format!("source {BASELINE_SOURCE:?} is reserved for the pod's baseline"),
+        ));
+    }
+    Policy::from_layer_specs(specs)
+        .map(Policy::into_layers)
+        .map_err(|e| {
+            // The policy names the list `layers`.
+            let mut e = DocumentError::from(e);
+            if let Some(rest) = e.path.strip_prefix("layers") {
+                e.path = format!("{field}{rest}");
+            }
+            e
+        })
 }
 
 fn json_error(path: String, e: &serde_json::Error) -> DocumentError {

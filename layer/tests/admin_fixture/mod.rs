@@ -58,6 +58,16 @@ pub fn pod_config(key: &SigningKey) -> AdminConfig {
     })
 }
 
+/// The sources of `handle`'s layers, in the policy's order (`env` is the baseline).
+pub fn sources(handle: &PolicyHandle) -> Vec<String> {
+    handle
+        .policy()
+        .layers()
+        .iter()
+        .map(|l| l.source().to_owned())
+        .collect()
+}
+
 impl Fixture {
     pub fn new(directives: &str) -> Self {
         Self::with_limits(directives, AdminLimits::default())
