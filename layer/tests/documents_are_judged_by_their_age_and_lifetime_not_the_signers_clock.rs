@@ -161,7 +161,7 @@ fn a_signer_ahead_or_behind_changes_nothing_about_how_long_a_raise_lasts() {
 }
 
 #[test]
-fn expired_and_over_long_layers_are_refused_with_a_reason() {
+fn expired_over_long_and_endless_layers_are_refused_with_a_reason() {
     let p = pod();
     let now = p.now();
     let r = p.push(1, now, Some(now - S));
@@ -178,9 +178,15 @@ fn expired_and_over_long_layers_are_refused_with_a_reason() {
     // Year 9999.
     let far = parse_rfc3339("9999-12-31T23:59:59Z").unwrap();
     p.push(3, now, Some(far)).refused(422, "lifetime_too_long");
+    // No expiry at all: it would never end.
+    let reason = p.push(4, now, None).refused(422, "no_expiry");
+    assert!(
+        reason.contains("layers[0].expiresAt: absent") && reason.contains("7d 0h"),
+        "{reason}"
+    );
     assert_eq!(p.level(), Level::Info);
     // Within the bound: accepted.
-    assert_eq!(p.push(4, now, Some(now + 7 * 86_400 * S)).status, 200);
+    assert_eq!(p.push(5, now, Some(now + 7 * 86_400 * S)).status, 200);
 }
 
 #[test]

@@ -22,6 +22,11 @@
 //! - A failed push is retried per pod with capped exponential backoff ([`Retry`]),
 //!   and at once when the pod's endpoint may answer now (a new process, the pod turning
 //!   Ready). Pods that acknowledged their last push are pushed in their own [`Lane`].
+//! - A standing policy (no `duration`, allowed when the operator has no
+//!   `--max-duration`) reaches a pod as a layer that ends [`STANDING_LEASE`] after the
+//!   document's `issuedAt` (a pod refuses a layer that never ends); once the pod
+//!   acknowledged it, the pod is sent a new version [`STANDING_RENEWAL`] later. With the
+//!   operator gone, a standing policy falls back by itself within a day.
 //! - A pod that refuses a push because it holds a version at least as new (a `409`
 //!   with its held version) is pushed a version past the one it holds, at once, once
 //!   per attempt: that is how a restarted operator catches up with the versions an
@@ -276,6 +281,11 @@ pub const RETRY_CAP_LATER: Duration = Duration::from_secs(30);
 /// operator with a sane clock, and following it would only carry this pod's versions
 /// towards the highest one a pod accepts.
 pub const MAX_HELD_AHEAD: Duration = Duration::from_secs(24 * 3600);
+/// How long a standing policy's layer lasts in a document: from its `issuedAt`.
+pub const STANDING_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// How long after a pod acknowledged a document with a standing layer it is sent a new
+/// one (the layer renewed), well before [`STANDING_LEASE`] runs out.
+pub const STANDING_RENEWAL: Duration = Duration::from_secs(12 * 3600);
 /// Attempts to withdraw the layers of a pod that left (deleted, opted out) before it is
 /// forgotten.
 pub const WITHDRAW_ATTEMPTS: u32 = 3;
@@ -396,6 +406,8 @@ struct PodState {
     /// This attempt already moved the version past one the pod said it holds (reset
     /// by an acknowledgement, a new process and a retry coming due).
     passed_held: bool,
+    /// When its standing layers are renewed (also in [`Index::renewals`]).
+    renew_at: Option<SystemTime>,
 }
 
 impl PodState {
@@ -439,6 +451,8 @@ pub struct Index {
     to_withdraw: BTreeSet<PodKey>,
     /// Failed pushes to retry, by when (pods and departed pods).
     retries: BTreeSet<(SystemTime, PodKey)>,
+    /// Pods holding standing layers, by when they are renewed.
+    renewals: BTreeSet<(SystemTime, PodKey)>,
     /// Policies whose view may have changed since the last `take_changed_policies`.
     changed: BTreeSet<PolicyKey>,
     now: Option<SystemTime>,
@@ -700,6 +714,7 @@ impl Index {
                         failures: 0,
                         retry_at: None,
                         passed_held: false,
+                        renew_at: None,
                     },
                 );
                 true
@@ -743,6 +758,9 @@ impl Index {
         if let Some(t) = state.retry_at {
             self.retries.remove(&(t, key.clone()));
         }
+        if let Some(t) = state.renew_at {
+            self.renewals.remove(&(t, key.clone()));
+        }
         for (pk, p) in self
             .policies
             .range_mut(PolicyKey::new(&key.namespace, "")..)
@@ -776,7 +794,12 @@ impl Index {
     /// When the next retry of a failed push is due: when to call
     /// [`take_pushes`](Self::take_pushes) next.
     pub fn next_retry(&self) -> Option<SystemTime> {
-        self.retries.first().map(|(t, _)| *t)
+        let retry = self.retries.first().map(|(t, _)| *t);
+        let renewal = self.renewals.first().map(|(t, _)| *t);
+        match (retry, renewal) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Replaces every pod with these (after a watch restart): those missing are deleted.
@@ -817,6 +840,20 @@ impl Index {
             } else if let Some(d) = self.departed.get_mut(&key) {
                 d.retry_at = None;
                 self.to_withdraw.insert(key);
+            }
+        }
+        while let Some((t, key)) = self.renewals.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.renewals.pop_first();
+            if let Some(pod) = self.pods.get_mut(&key) {
+                if pod.renew_at == Some(t) {
+                    pod.renew_at = None;
+                    pod.version = next_version(pod.version, now);
+                    pod.failure = None;
+                    self.to_push.insert(key);
+                }
             }
         }
         let mut recompute = BTreeSet::new();
@@ -1010,6 +1047,14 @@ impl Index {
         });
         match result {
             PushResult::Applied => {
+                if let Some(t) = pod.renew_at.take() {
+                    self.renewals.remove(&(t, key.clone()));
+                }
+                if pod.layers.iter().any(|l| l.expires_at.is_none()) {
+                    let t = now + STANDING_RENEWAL;
+                    pod.renew_at = Some(t);
+                    self.renewals.insert((t, key.clone()));
+                }
                 pod.acked = Some((pod.version, pod.layers.clone()));
                 pod.lost.clear();
                 pod.failure = None;
@@ -1278,12 +1323,20 @@ pub struct PodView {
     pub error: Option<String>,
 }
 
+/// A standing layer (no expiry) ends [`STANDING_LEASE`] after `now`, the `issuedAt`.
 fn document(pod: &PodState, now: SystemTime) -> PolicyDocument {
     PolicyDocument {
         pod: PodRef::new(&pod.info.namespace, &pod.info.name, &pod.info.uid),
         version: pod.version,
         issued_at: now,
-        layers: pod.layers.iter().map(|l| (**l).clone()).collect(),
+        layers: pod
+            .layers
+            .iter()
+            .map(|l| LayerSpec {
+                expires_at: l.expires_at.or(Some(now + STANDING_LEASE)),
+                ..(**l).clone()
+            })
+            .collect(),
         lost: pod.lost.iter().map(|l| (**l).clone()).collect(),
     }
 }

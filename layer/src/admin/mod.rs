@@ -76,6 +76,7 @@
 //! | 422 | `not_fresh` | `issuedAt` more than 5 minutes ([`AdminLimits::document_window`]) before or after this pod's clock: a replayed capture, or a clock far off |
 //! | 422 | `expired` | a layer's `expiresAt` is not after the document's `issuedAt` |
 //! | 422 | `lifetime_too_long` | a layer would last more than 7 days ([`AdminLimits::max_layer_lifetime`]) from `issuedAt` |
+//! | 422 | `no_expiry` | a layer has no `expiresAt`: it would last forever |
 //! | 409 | `older_than_held` | a newer version with an earlier `issuedAt` than the document held: a replay |
 //! | 409 | `stale_version`, `version_conflict` | `version` older than the one held, or equal with different content (the body also gives `heldVersion`) |
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
@@ -107,8 +108,11 @@
 //!   2 minutes off, changes nothing about how long a raise lasts. `GET /logpolicy`
 //!   shows the expiry on the pod's clock.
 //! - **Bounded**: a layer with `expiresAt` not after `issuedAt` is refused (`expired`),
-//!   one lasting over 7 days too (`lifetime_too_long`). A layer with no `expiresAt`
-//!   (a standing policy) is accepted.
+//!   one lasting over 7 days too (`lifetime_too_long`), and one without `expiresAt`
+//!   (`no_expiry`). A standing policy (a LogPolicy without `duration`) reaches the pod
+//!   as a layer the operator renews: it expires a day after each document, and the
+//!   operator sends a new one every 12 hours. If the operator is gone, a standing
+//!   policy falls back by itself within a day, like any raise.
 //!
 //! # Limits
 //!
@@ -143,8 +147,9 @@
 //!     });
 //! let admin = AdminServer::start(config, filter.handle(), None)?;
 //!
+//! let raise = LayerSpec::from_directives("shop/raise", 10, "shop::payment=debug".parse()?);
 //! let doc = PolicyDocument::new(PodRef::new("shop", "web-1", "uid-1"), 1)
-//!     .with_layer(LayerSpec::from_directives("shop/raise", 10, "shop::payment=debug".parse()?));
+//!     .with_layer(raise.expires_at(std::time::SystemTime::now() + std::time::Duration::from_secs(900)));
 //! let body = doc.to_json();
 //! let request = format!(
 //!     "PUT /logpolicy HTTP/1.1\r\nhost: pod\r\ncontent-length: {}\r\nx-logpolicy-signature: {}\r\n\r\n{}",

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use super::config::{AdminConfig, AdminError, AdminLimits, KeyFile, KeySource, KEYS_REREAD};
-use super::service::{Admin, Reply, Route};
+use super::service::{Admin, Reply, Route, Viewer};
 use crate::enforce::PolicyHandle;
 use crate::wire::SIGNATURE_HEADER;
 use crate::writer::Writer;
@@ -430,10 +430,10 @@ async fn request(req: Request<Incoming>, conn: &Conn) -> Response<Full<Bytes>> {
     let route = Route::of(req.method().as_str(), req.uri().path());
     let head = req.method() == hyper::Method::HEAD;
     let reply = if route.takes_body() {
-        read_and_respond(req, route, admin, &conn.stage).await
+        read_and_respond(req, route, admin, conn).await
     } else {
         conn.stage.store(ANSWERING, Ordering::Relaxed);
-        admin.respond(route, None, &[])
+        admin.respond(route, Viewer::of(conn.peer), None, &[])
     };
     if reply.signed {
         lock(&conn.slots).signed(conn.peer, Instant::now());
@@ -446,7 +446,7 @@ async fn read_and_respond(
     req: Request<Incoming>,
     route: Route,
     admin: &Admin,
-    stage: &AtomicU8,
+    conn: &Conn,
 ) -> Reply {
     let max = admin.max_body_bytes;
     let too_large = || {
@@ -480,8 +480,8 @@ async fn read_and_respond(
             )
         }
     };
-    stage.store(ANSWERING, Ordering::Relaxed);
-    admin.respond(route, signature.as_deref(), &body)
+    conn.stage.store(ANSWERING, Ordering::Relaxed);
+    admin.respond(route, Viewer::of(conn.peer), signature.as_deref(), &body)
 }
 
 fn to_response(reply: Reply, head: bool) -> Response<Full<Bytes>> {

@@ -16,7 +16,7 @@ use crate::policy::{
 };
 use crate::wire::{
     self, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyDocument,
-    PolicyView, MAX_DOCUMENT_VERSION,
+    PolicyView, ViewScope, MAX_DOCUMENT_VERSION,
 };
 use crate::writer::Writer;
 
@@ -39,6 +39,34 @@ pub(crate) struct Reply {
 }
 
 const JSON: &str = "application/json";
+
+/// Who asks for `GET /logpolicy`, which decides how much of the policy it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Viewer {
+    /// A peer on loopback: a process of the pod itself, or `kubectl port-forward`
+    /// (which needs the `pods/portforward` permission): the whole view.
+    Local,
+    /// Any other peer (another pod, the API server's pod proxy, the operator): what is
+    /// in force and since when, not each layer's settings, reason or the pod's identity.
+    Network,
+}
+
+impl Viewer {
+    /// The viewer a connection from `peer` is.
+    pub(crate) fn of(peer: std::net::IpAddr) -> Viewer {
+        let local = match peer {
+            std::net::IpAddr::V4(v4) => v4.is_loopback(),
+            std::net::IpAddr::V6(v6) => {
+                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+        };
+        if local {
+            Viewer::Local
+        } else {
+            Viewer::Network
+        }
+    }
+}
 
 /// The body of `GET /healthz`.
 #[derive(Serialize)]
@@ -203,8 +231,8 @@ impl Admin {
     }
 
     /// The document's times against this pod's clock (`now`): `issuedAt` within the
-    /// window either way, every layer's `expiresAt` after `issuedAt` and within the
-    /// longest lifetime, the version within bounds. Each layer's expiry is then moved to
+    /// window either way, every layer with an `expiresAt` after `issuedAt` and within
+    /// the longest lifetime, the version within bounds. Each layer's expiry is then moved to
     /// this pod's clock: it ends `expiresAt - issuedAt` after it was received, so a
     /// signer's clock ahead or behind this pod's changes nothing.
     fn check_time(
@@ -243,7 +271,14 @@ impl Admin {
         }
         for (i, layer) in layers.iter_mut().enumerate() {
             let Some(expires) = layer.expires_at else {
-                continue;
+                return Err(Reply::error(
+                    422,
+                    "no_expiry",
+                    format!(
+                        "layers[{i}].expiresAt: absent: a pushed layer must end, at most {} after issuedAt (the operator gives a standing policy an expiry and renews it)",
+                        format_duration(self.max_layer_lifetime)
+                    ),
+                ));
             };
             let ttl = match expires.duration_since(doc.issued_at) {
                 Ok(ttl) if !ttl.is_zero() => ttl,
@@ -280,9 +315,15 @@ impl Admin {
     }
 
     /// Answers a request whose body (if its route takes one) has been read.
-    pub(crate) fn respond(&self, route: Route, signature: Option<&str>, body: &[u8]) -> Reply {
+    pub(crate) fn respond(
+        &self,
+        route: Route,
+        viewer: Viewer,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Reply {
         match route {
-            Route::GetPolicy => Reply::json(200, &self.view()),
+            Route::GetPolicy => Reply::json(200, &self.view(viewer)),
             Route::PutPolicy | Route::DeletePolicy => {
                 let reply = self.push(signature, body, route == Route::DeletePolicy);
                 if reply.status >= 400 {
@@ -458,10 +499,14 @@ impl Admin {
         Reply::json(200, &self.view_with(held.as_ref(), Some(false)))
     }
 
-    /// The body of `GET /logpolicy`.
-    pub(crate) fn view(&self) -> PolicyView {
+    /// The body of `GET /logpolicy` for `viewer`.
+    pub(crate) fn view(&self, viewer: Viewer) -> PolicyView {
         let held = self.lock_held();
-        self.view_with(held.as_ref(), None)
+        let view = self.view_with(held.as_ref(), None);
+        match viewer {
+            Viewer::Local => view,
+            Viewer::Network => reduced(view),
+        }
     }
 
     fn view_with(&self, held: Option<&Held>, unchanged: Option<bool>) -> PolicyView {
@@ -488,8 +533,48 @@ impl Admin {
             next_expiry: next,
             after_next_expiry: next.map(|at| effective_view(&policy.effective_at(at))),
             generation: self.handle.generation(),
+            scope: ViewScope::Full,
             unchanged,
         }
+    }
+}
+
+/// What a peer off the pod is shown: the effective directives and their sources; each
+/// layer's source, priority, expiry and whether it is in force; the held document's
+/// version and times; the next expiry and what the directives become then; the
+/// generation. Left out: each layer's settings and reason (free text written during an
+/// incident), the pod's identity in the document, the structured copies of the
+/// directives.
+fn reduced(view: PolicyView) -> PolicyView {
+    let effective = |e: EffectiveView| EffectiveView {
+        directives: e.directives,
+        sources: e.sources,
+        ..EffectiveView::default()
+    };
+    PolicyView {
+        effective: effective(view.effective),
+        layers: view
+            .layers
+            .into_iter()
+            .map(|l| LayerView {
+                layer: LayerSpec {
+                    expires_at: l.layer.expires_at,
+                    ..LayerSpec::from_directives(
+                        &l.layer.source,
+                        l.layer.priority,
+                        Default::default(),
+                    )
+                },
+                active: l.active,
+            })
+            .collect(),
+        document: view.document.map(|d| HeldDocument {
+            pod: wire::PodRef::default(),
+            ..d
+        }),
+        after_next_expiry: view.after_next_expiry.map(effective),
+        scope: ViewScope::Reduced,
+        ..view
     }
 }
 
@@ -524,6 +609,26 @@ fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_peers_see_the_whole_view() {
+        for local in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(Viewer::of(local.parse().unwrap()), Viewer::Local, "{local}");
+        }
+        for network in [
+            "10.1.2.3",
+            "192.0.2.2",
+            "0.0.0.0",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert_eq!(
+                Viewer::of(network.parse().unwrap()),
+                Viewer::Network,
+                "{network}"
+            );
+        }
+    }
 
     #[test]
     fn routes() {

@@ -136,6 +136,17 @@ impl PodRef {
             uid: uid.into(),
         }
     }
+
+    /// Whether every part is empty (a reference to no pod).
+    ///
+    /// ```
+    /// use logpolicy::wire::PodRef;
+    /// assert!(PodRef::default().is_empty());
+    /// assert!(!PodRef::new("shop", "checkout-1", "uid-1").is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.namespace.is_empty() && self.name.is_empty() && self.uid.is_empty()
+    }
 }
 
 impl PolicyDocument {

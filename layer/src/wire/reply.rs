@@ -80,10 +80,27 @@ pub struct PolicyView {
     pub after_next_expiry: Option<EffectiveView>,
     /// Increases with every compiled change, expiry included.
     pub generation: u64,
+    /// How much this view shows: `full` to a peer on the pod's loopback (a process of
+    /// the pod, `kubectl port-forward`), `reduced` to any other.
+    #[serde(default)]
+    pub scope: ViewScope,
     /// In the answer to a `PUT` or `DELETE`: whether the document was the one already
     /// held (same version, same content), so nothing changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unchanged: Option<bool>,
+}
+
+/// How much of the policy a [`PolicyView`] shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ViewScope {
+    /// Everything: each layer's settings and reason, the pod the document was for.
+    #[default]
+    Full,
+    /// What is in force and since when: the effective directives and their sources,
+    /// each layer's source, priority, expiry and whether it is in force, the held
+    /// document's version and times, the generation.
+    Reduced,
 }
 
 /// A merged policy: as directives, and structured.
@@ -134,8 +151,8 @@ pub struct HeldDocument {
     /// When it was issued.
     #[serde(default = "unix_epoch", with = "crate::clock::serde_rfc3339")]
     pub issued_at: SystemTime,
-    /// The pod it was for.
-    #[serde(default)]
+    /// The pod it was for (absent from the reduced view).
+    #[serde(default, skip_serializing_if = "PodRef::is_empty")]
     pub pod: PodRef,
     /// When this pod accepted it, by its own clock (absent from pods of earlier
     /// versions).
@@ -187,9 +204,11 @@ mod tests {
             next_expiry: Some(t),
             after_next_expiry: None,
             generation: 9,
+            scope: ViewScope::Full,
             unchanged: Some(false),
         };
         let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["scope"], "full");
         assert_eq!(json["document"]["version"], 4);
         assert_eq!(
             json["document"]["appliedAt"],
@@ -209,6 +228,11 @@ mod tests {
                 .unwrap();
         assert_eq!(view.document.map(|d| d.version), Some(9));
         assert_eq!(view.layers[0].layer.source, "env");
+        assert_eq!(
+            view.scope,
+            ViewScope::Full,
+            "a pod of an earlier version shows all"
+        );
         assert!(serde_json::from_str::<PolicyView>("[1]").is_err());
         let e: ErrorReply = serde_json::from_str(r#"{"error": "busy"}"#).unwrap();
         assert_eq!(e.to_string(), "busy");

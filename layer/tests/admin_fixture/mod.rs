@@ -47,11 +47,12 @@ pub struct Fixture {
 /// An endpoint on a free loopback port for the pod `shop/web-1` ([`POD_UID`]), trusting
 /// `key`.
 pub fn pod_config(key: &SigningKey) -> AdminConfig {
-    AdminConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
-        TrustedKeys::new([key.verifying_key()]),
-    )
-    .pod(PodIdentity {
+    pod_config_on("127.0.0.1:0".parse().unwrap(), key)
+}
+
+/// The same endpoint listening on `addr`.
+pub fn pod_config_on(addr: SocketAddr, key: &SigningKey) -> AdminConfig {
+    AdminConfig::new(addr, TrustedKeys::new([key.verifying_key()])).pod(PodIdentity {
         uid: Some(POD_UID.into()),
         name: Some("web-1".into()),
         namespace: Some("shop".into()),
@@ -134,9 +135,24 @@ impl Fixture {
     }
 }
 
-/// A document body for the pod `uid`, issued now.
+/// A document body for the pod `uid`, issued now. A layer without `expiresAt` is given
+/// one an hour away, as the operator gives a standing policy one (a pod refuses a layer
+/// that never ends); `layers` that are not a JSON array are sent as they are.
 pub fn doc_for(uid: &str, version: u64, layers: &str) -> String {
-    let issued = logpolicy::clock::format_rfc3339(std::time::SystemTime::now());
+    let now = std::time::SystemTime::now();
+    let issued = logpolicy::clock::format_rfc3339(now);
+    let in_an_hour = logpolicy::clock::format_rfc3339(now + std::time::Duration::from_secs(3600));
+    let layers = match serde_json::from_str::<serde_json::Value>(layers) {
+        Ok(serde_json::Value::Array(mut all)) => {
+            for layer in &mut all {
+                if let Some(l) = layer.as_object_mut() {
+                    l.entry("expiresAt").or_insert(in_an_hour.clone().into());
+                }
+            }
+            serde_json::Value::Array(all).to_string()
+        }
+        _ => layers.to_owned(),
+    };
     format!(
         r#"{{"pod":{{"namespace":"shop","name":"web-1","uid":"{uid}"}},"version":{version},"issuedAt":"{issued}","layers":{layers}}}"#
     )

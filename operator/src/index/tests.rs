@@ -171,6 +171,57 @@ fn the_document_carries_the_layer_the_policy_describes() {
 }
 
 #[test]
+fn a_standing_policy_reaches_pods_with_an_end_and_is_renewed_while_the_operator_runs() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("db-1", 2, &[("app", "db")]), t0());
+    index.apply_policy(policy("standing", web_debug()), t0());
+    let pushes = ack_all(&mut index, t0());
+    let web = pushes.iter().find(|p| p.pod.name == "web-1").unwrap();
+    // A pod refuses a layer that never ends: the document gives it a day.
+    assert_eq!(
+        web.document.layers[0].expires_at,
+        Some(t0() + STANDING_LEASE)
+    );
+    let first = web.ticket.version;
+    // Nothing until the renewal is due; the controller is woken for it.
+    assert_eq!(index.next_retry(), Some(t0() + STANDING_RENEWAL));
+    assert!(pushed(&mut index, t0() + STANDING_RENEWAL - secs(1)).is_empty());
+    // Then a new version, issued then and ending a day later; not to the pod without it.
+    let at = t0() + STANDING_RENEWAL;
+    let renewed = index.take_pushes(at);
+    assert_eq!(renewed.len(), 1, "{renewed:?}");
+    assert_eq!(renewed[0].pod.name, "web-1");
+    assert!(renewed[0].ticket.version > first);
+    assert_eq!(renewed[0].document.issued_at, at);
+    assert_eq!(
+        renewed[0].document.layers[0].expires_at,
+        Some(at + STANDING_LEASE)
+    );
+    // A failed renewal is retried with backoff as any push; the next renewal is
+    // counted from the acknowledgement.
+    index.record_push(
+        &renewed[0].pod,
+        renewed[0].ticket,
+        failed("timeout", "no answer"),
+    );
+    let retry = index.next_retry().unwrap();
+    assert!(retry > at && retry < at + secs(60), "{retry:?}");
+    let again = index.take_pushes(retry);
+    assert_eq!(again.len(), 1);
+    index.record_push(&again[0].pod, again[0].ticket, PushResult::Applied);
+    assert_eq!(index.next_retry(), Some(retry + STANDING_RENEWAL));
+
+    // Once the policy has a duration, nothing is renewed.
+    let mut raise = web_debug();
+    raise["duration"] = "15m".into();
+    index.apply_policy(policy("standing", raise), retry);
+    ack_all(&mut index, retry);
+    assert_eq!(index.next_retry(), None);
+    assert_eq!(index.next_expiry(), Some(retry + secs(900)));
+}
+
+#[test]
 fn narrowing_a_selector_reverts_exactly_the_pods_no_longer_covered() {
     let mut index = Index::new();
     index.apply_pod(pod("web-1", 1, &[("app", "web"), ("tier", "canary")]), t0());
@@ -388,6 +439,18 @@ fn one_container_pod_with_its_policy_acknowledged() -> (Index, PodInfo, Push) {
     (index, p, first)
 }
 
+/// `layers` as the policies say them: a standing layer without the end a document gives
+/// it.
+fn standing(layers: &[LayerSpec]) -> Vec<LayerSpec> {
+    layers
+        .iter()
+        .map(|l| LayerSpec {
+            expires_at: None,
+            ..l.clone()
+        })
+        .collect()
+}
+
 #[test]
 fn a_restarted_process_or_a_new_address_is_pushed_again() {
     let (mut index, mut p, first) = one_container_pod_with_its_policy_acknowledged();
@@ -399,9 +462,17 @@ fn a_restarted_process_or_a_new_address_is_pushed_again() {
     index.apply_pod(p.clone(), t0() + secs(5));
     let again = index.take_pushes(t0() + secs(5)).remove(0);
     assert_eq!(again.document.version, first.document.version);
-    assert_eq!(again.document.layers, first.document.layers);
+    // The same layers; the standing one ends a day after this document.
+    assert_eq!(
+        standing(&again.document.layers),
+        standing(&first.document.layers)
+    );
+    assert_eq!(
+        again.document.layers[0].expires_at,
+        Some(t0() + secs(5) + STANDING_LEASE)
+    );
     // It says what the previous process held, for the pod's `ended: restart` lines.
-    assert_eq!(again.document.lost, first.document.layers);
+    assert_eq!(again.document.lost, standing(&first.document.layers));
     assert!(first.document.lost.is_empty());
     assert_ne!(again.ticket, first.ticket);
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 0);
@@ -435,17 +506,17 @@ fn what_a_restart_lost_is_sent_until_acknowledged_and_dropped_if_refused() {
     restart(&mut p, 1);
     index.apply_pod(p.clone(), t0() + secs(1));
     let a = index.take_pushes(t0() + secs(1)).remove(0);
-    assert_eq!(a.document.lost, first.document.layers);
+    assert_eq!(a.document.lost, standing(&first.document.layers));
     assert!(index.record_push(&key("web-1"), a.ticket, failed("unreachable", "refused")));
     index.tick(t0() + secs(30));
     let b = index.take_pushes(t0() + secs(30)).remove(0);
-    assert_eq!(b.document.lost, first.document.layers);
+    assert_eq!(b.document.lost, standing(&first.document.layers));
     // Restarted again before it answered: still what the last acknowledging process
     // held.
     restart(&mut p, 2);
     index.apply_pod(p.clone(), t0() + secs(31));
     let c = index.take_pushes(t0() + secs(31)).remove(0);
-    assert_eq!(c.document.lost, first.document.layers);
+    assert_eq!(c.document.lost, standing(&first.document.layers));
     assert!(index.record_push(&key("web-1"), c.ticket, PushResult::Applied));
 
     // Refused (a layer too old to know `lost`): sent again at once without it.
@@ -457,7 +528,10 @@ fn what_a_restart_lost_is_sent_until_acknowledged_and_dropped_if_refused() {
     assert!(index.record_push(&key("web-1"), d.ticket, refused));
     let e = index.take_pushes(t0() + secs(40)).remove(0);
     assert!(e.document.lost.is_empty());
-    assert_eq!(e.document.layers, first.document.layers);
+    assert_eq!(
+        standing(&e.document.layers),
+        standing(&first.document.layers)
+    );
     assert!(index.record_push(&key("web-1"), e.ticket, PushResult::Applied));
     assert_eq!(index.policy_view(&pkey("debug")).unwrap().applied, 1);
 }
@@ -670,7 +744,8 @@ fn a_pod_that_keeps_claiming_a_newer_version_is_backed_off_and_reported() {
     assert!(index.record_push(&p.pod, p.ticket, PushResult::Applied));
     let view = index.policy_view(&pkey("debug")).unwrap();
     assert_eq!((view.failed, view.applied), (0, 1));
-    assert_eq!(index.next_retry(), None);
+    // No retry left: only the standing policy's renewal.
+    assert_eq!(index.next_retry(), Some(now + STANDING_RENEWAL));
 }
 
 #[test]
