@@ -9,6 +9,7 @@ use tracing_core::Metadata;
 use super::fast_path::{CallsiteState, Verdict};
 use super::redaction::{ActiveRedaction, RedactionSet};
 use super::stats::{RuleCounters, StatsCells};
+use super::when::{self, Condition};
 use crate::level::Level;
 use crate::policy::{prefix_matches, Burst, EffectivePolicy, Policy, Scope, FALLBACK_LEVEL};
 
@@ -54,6 +55,14 @@ pub(crate) struct Compiled {
     /// What outputs redact (numbered; the same `Arc` as the previous policy's when the
     /// redaction did not change).
     pub(crate) redaction: Arc<RedactionSet>,
+    /// The conditions of the `when` entries, with their bits.
+    pub(crate) conditions: Box<[Condition]>,
+    /// `when` entries: target, level, the bits of the conditions it applies under;
+    /// sorted by descending target length (then priority), so the first match is the
+    /// longest.
+    when_targets: Box<[(Box<str>, Level, u64)]>,
+    /// Every bit of `conditions`.
+    pub(crate) when_any: u64,
 }
 
 impl Compiled {
@@ -73,7 +82,24 @@ impl Compiled {
             .map(|(t, l)| (Box::from(t.as_str()), *l))
             .collect();
         targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        let max_level = targets.iter().map(|(_, l)| *l).fold(default, Level::max);
+        let conditions =
+            when::assign(&d.when.iter().map(|e| &e.when).collect::<Vec<_>>()).into_boxed_slice();
+        let mut when_targets: Vec<(Box<str>, Level, u64)> = d
+            .when
+            .iter()
+            .filter_map(|e| {
+                let c = conditions.iter().find(|c| *c.when == e.when)?;
+                Some((Box::from(e.target.as_str()), e.level, c.bit))
+            })
+            .collect();
+        // Stable: equal lengths keep the priority order of the effective policy.
+        when_targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
+        let max_level = targets
+            .iter()
+            .map(|(_, l)| *l)
+            .chain(when_targets.iter().map(|(_, l, _)| *l))
+            .fold(default, Level::max);
 
         let mut next_bit = 0u32;
         let mut rules: Vec<CompiledRule> = d
@@ -125,7 +151,41 @@ impl Compiled {
             max_bytes_per_second: d.max_bytes_per_second.map(|b| b.get()),
             effective,
             generation,
+            conditions,
+            when_targets: when_targets.into_boxed_slice(),
+            when_any,
         }
+    }
+
+    /// The level of `target` under the conditions of `mask`: the first (longest) `when`
+    /// entry that matches it and applies under one of them, else its level.
+    #[inline]
+    pub(crate) fn level_under(&self, target: &str, mask: u64) -> Level {
+        if mask & self.when_any != 0 {
+            for (prefix, level, bits) in self.when_targets.iter() {
+                if bits & mask != 0 && prefix_matches(prefix, target) {
+                    return *level;
+                }
+            }
+        }
+        self.level_for(target)
+    }
+
+    /// Whether no `when` entry is in force.
+    #[inline]
+    pub(super) fn when_targets_empty(&self) -> bool {
+        self.when_targets.is_empty()
+    }
+
+    /// Whether a callsite's verdict may depend on the conditions the thread is in: a
+    /// `when` entry names its target and, under it, the callsite's level is enabled
+    /// where it otherwise is not, or the other way round.
+    pub(super) fn is_conditional(&self, meta: &Metadata<'_>) -> bool {
+        let level = Level::of(meta.level());
+        let base = level <= self.level_for(meta.target());
+        self.when_targets
+            .iter()
+            .any(|(prefix, l, _)| prefix_matches(prefix, meta.target()) && (level <= *l) != base)
     }
 
     #[inline]
@@ -163,13 +223,16 @@ impl Compiled {
         level <= self.max_level && level <= self.level_for(meta.target())
     }
 
-    /// What the filter must decide per event for this callsite.
+    /// What the filter must decide per event for this callsite, in a thread whose spans
+    /// satisfy the conditions of `mask`.
     pub(super) fn verdict(
         &self,
         meta: &Metadata<'_>,
         callsite: Option<Arc<CallsiteState>>,
+        mask: u64,
     ) -> Verdict {
-        if !self.level_enabled(meta) {
+        let level = Level::of(meta.level());
+        if level > self.max_level || level > self.level_under(meta.target(), mask) {
             return Verdict::DISABLED;
         }
         if meta.is_span() || self.keeps_always(meta.level()) {

@@ -10,6 +10,7 @@ use tracing_core::Metadata;
 use super::filter::Shared;
 use super::limits::{BurstDecision, BurstWindow, Notice};
 use super::stats::{RuleCounters, StatsCells};
+use super::when;
 use crate::policy::Burst;
 use crate::sites::{self, Site};
 
@@ -105,6 +106,8 @@ struct CachedVerdict {
     filter: usize,
     meta: usize,
     generation: u64,
+    /// The conditions the thread's spans satisfied.
+    mask: u64,
     verdict: Verdict,
 }
 
@@ -131,7 +134,11 @@ impl Shared {
         if let Some(site) = sites::find(&SITE_VERDICTS, key) {
             let word = FastWord(site.word.load(Ordering::Acquire));
             match word.kind_for(FastWord::tag(sh.id, generation)) {
-                FastWord::DISABLED => return false,
+                // Disabled, unless a `when` entry names the callsite's target and the
+                // thread is in a span that satisfies a condition.
+                FastWord::DISABLED if word.slot() == 0 || when::current_mask() == 0 => {
+                    return false
+                }
                 FastWord::ENABLED => return true,
                 FastWord::SAMPLED => {
                     if let Some(rule) = sh.rules.get(word.slot()).and_then(OnceLock::get) {
@@ -148,24 +155,30 @@ impl Shared {
     /// verdict for the lock-free path when it can take it.
     fn enabled_cached(&self, meta: &Metadata<'_>, generation: u64, key: usize) -> bool {
         let filter = self.id;
+        let mask = when::current_mask();
         VERDICTS.with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
-                return self.decide(&self.verdict_uncached(meta).0, meta);
+                return self.decide(&self.verdict_uncached(meta, mask).0, meta);
             };
             let slot = &mut cache[slot_of(key)];
             if let Some(c) = slot {
-                if c.filter == filter && c.meta == key && c.generation == generation {
+                if c.filter == filter
+                    && c.meta == key
+                    && c.generation == generation
+                    && c.mask == mask
+                {
                     return self.decide(&c.verdict, meta);
                 }
             }
-            let (verdict, generation, cacheable) = self.verdict_uncached(meta);
+            let (verdict, generation, cacheable) = self.verdict_uncached(meta, mask);
             let out = self.decide(&verdict, meta);
             if cacheable {
-                self.publish(key, &verdict, generation);
+                self.publish(key, &verdict, generation, meta, mask);
                 *slot = Some(CachedVerdict {
                     filter,
                     meta: key,
                     generation,
+                    mask,
                     verdict,
                 });
             }
@@ -174,13 +187,30 @@ impl Shared {
     }
 
     /// Gives the lock-free path `verdict` for the callsite at `key` (registered, static),
-    /// decided under `generation`, unless it needs more than one word (a burst limit, or
-    /// a rule beyond the filter's rule slots).
+    /// decided under `generation` outside any condition (`mask` 0), unless it needs more
+    /// than one word (a burst limit, or a rule beyond the filter's rule slots). A
+    /// callsite a `when` entry may enable is published as disabled with slot 1: the
+    /// lock-free path then reads the thread's conditions; one it may disable is not
+    /// published.
     #[cold]
-    fn publish(&self, key: usize, verdict: &Verdict, generation: u64) {
+    fn publish(
+        &self,
+        key: usize,
+        verdict: &Verdict,
+        generation: u64,
+        meta: &Metadata<'_>,
+        mask: u64,
+    ) {
+        if mask != 0 {
+            return;
+        }
+        let conditional = {
+            let compiled = self.compiled.load();
+            compiled.generation == generation && compiled.is_conditional(meta)
+        };
         let (kind, slot) = if !verdict.enabled {
-            (FastWord::DISABLED, 0)
-        } else if verdict.burst.is_some() {
+            (FastWord::DISABLED, usize::from(conditional))
+        } else if conditional || verdict.burst.is_some() {
             return;
         } else if let Some(rule) = &verdict.rule {
             match self.rule_slot(rule) {
@@ -216,7 +246,7 @@ impl Shared {
     /// Computes the verdict from the compiled policy; cacheable only for callsites
     /// registered with the filter (their metadata is static, so its address is an identity).
     #[cold]
-    fn verdict_uncached(&self, meta: &Metadata<'_>) -> (Verdict, u64, bool) {
+    fn verdict_uncached(&self, meta: &Metadata<'_>, mask: u64) -> (Verdict, u64, bool) {
         let compiled = self.compiled.load();
         let callsite = self
             .callsites
@@ -226,7 +256,7 @@ impl Shared {
             .cloned();
         let cacheable = callsite.is_some();
         (
-            compiled.verdict(meta, callsite),
+            compiled.verdict(meta, callsite, mask),
             compiled.generation,
             cacheable,
         )

@@ -9,15 +9,18 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use tracing_core::metadata::LevelFilter;
+use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Metadata, Subscriber};
 use tracing_subscriber::layer::{self, Context};
+use tracing_subscriber::registry::LookupSpan;
 
 use super::announce::{self, Announcer, LayerChange};
 use super::compiled::{Compiled, EventPath};
 use super::fast_path::{CallsiteState, RULE_SLOTS};
 use super::limits::{Budget, BurstWindow, Notices};
 use super::stats::{RuleCounters, Stats, StatsCells};
+use super::when;
 use crate::clock::{Clock, SystemClock};
 use crate::policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Scope,
@@ -41,6 +44,9 @@ pub(super) struct Shared {
     pub(super) generation: AtomicU64,
     /// [`EventPath`] of `compiled`, published after it is stored.
     pub(super) event_path: AtomicU64,
+    /// The bits of the `when` conditions of `compiled` (0: none; the span hooks return
+    /// at once).
+    pub(super) when_any: AtomicU64,
     pub(super) state: Mutex<State>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stats: Arc<StatsCells>,
@@ -182,6 +188,7 @@ impl PolicyFilter {
         let shared = Arc::new(Shared {
             id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
             event_path: AtomicU64::new(EventPath::of(&compiled).0),
+            when_any: AtomicU64::new(compiled.when_any),
             compiled: ArcSwap::from_pointee(compiled),
             generation: AtomicU64::new(0),
             state: Mutex::new(State {
@@ -226,10 +233,11 @@ impl PolicyFilter {
 
     fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
         let compiled = self.shared.compiled.load();
-        if !compiled.level_enabled(meta) {
+        let conditional = !compiled.when_targets_empty() && compiled.is_conditional(meta);
+        if !compiled.level_enabled(meta) && !conditional {
             return Interest::never();
         }
-        if meta.is_span() || compiled.keeps_always(meta.level()) {
+        if !conditional && (meta.is_span() || compiled.keeps_always(meta.level())) {
             return Interest::always();
         }
         let key = meta as *const Metadata<'static> as usize;
@@ -247,7 +255,7 @@ impl PolicyFilter {
         let sampled = compiled
             .rule_for(meta.target())
             .is_some_and(|r| matches!(r.scope, Scope::Event) && r.counters.n > 1);
-        if sampled || compiled.burst.is_some() {
+        if conditional || sampled || compiled.burst.is_some() {
             Interest::sometimes()
         } else {
             Interest::always()
@@ -279,7 +287,9 @@ impl Shared {
         let next = Compiled::new(&state.policy, now, generation, Some(&prev), &self.stats);
         drop(prev);
         let path = EventPath::of(&next);
+        let when_any = next.when_any;
         self.compiled.store(Arc::new(next));
+        self.when_any.store(when_any, Ordering::Release);
         self.event_path.store(path.0, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
         self.announce(state, now);
@@ -458,7 +468,33 @@ impl PolicyHandle {
     }
 }
 
-impl<S: Subscriber> tracing_subscriber::Layer<S> for PolicyFilter {
+impl Shared {
+    /// A new span: the `when` conditions it satisfies, if any are in force.
+    #[inline]
+    fn on_new_span<S>(&self, attrs: &Attributes<'_>, id: &Id, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.when_any.load(Ordering::Relaxed) != 0 {
+            when::on_new_span(&self.compiled.load().conditions, attrs, id, ctx);
+        }
+    }
+
+    #[inline]
+    fn on_record<S>(&self, id: &Id, values: &Record<'_>, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.when_any.load(Ordering::Relaxed) != 0 {
+            when::on_record(&self.compiled.load().conditions, id, values, ctx);
+        }
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for PolicyFilter
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         self.interest(meta)
     }
@@ -470,9 +506,28 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for PolicyFilter {
     fn max_level_hint(&self) -> Option<LevelFilter> {
         self.hint()
     }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        self.shared.on_new_span(attrs, id, &ctx);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        self.shared.on_record(id, values, &ctx);
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        when::on_enter(id, &ctx);
+    }
+
+    fn on_exit(&self, id: &Id, _: Context<'_, S>) {
+        when::on_exit(id);
+    }
 }
 
-impl<S> layer::Filter<S> for PolicyFilter {
+impl<S> layer::Filter<S> for PolicyFilter
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
     fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
         PolicyFilter::enabled(self, meta)
     }
@@ -483,5 +538,21 @@ impl<S> layer::Filter<S> for PolicyFilter {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         self.hint()
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        self.shared.on_new_span(attrs, id, &ctx);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        self.shared.on_record(id, values, &ctx);
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        when::on_enter(id, &ctx);
+    }
+
+    fn on_exit(&self, id: &Id, _: Context<'_, S>) {
+        when::on_exit(id);
     }
 }

@@ -74,6 +74,7 @@ mod redaction;
 mod request;
 mod stats;
 mod summary;
+mod when;
 
 pub use filter::{PolicyFilter, PolicyHandle};
 pub use request::RequestLimits;

@@ -198,6 +198,14 @@ where
     let mut outermost = None;
     for span in scope {
         let ext = span.extensions();
+        if compiled.when_any != 0
+            && ext
+                .get::<super::when::SpanBits>()
+                .is_some_and(|b| b.0 & compiled.when_any != 0)
+        {
+            // A request a `when` condition singles out is kept whole.
+            return HoldCheck::Write;
+        }
         let Some(state) = ext.get::<RequestState>() else {
             continue;
         };

@@ -8,6 +8,7 @@ use std::num::NonZeroU64;
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope, MAX_SAMPLING_RULES};
 use super::target::{Target, TargetError};
+use super::when::{When, WhenTarget, MAX_WHEN_TARGETS};
 use crate::level::Level;
 
 /// The most per-target entries one layer may have.
@@ -35,6 +36,10 @@ pub const MAX_TARGETS: usize = 512;
 /// | `@redact=card_token` | write the values of fields called `card_token` (or `*.card_token`, `*_card_token`) as `[redacted]` |
 /// | `@redact=-cookie` | stop redacting a built-in name (the service's baseline only; see [`redact`](crate::policy::redact)) |
 /// | `@redact_values=on` | also redact values shaped like secrets (bearer tokens, JWTs, private keys) in every string |
+///
+/// A target entry may apply only within requests: `shop::payment=debug@when(user_id=42|43)`
+/// sets `shop::payment` to `debug` for events in a span (or below one) that recorded the
+/// field `user_id` as `42` or `43` (see [`When`]); everywhere else it has no effect.
 ///
 /// Whitespace around directives is ignored, as are empty directives (a trailing comma
 /// or newline from a ConfigMap does no harm). When a target (or a sampling target) is
@@ -91,6 +96,9 @@ pub struct Directives {
     /// Values shaped like secrets are redacted in every string, the message included.
     /// Any active layer turns it on; none can turn it off for the others.
     pub redact_values: bool,
+    /// Target levels that apply only under a condition (`target=level@when(field=v|w)`),
+    /// at most one per target and condition, in the order first given.
+    pub when: Vec<WhenTarget>,
 }
 
 /// The most characters of an entry an error message quotes.
@@ -255,6 +263,18 @@ impl Directives {
             .or(self.default_level)
     }
 
+    /// Sets the level of `target` under `when`, replacing an earlier entry for both.
+    pub fn set_when_target(&mut self, entry: WhenTarget) {
+        match self
+            .when
+            .iter_mut()
+            .find(|e| e.target == entry.target && e.when == entry.when)
+        {
+            Some(slot) => *slot = entry,
+            None => self.when.push(entry),
+        }
+    }
+
     /// Whether these directives say nothing at all.
     pub fn is_empty(&self) -> bool {
         *self == Directives::default()
@@ -401,6 +421,21 @@ impl Directives {
             }
             let result = if directive.starts_with('@') {
                 out.parse_setting(directive)
+            } else if let Some(at) = directive.find("@when") {
+                parse_when_directive(directive, at).and_then(|entry| {
+                    let known = out
+                        .when
+                        .iter()
+                        .any(|e| e.target == entry.target && e.when == entry.when);
+                    if !known && out.when.len() >= MAX_WHEN_TARGETS {
+                        return Err(DirectiveError::InvalidSetting {
+                            directive: quoted(directive),
+                            reason: format!("too many @when entries (at most {MAX_WHEN_TARGETS})"),
+                        });
+                    }
+                    out.set_when_target(entry);
+                    Ok(())
+                })
             } else {
                 parse_level_directive(directive).map(|(target, level)| match target {
                     None => out.default_level = Some(level),
@@ -421,6 +456,31 @@ impl Directives {
             errors.push(DirectiveError::TooManyTargets);
         }
         (out, errors)
+    }
+}
+
+/// `target=level@when(field=value|value...)`, `at` being where `@when` starts.
+fn parse_when_directive(directive: &str, at: usize) -> Result<WhenTarget, DirectiveError> {
+    let bad = |reason: String| DirectiveError::InvalidSetting {
+        directive: quoted(directive),
+        reason,
+    };
+    let condition = directive[at + "@when".len()..]
+        .strip_prefix('(')
+        .and_then(|c| c.strip_suffix(')'))
+        .ok_or_else(|| bad("expected target=level@when(field=value|value...)".into()))?;
+    let when: When = condition
+        .parse()
+        .map_err(|e: super::when::WhenError| bad(e.to_string()))?;
+    match parse_level_directive(&directive[..at])? {
+        (Some(target), level) => Ok(WhenTarget {
+            when,
+            target,
+            level,
+        }),
+        (None, _) => Err(bad(
+            "a @when entry names a target: target=level@when(field=value)".into(),
+        )),
     }
 }
 
@@ -492,6 +552,10 @@ impl fmt::Display for Directives {
         }
         for (target, level) in &self.targets {
             write!(f, "{sep}{target}={level}")?;
+            sep = ",";
+        }
+        for entry in &self.when {
+            write!(f, "{sep}{entry}")?;
             sep = ",";
         }
         if let Some(level) = self.always_keep {

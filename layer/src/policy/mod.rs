@@ -35,6 +35,7 @@ pub mod redact;
 mod sampling;
 mod spec;
 mod target;
+mod when;
 
 use std::fmt;
 use std::time::SystemTime;
@@ -46,10 +47,15 @@ pub use sampling::{
     MAX_ONE_IN, MAX_PER_SECOND, MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
 };
 pub use spec::{
-    BurstSpec, LayerSpec, SamplingScope, SamplingSpec, SpecError, SpecErrors, TargetSpec,
+    BurstSpec, LayerSpec, SamplingScope, SamplingSpec, SpecError, SpecErrors, TargetSpec, WhenSpec,
+    WhenValue,
 };
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
+pub use when::{
+    When, WhenError, WhenTarget, MAX_WHEN_FIELD_LEN, MAX_WHEN_TARGETS, MAX_WHEN_VALUES,
+    MAX_WHEN_VALUE_LEN,
+};
 
 use crate::clock::format_rfc3339;
 use crate::level::Level;
@@ -384,6 +390,19 @@ impl Policy {
             }
         }
         directives.redact_values = active.iter().any(|l| l.directives.redact_values);
+        // Conditional entries, highest priority first: under a condition, the first
+        // entry that matches a target (see `When`) decides, before any other entry.
+        for layer in &active {
+            for entry in &layer.directives.when {
+                let known = directives
+                    .when
+                    .iter()
+                    .any(|e| e.target == entry.target && e.when == entry.when);
+                if !known && directives.when.len() < MAX_WHEN_TARGETS {
+                    directives.when.push(entry.clone());
+                }
+            }
+        }
         let next_expiry = active.iter().filter_map(|l| l.expires_at).min();
         EffectivePolicy {
             directives,

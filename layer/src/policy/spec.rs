@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
 use super::{
-    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, BASELINE_SOURCE,
-    MAX_SAMPLING_RULES, MAX_TARGETS,
+    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, When, WhenTarget,
+    BASELINE_SOURCE, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
 };
 use crate::level::Level;
 
@@ -83,6 +83,11 @@ pub struct LayerSpec {
     /// Per-target levels (`::`-boundary prefix, longest wins).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetSpec>,
+    /// Makes every entry of `targets` apply only to events in a span (or below one)
+    /// that recorded this field with one of these values, e.g. `{"spanField":
+    /// "user_id", "equals": ["42"]}`. A layer with `when` sets target levels only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<WhenSpec>,
     /// The level at and above which nothing is sampled or dropped for budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always_keep: Option<Level>,
@@ -127,6 +132,58 @@ pub struct TargetSpec {
     /// The level for the target and everything below it: one of `trace`, `debug`,
     /// `info`, `warn`, `error`, `off` (quote it in YAML: `"off"`).
     pub level: Level,
+    /// Only in a span (or below one) that recorded this field with one of these values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<WhenSpec>,
+}
+
+/// A condition on the request: a span field and the values it must have (see
+/// [`When`](super::When)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WhenSpec {
+    /// The span field, a plain identifier, e.g. `user_id`.
+    pub span_field: String,
+    /// The values it must have, as text (`42` matches `user_id = 42` and `user_id =
+    /// "42"`); 1 to 16.
+    pub equals: Vec<WhenValue>,
+}
+
+/// One value of a [`WhenSpec`]: text or a whole number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum WhenValue {
+    /// A whole number, matched by its decimal text.
+    Int(i64),
+    /// Text.
+    Text(String),
+}
+
+impl WhenValue {
+    fn text(&self) -> String {
+        match self {
+            WhenValue::Int(i) => i.to_string(),
+            WhenValue::Text(s) => s.clone(),
+        }
+    }
+}
+
+impl WhenSpec {
+    /// The condition, or its error with paths under `at` (e.g. `when`, `targets[0].when`).
+    fn to_when(&self) -> Result<When, super::WhenError> {
+        When::new(&self.span_field, self.equals.iter().map(WhenValue::text))
+    }
+}
+
+impl From<&When> for WhenSpec {
+    fn from(w: &When) -> Self {
+        WhenSpec {
+            span_field: w.field().to_owned(),
+            equals: w.values().iter().cloned().map(WhenValue::Text).collect(),
+        }
+    }
 }
 
 /// Keep one in `keepOneIn` events, or requests, of a target.
@@ -298,15 +355,82 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             targets: Vec::with_capacity(spec.targets.len()),
             ..Directives::default()
         };
+        let layer_when = spec.when.as_ref().and_then(|w| match w.to_when() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                p.add(e.path, e.message);
+                None
+            }
+        });
+        if spec.when.is_some() {
+            let set = [
+                ("defaultLevel", spec.default_level.is_some()),
+                ("alwaysKeep", spec.always_keep.is_some()),
+                ("sampling", !spec.sampling.is_empty()),
+                ("burst", spec.burst.is_some()),
+                ("maxBytesPerSecond", spec.max_bytes_per_second.is_some()),
+                ("redact", !spec.redact.is_empty()),
+                ("redactValues", spec.redact_values),
+            ];
+            for (field, _) in set.iter().filter(|(_, set)| *set) {
+                p.add(
+                    *field,
+                    "does not apply under when: a layer with when sets target levels only",
+                );
+            }
+            if spec.targets.is_empty() {
+                p.add("targets", "a layer with when names the targets it raises");
+            }
+        }
         for (j, t) in spec.targets.iter().enumerate() {
             let path = format!("targets[{j}].target");
             let Some(target) = p.check(&path, Target::new(&t.target)) else {
                 continue;
             };
-            if directives.targets.iter().any(|(x, _)| *x == target) {
-                p.add(path, format!("duplicate target {:?}", t.target));
-            } else {
-                directives.targets.push((target, t.level));
+            let when = match (&t.when, &layer_when, &spec.when) {
+                (Some(_), _, Some(_)) => {
+                    p.add(
+                        format!("targets[{j}].when"),
+                        "the layer's when already applies to every target",
+                    );
+                    continue;
+                }
+                (Some(w), _, None) => match w.to_when() {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        p.add(format!("targets[{j}].{}", e.path), e.message);
+                        continue;
+                    }
+                },
+                (None, Some(w), _) => Some(w.clone()),
+                (None, None, Some(_)) => continue, // the layer's when was refused
+                (None, None, None) => None,
+            };
+            match when {
+                Some(when) => {
+                    if directives
+                        .when
+                        .iter()
+                        .any(|e| e.target == target && e.when == when)
+                    {
+                        p.add(path, format!("duplicate target {:?}", t.target));
+                    } else if directives.when.len() >= MAX_WHEN_TARGETS {
+                        p.add(
+                            path,
+                            format!("too many targets with when (at most {MAX_WHEN_TARGETS})"),
+                        );
+                    } else {
+                        directives.when.push(WhenTarget {
+                            when,
+                            target,
+                            level: t.level,
+                        });
+                    }
+                }
+                None if directives.targets.iter().any(|(x, _)| *x == target) => {
+                    p.add(path, format!("duplicate target {:?}", t.target));
+                }
+                None => directives.targets.push((target, t.level)),
             }
         }
         if spec.always_keep == Some(Level::Off) {
@@ -423,8 +547,15 @@ impl LayerSpec {
                 .map(|(target, level)| TargetSpec {
                     target: target.as_str().to_owned(),
                     level,
+                    when: None,
                 })
+                .chain(directives.when.iter().map(|e| TargetSpec {
+                    target: e.target.as_str().to_owned(),
+                    level: e.level,
+                    when: Some(WhenSpec::from(&e.when)),
+                }))
                 .collect(),
+            when: None,
             always_keep: directives.always_keep,
             sampling: directives
                 .sampling

@@ -243,3 +243,105 @@ fn sampling_resolves_per_target_like_levels() {
     assert_eq!(e.always_keep(), Level::Error);
     assert_eq!(e.directives.burst.unwrap().per_second.get(), 5);
 }
+
+#[test]
+fn when_entries_parse_print_and_merge_by_priority() {
+    let d: Directives =
+        "info, shop::payment=debug@when(user_id=43|42),shop=trace@when(tenant=acme)"
+            .parse()
+            .unwrap();
+    assert_eq!(
+        d.to_string(),
+        "info,shop::payment=debug@when(user_id=42|43),shop=trace@when(tenant=acme)"
+    );
+    assert_eq!(d.to_string().parse::<Directives>().unwrap(), d);
+    // Unconditional levels are unchanged by them.
+    assert_eq!(d.level_for("shop::payment"), Some(Level::Info));
+
+    let p = Policy::new(vec![
+        layer("env", 0, "info"),
+        layer("a", 1, "shop=debug@when(user_id=42)"),
+        layer(
+            "b",
+            5,
+            "shop=trace@when(user_id=42),db=debug@when(user_id=7)",
+        ),
+    ]);
+    let e = p.effective_at(t0());
+    assert_eq!(
+        e.directives.to_string(),
+        "info,shop=trace@when(user_id=42),db=debug@when(user_id=7),@always_keep=warn",
+        "the same target and condition in two layers: the higher priority's level"
+    );
+    assert_eq!(e.level_for("shop"), Level::Info);
+}
+
+#[test]
+fn bad_when_entries_are_refused_naming_what_is_wrong() {
+    let err = |s: &str| s.parse::<Directives>().unwrap_err().to_string();
+    assert!(
+        err("shop=debug@when(user_id=)").contains("when.equals: no values"),
+        "{}",
+        err("shop=debug@when(user_id=)")
+    );
+    let many = (0..17).map(|i| i.to_string()).collect::<Vec<_>>().join("|");
+    assert!(err(&format!("shop=debug@when(user_id={many})")).contains("more than 16 values"));
+    assert!(err("shop=debug@when(user.id=42)").contains("when.spanField"));
+    assert!(err("shop=debug@when(user_id=42").contains("expected target=level@when("));
+    assert!(err("debug@when(user_id=42)").contains("names a target"));
+    assert!(err("shop=verbose@when(user_id=42)").contains("invalid level"));
+    // Span-filter syntax, alone or with a condition: refused as EnvFilter's span filters.
+    assert!(err("shop[request{user_id=42}]=debug").contains("span filters are not supported"));
+    assert!(err("shop[request]=debug@when(user_id=42)").contains("span filters are not supported"));
+}
+
+#[test]
+fn a_layer_spec_may_say_when_for_its_targets_only() {
+    let spec: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/user-42", "when": {"spanField": "user_id", "equals": ["42", 43]},
+            "targets": [{"target": "shop::payment", "level": "debug"}]}"#,
+    )
+    .unwrap();
+    let layer = PolicyLayer::try_from(&spec).unwrap();
+    assert_eq!(
+        layer.directives.to_string(),
+        "shop::payment=debug@when(user_id=42|43)"
+    );
+    // Back to the spec: the condition is on each target, and reads back the same.
+    let back = LayerSpec::from(&layer);
+    assert_eq!(back.targets[0].when.as_ref().unwrap().span_field, "user_id");
+    assert_eq!(
+        PolicyLayer::try_from(&back).unwrap().directives,
+        layer.directives
+    );
+
+    let bad: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/x", "when": {"spanField": "user id", "equals": []},
+            "defaultLevel": "debug", "sampling": [{"target": "shop", "keepOneIn": 10}],
+            "targets": [{"target": "shop", "level": "debug",
+                         "when": {"spanField": "tenant", "equals": ["a"]}}]}"#,
+    )
+    .unwrap();
+    let errors = PolicyLayer::try_from(&bad).unwrap_err();
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "when.spanField",
+            "defaultLevel",
+            "sampling",
+            "targets[0].when"
+        ],
+        "{errors}"
+    );
+    let none: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/x", "targets": [{"target": "shop", "level": "debug",
+            "when": {"spanField": "tenant", "equals": []}}]}"#,
+    )
+    .unwrap();
+    let errors = PolicyLayer::try_from(&none).unwrap_err();
+    assert_eq!(
+        errors.to_string(),
+        "targets[0].when.equals: no values: a condition lists the values the field must have"
+    );
+}

@@ -1,0 +1,286 @@
+//! Conditional levels at run time: which `when` conditions the spans a thread is in
+//! satisfy, as a 64-bit mask kept by span enter and exit, so that an event of a target a
+//! condition names costs one thread-local read when the thread is in no matching span.
+//!
+//! - Every distinct condition in force in any filter has a bit in a process-wide table
+//!   (at most 64 at once; a bit whose condition no compiled policy holds any longer is
+//!   given to the next new one).
+//! - A span's bits (an extension): the conditions its own fields satisfy (at creation
+//!   and through `Span::record`) and its parent's bits at its creation.
+//! - The thread's mask: the bits of the span it entered last; restored on exit.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tracing_core::field::{Field, Visit};
+use tracing_core::span::{Attributes, Id, Record};
+use tracing_core::Subscriber;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::policy::When;
+
+/// The most conditions in force at once, in all filters of the process.
+pub(crate) const MAX_CONDITIONS: usize = 64;
+
+/// The process-wide condition table: slot `i` is bit `i`.
+static CONDITIONS: Mutex<Vec<Arc<When>>> = Mutex::new(Vec::new());
+
+/// Set once any filter compiled a policy with a condition: until then the span hooks
+/// return at once.
+static EVER: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The conditions the span this thread entered last satisfies.
+    static MASK: Cell<u64> = const { Cell::new(0) };
+    /// Entered spans with conditions in force: (span id, the mask before).
+    static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The mask of the current thread.
+#[inline(always)]
+pub(crate) fn current_mask() -> u64 {
+    MASK.with(Cell::get)
+}
+
+/// A condition in force, with its bit.
+#[derive(Debug)]
+pub(crate) struct Condition {
+    pub(crate) bit: u64,
+    pub(crate) when: Arc<When>,
+}
+
+/// The bits of `conditions` (each distinct condition once), assigning free bits to new
+/// ones. A condition beyond the table's 64 gets no bit (it never matches).
+pub(crate) fn assign(conditions: &[&When]) -> Vec<Condition> {
+    if conditions.is_empty() {
+        return Vec::new();
+    }
+    EVER.store(true, Ordering::Release);
+    let mut table = CONDITIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out: Vec<Condition> = Vec::new();
+    for when in conditions {
+        if out.iter().any(|c| *c.when == **when) {
+            continue;
+        }
+        let slot = match table.iter().position(|w| **w == **when) {
+            Some(i) => i,
+            None if table.len() < MAX_CONDITIONS => {
+                table.push(Arc::new((*when).clone()));
+                table.len() - 1
+            }
+            None => {
+                // A slot only the table holds: no compiled policy uses it.
+                let Some(i) = table.iter().position(|w| Arc::strong_count(w) == 1) else {
+                    continue;
+                };
+                table[i] = Arc::new((*when).clone());
+                i
+            }
+        };
+        out.push(Condition {
+            bit: 1 << slot,
+            when: table[slot].clone(),
+        });
+    }
+    out
+}
+
+/// A span's conditions (an extension).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpanBits(pub(crate) u64);
+
+/// Finds the conditions a span's fields satisfy.
+struct Matcher<'a> {
+    conditions: &'a [Condition],
+    bits: u64,
+}
+
+impl Matcher<'_> {
+    #[inline]
+    fn check(&mut self, field: &Field, text: &str) {
+        let name = field.name();
+        for c in self.conditions {
+            if c.when.field() == name && c.when.matches(text) {
+                self.bits |= c.bit;
+            }
+        }
+    }
+
+    #[inline]
+    fn named(&self, field: &Field) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.when.field() == field.name())
+    }
+
+    fn check_display(&mut self, field: &Field, value: impl fmt::Display) {
+        if self.named(field) {
+            self.check(field, &value.to_string());
+        }
+    }
+}
+
+impl Visit for Matcher<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.check(field, value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.check_display(field, value);
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.check_display(field, value);
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.check_display(field, value);
+    }
+
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.check_display(field, value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.check(field, if value { "true" } else { "false" });
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.named(field) {
+            let text = format!("{value:?}");
+            self.check(field, &text);
+            // `?"42"` debug-formats a string with its quotes: match without them too.
+            if let Some(bare) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+                self.check(field, bare);
+            }
+        }
+    }
+}
+
+/// A new span: its bits are its parent's and those its fields satisfy.
+pub(crate) fn on_new_span<S>(
+    conditions: &[Condition],
+    attrs: &Attributes<'_>,
+    id: &Id,
+    ctx: &Context<'_, S>,
+) where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let Some(span) = ctx.span(id) else { return };
+    let inherited = span
+        .parent()
+        .and_then(|p| p.extensions().get::<SpanBits>().map(|b| b.0))
+        .unwrap_or(0);
+    let mut m = Matcher {
+        conditions,
+        bits: 0,
+    };
+    attrs.record(&mut m);
+    let bits = inherited | m.bits;
+    if bits != 0 {
+        let mut ext = span.extensions_mut();
+        match ext.get_mut::<SpanBits>() {
+            Some(b) => b.0 |= bits,
+            None => ext.insert(SpanBits(bits)),
+        }
+    }
+}
+
+/// A span recorded fields: bits they satisfy are added, to the thread's mask too if
+/// the span is the one it is in.
+pub(crate) fn on_record<S>(
+    conditions: &[Condition],
+    id: &Id,
+    values: &Record<'_>,
+    ctx: &Context<'_, S>,
+) where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let mut m = Matcher {
+        conditions,
+        bits: 0,
+    };
+    values.record(&mut m);
+    if m.bits == 0 {
+        return;
+    }
+    let Some(span) = ctx.span(id) else { return };
+    let mut ext = span.extensions_mut();
+    match ext.get_mut::<SpanBits>() {
+        Some(b) => b.0 |= m.bits,
+        None => ext.insert(SpanBits(m.bits)),
+    }
+    drop(ext);
+    if ctx.current_span().id() == Some(id) {
+        // The span this thread is in: the mask grows now (and is restored on exit, for
+        // which a span entered before any condition applied is kept from now on).
+        let id = id.into_u64();
+        STACK.with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.last().map(|(top, _)| *top) != Some(id) {
+                    s.push((id, current_mask()));
+                }
+                MASK.with(|mask| mask.set(mask.get() | m.bits));
+            }
+        });
+    }
+}
+
+/// The thread enters a span: its mask becomes the span's bits.
+pub(crate) fn on_enter<S>(id: &Id, ctx: &Context<'_, S>)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    if !EVER.load(Ordering::Relaxed) {
+        return;
+    }
+    let bits = ctx
+        .span(id)
+        .and_then(|s| s.extensions().get::<SpanBits>().map(|b| b.0))
+        .unwrap_or(0);
+    let prev = current_mask();
+    if bits == 0 && prev == 0 && STACK.with(|s| s.borrow().is_empty()) {
+        // Nothing to restore on exit: not kept.
+        return;
+    }
+    STACK.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.push((id.into_u64(), prev));
+            MASK.with(|m| m.set(bits));
+        }
+    });
+}
+
+/// The thread leaves a span: the mask before it entered comes back.
+pub(crate) fn on_exit(id: &Id) {
+    if !EVER.load(Ordering::Relaxed) {
+        return;
+    }
+    let id = id.into_u64();
+    STACK.with(|s| {
+        let Ok(mut s) = s.try_borrow_mut() else {
+            return;
+        };
+        match s.iter().rposition(|(i, _)| *i == id) {
+            Some(at) if at + 1 == s.len() => {
+                let (_, prev) = s.pop().unwrap_or((0, 0));
+                MASK.with(|m| m.set(prev));
+            }
+            // Left out of order: forget its entry; the span entered after it keeps the
+            // mask it set.
+            Some(at) => {
+                let (_, prev) = s.remove(at);
+                if let Some(next) = s.get_mut(at) {
+                    next.1 = prev;
+                }
+            }
+            None => {}
+        }
+        if s.is_empty() {
+            MASK.with(|m| m.set(0));
+        }
+    });
+}
