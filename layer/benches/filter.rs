@@ -32,6 +32,14 @@
 //!     `fmt` JSON. Only one `log` logger can be set per process: both are reached through
 //!     the same switch, so both pay its one atomic load.
 //!
+//! (w) with one `when` rule in force (`shop::payment=debug@when(user_id=42)`): a disabled
+//!     `debug!` of a target it does not name against the same filter without the rule;
+//!     a disabled `debug!(target: "shop::payment")` outside any matching span against
+//!     `EnvFilter` with the equivalent span filter
+//!     (`shop::payment[request{user_id=42}]=debug`); and the same `debug!` inside a
+//!     matching request span, to JSON, against an unconditional `shop::payment=debug`
+//!     (reported).
+//!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
 
@@ -114,6 +122,101 @@ fn long_message() {
         user = "c0ffee-42",
         "request served to the customer after checking the basket, the stock of every item, the \
          delivery slots, the vouchers and the payment method on file; nothing to report here ok"
+    );
+}
+
+#[inline(never)]
+fn disabled_db() {
+    for i in 0..N {
+        tracing::debug!(target: "shop::db", i, "disabled by level");
+    }
+}
+
+#[inline(never)]
+fn payment_debug() {
+    for i in 0..N {
+        tracing::debug!(target: "shop::payment", i, "charging the card");
+    }
+}
+
+const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
+
+/// `f` in an entered span `request{user_id}` (created once), as a request handler
+/// runs: the span is entered and left around each batch of events.
+fn in_request(user: u64, f: fn()) -> impl FnMut() {
+    let mut span = None;
+    move || {
+        let span = span.get_or_insert_with(|| tracing::info_span!("request", user_id = user));
+        let _in = span.enter();
+        f();
+    }
+}
+
+/// The `when` cases run with their subscriber as the process's global default (in a
+/// child process each, see `report::global_case`), as in a service: the costs compared
+/// are a few nanoseconds, of which a scoped default would add its own.
+fn bench_when(c: &mut Criterion) {
+    use report::global_case;
+    let plain = |d: &'static str| move || ours(d).0;
+    global_case(
+        c,
+        "w-when",
+        "other-target/no-rule",
+        plain("info"),
+        disabled_db,
+    );
+    global_case(
+        c,
+        "w-when",
+        "other-target/unconditional",
+        plain("info,shop::payment=debug"),
+        disabled_db,
+    );
+    global_case(
+        c,
+        "w-when",
+        "other-target/rule",
+        plain(WHEN_RULE),
+        disabled_db,
+    );
+    // Outside a matching span: in a request of another user, as most events are.
+    global_case(
+        c,
+        "w-when",
+        "named-outside/logpolicy",
+        plain(WHEN_RULE),
+        in_request(7, payment_debug),
+    );
+    global_case(
+        c,
+        "w-when",
+        "named-outside/envfilter",
+        || env_filter("info,shop::payment[request{user_id=42}]=debug").0,
+        in_request(7, payment_debug),
+    );
+    let json = |directives: &'static str| {
+        move || {
+            let filter = PolicyFilter::from_directives(directives).expect("directives");
+            Dispatch::new(
+                tracing_subscriber::registry()
+                    .with(filter.clone())
+                    .with(FormatLayer::new(Format::Json, NullSink).with_policy(&filter)),
+            )
+        }
+    };
+    global_case(
+        c,
+        "w-when",
+        "inside/logpolicy-when",
+        json(WHEN_RULE),
+        in_request(42, payment_debug),
+    );
+    global_case(
+        c,
+        "w-when",
+        "inside/logpolicy-unconditional",
+        json("info,shop::payment=debug"),
+        in_request(42, payment_debug),
     );
 }
 
@@ -505,6 +608,11 @@ fn main() {
         .warm_up_time(Duration::from_millis(700))
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
+    if report::is_case_child() {
+        // A child process running one of the global `when` cases.
+        bench_when(&mut c);
+        return;
+    }
     bench_disabled(&mut c, "a-disabled", 0);
     bench_disabled(&mut c, "b-after-1000-swaps", 1_000);
     bench_reloadable(&mut c);
@@ -512,10 +620,39 @@ fn main() {
     #[cfg(feature = "opentelemetry")]
     bench_trace_context(&mut c);
     bench_log(&mut c);
+    bench_when(&mut c);
     c.final_summary();
 
     let n = N as f64;
     let mut rows = vec![
+        Row {
+            case: "(w) one when rule: disabled debug! of a target it does not name, vs an unconditional raise of the same target",
+            ours: ("w-when", "other-target/rule"),
+            peer: ("w-when", "other-target/unconditional"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(w) the same vs no rule (debug! stopped by the max-level hint; reported)",
+            ours: ("w-when", "other-target/rule"),
+            peer: ("w-when", "other-target/no-rule"),
+            target: f64::INFINITY,
+            per_iter: n,
+        },
+        Row {
+            case: "(w) one when rule: disabled debug! of its target outside a match, vs EnvFilter span filter",
+            ours: ("w-when", "named-outside/logpolicy"),
+            peer: ("w-when", "named-outside/envfilter"),
+            target: 0.4,
+            per_iter: n,
+        },
+        Row {
+            case: "(w) debug! in a matching request to JSON, vs unconditional debug (reported)",
+            ours: ("w-when", "inside/logpolicy-when"),
+            peer: ("w-when", "inside/logpolicy-unconditional"),
+            target: f64::INFINITY,
+            per_iter: n,
+        },
         Row {
             case: "(a) disabled debug!",
             ours: ("a-disabled", "debug/logpolicy"),
