@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use logpolicy::policy::redact::{MAX_FIELD_NAME_LEN, MAX_REDACT_NAMES};
 use logpolicy::policy::{
-    BurstSpec, LayerSpec, SamplingSpec, TargetSpec, BYTES_PER_SECOND_RANGE, MAX_SAMPLING_RULES,
-    MAX_TARGETS,
+    BurstSpec, LayerSpec, SamplingSpec, TargetSpec, WhenSpec, BYTES_PER_SECOND_RANGE,
+    MAX_SAMPLING_RULES, MAX_TARGETS,
 };
 use logpolicy::Level;
 use schemars::JsonSchema;
@@ -145,6 +145,13 @@ pub struct LogPolicySpec {
     )]
     pub targets: Vec<TargetSpec>,
 
+    /// Makes `targets` apply only to requests: to events in a span (or below one) that
+    /// recorded the field `spanField` with one of the values `equals` (1 to 16, text or
+    /// whole numbers), e.g. `{spanField: user_id, equals: ["42"]}` raises one customer's
+    /// requests and no other's. A policy with `when` sets `targets` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<WhenSpec>,
+
     /// Sampling rules for events below `alwaysKeep`: keep one in `keepOneIn` events (or
     /// whole requests) of a target; the rest are not written, and counted. At most one
     /// rule per target.
@@ -228,6 +235,7 @@ impl LogPolicySpec {
             reason: self.reason.clone(),
             default_level: self.default_level,
             targets: self.targets.clone(),
+            when: self.when.clone(),
             always_keep: self.always_keep,
             sampling: self.sampling.clone(),
             burst: self.burst,

@@ -529,6 +529,44 @@ mod tests {
     }
 
     #[test]
+    fn a_when_policy_is_pushed_as_conditional_targets_and_checked_as_the_pod_checks_it() {
+        let p = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "targets": [{"target": "shop", "level": "debug"}],
+            "when": {"spanField": "user_id", "equals": [42, "43"]}})))
+        .unwrap();
+        let layer = p.layer("shop/user-42", None);
+        let pushed = PolicyLayer::try_from(&layer).unwrap();
+        assert_eq!(
+            pushed.directives.to_string(),
+            "shop=debug@when(user_id=42|43)"
+        );
+        // What the pod receives: the condition on each target, nothing else raised.
+        let json = serde_json::to_value(&layer).unwrap();
+        assert_eq!(json["targets"][0]["when"]["spanField"], "user_id");
+        assert!(json.get("when").is_none() && json.get("defaultLevel").is_none());
+
+        assert_eq!(
+            fields(serde_json::json!({
+                "selector": {"matchLabels": {"app": "shop"}},
+                "defaultLevel": "debug",
+                "targets": [{"target": "shop", "level": "debug"}],
+                "when": {"spanField": "user-id", "equals": []}})),
+            ["spec.when.spanField", "spec.defaultLevel"]
+        );
+        let many: Vec<String> = (0..17).map(|i| i.to_string()).collect();
+        let errors = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "targets": [{"target": "shop", "level": "debug"}],
+            "when": {"spanField": "user_id", "equals": many}})))
+        .unwrap_err();
+        assert_eq!(
+            errors,
+            [FieldError::new("spec.when.equals", "more than 16 values")]
+        );
+    }
+
+    #[test]
     fn the_limit_refuses_policies_without_an_expiry_or_with_a_longer_one() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let day: MaxDuration = DEFAULT_MAX_DURATION.parse().unwrap();
@@ -803,7 +841,8 @@ mod tests {
                     match_expressions: None,
                 },
                 default_level: None,
-                targets: vec![TargetSpec { target: target.clone(), level: Level::Debug }],
+                targets: vec![TargetSpec { target: target.clone(), level: Level::Debug, when: None }],
+                when: None,
                 sampling: vec![SamplingSpec {
                     target,
                     keep_one_in: keep,
@@ -856,6 +895,7 @@ mod tests {
         let target = |i: usize| TargetSpec {
             target: format!("crate_{i}"),
             level: Level::Debug,
+            when: None,
         };
         let rule = |i: usize| SamplingSpec {
             target: format!("crate_{i}"),
@@ -930,7 +970,7 @@ mod tests {
             budget in proptest::option::of(arb_count(1024, 1 << 40)),
         ) {
             let mut s = settings(
-                targets.into_iter().map(|(target, level)| TargetSpec { target, level }).collect(),
+                targets.into_iter().map(|(target, level)| TargetSpec { target, level, when: None }).collect(),
                 rules.into_iter().map(|(target, keep_one_in, request, span)| SamplingSpec {
                     target,
                     keep_one_in,

@@ -2,13 +2,13 @@
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use logpolicy::policy::{SamplingSpec, TargetSpec};
+use logpolicy::policy::{SamplingSpec, TargetSpec, WhenSpec};
 use logpolicy::Level;
 
 use crate::cluster::Connection;
 use crate::flags::{
     parse_level, parse_policy_name, parse_reason, parse_redact, parse_sample, parse_target,
-    PolicyDuration,
+    parse_when, PolicyDuration,
 };
 use crate::output::Format;
 use crate::selector::{parse_label_selector, WorkloadRef};
@@ -65,7 +65,7 @@ pub struct Cli {
 pub enum Command {
     /// Create a temporary LogPolicy for a workload's pods and wait until they applied it.
     #[command(after_help = RAISE_EXAMPLES)]
-    Raise(RaiseArgs),
+    Raise(Box<RaiseArgs>),
     /// List the LogPolicies: targets and levels, pods applied, time left, reason.
     #[command(
         after_help = "Examples:\n  kubectl logpolicy list\n  kubectl logpolicy list -A -o yaml"
@@ -114,6 +114,17 @@ pub struct RaiseArgs {
     /// trace, debug, info, warn, error, off.
     #[arg(long = "target", value_name = "T=LEVEL", value_parser = parse_target)]
     pub targets: Vec<TargetSpec>,
+    /// Only in requests whose span recorded FIELD with one of these values (e.g.
+    /// user_id=42, or tenant=acme,globex): the --target levels apply to those requests
+    /// alone, on every selected pod, and to no other. Requires --target.
+    #[arg(
+        long,
+        value_name = "FIELD=V[,V...]",
+        value_parser = parse_when,
+        requires = "targets",
+        conflicts_with_all = ["default_level", "samples", "always_keep", "redact"]
+    )]
+    pub when: Option<WhenSpec>,
     /// The level of every target no --target names.
     #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
     pub default_level: Option<Level>,
@@ -217,7 +228,7 @@ mod tests {
 
     fn raise(args: &[&str]) -> RaiseArgs {
         match parse(args).unwrap().command {
-            Command::Raise(r) => r,
+            Command::Raise(r) => *r,
             other => panic!("{other:?}"),
         }
     }

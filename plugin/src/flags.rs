@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use logpolicy::policy::{SamplingScope, SamplingSpec, TargetSpec};
+use logpolicy::policy::{SamplingScope, SamplingSpec, TargetSpec, When, WhenSpec};
 use logpolicy::Level;
 use logpolicy_operator::validate::parse_duration;
 
@@ -39,7 +39,24 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     Ok(TargetSpec {
         target: target_name(t, s)?,
         level: level(l, s)?,
+        when: None,
     })
+}
+
+/// `--when FIELD=V[,V...]` (or `|` between values): the request condition, checked as
+/// the pods check it.
+pub fn parse_when(s: &str) -> Result<WhenSpec, String> {
+    let (field, values) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected FIELD=VALUE[,VALUE...], e.g. user_id=42"))?;
+    let values: Vec<&str> = values
+        .split([',', '|'])
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    let when =
+        When::new(field.trim(), values.iter().copied()).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(WhenSpec::from(&when))
 }
 
 /// A level flag (`--default-level`, `--always-keep`).
@@ -157,7 +174,8 @@ mod tests {
             parse_target("shop::payment=debug"),
             Ok(TargetSpec {
                 target: "shop::payment".into(),
-                level: Level::Debug
+                level: Level::Debug,
+                when: None,
             })
         );
         assert_eq!(

@@ -30,6 +30,7 @@ pub fn raise_policy(
         selector,
         default_level: args.default_level,
         targets: args.targets.clone(),
+        when: args.when.clone(),
         sampling: args.samples.clone(),
         always_keep: args.always_keep,
         burst: None,
@@ -270,9 +271,83 @@ mod tests {
     fn args(extra: &[&str]) -> RaiseArgs {
         let cli = Cli::try_parse_from(["kubectl-logpolicy", "raise"].iter().chain(extra)).unwrap();
         match cli.command {
-            Command::Raise(r) => r,
+            Command::Raise(r) => *r,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn when_raises_one_customers_requests_and_is_checked_as_the_pods_check_it() {
+        let a = args(&[
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--when",
+            "user_id=42",
+            "--for",
+            "15m",
+        ]);
+        let lp = raise_policy(
+            &a,
+            "shop",
+            "raise-shop-debug-aaaaa",
+            LabelSelector {
+                match_labels: Some([("app".to_owned(), "shop".to_owned())].into()),
+                ..LabelSelector::default()
+            },
+        );
+        let when = lp.spec.when.as_ref().unwrap();
+        assert_eq!(when.span_field, "user_id");
+        let text = yaml(&lp).unwrap();
+        for line in ["  when:", "    spanField: user_id", "    - '42'"] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        // What the operator pushes: shop at debug under the condition only.
+        let layer = logpolicy_operator::validate::validate(&lp.spec)
+            .unwrap()
+            .layer("shop/x", None);
+        assert_eq!(
+            logpolicy::PolicyLayer::try_from(&layer)
+                .unwrap()
+                .directives
+                .to_string(),
+            "shop=debug@when(user_id=42)"
+        );
+        let several = args(&[
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--when",
+            "tenant=acme,globex",
+        ]);
+        assert_eq!(several.when.unwrap().equals.len(), 2);
+
+        let err = |extra: &[&str]| {
+            Cli::try_parse_from(
+                ["kubectl-logpolicy", "raise", "deploy/shop"]
+                    .iter()
+                    .chain(extra),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = err(&["--target", "shop=debug", "--when", "user_id="]);
+        assert!(e.contains("when.equals: no values"), "{e}");
+        let e = err(&["--target", "shop=debug", "--when", "user id=42"]);
+        assert!(e.contains("when.spanField"), "{e}");
+        let e = err(&["--target", "shop=debug", "--when", "42"]);
+        assert!(e.contains("expected FIELD=VALUE"), "{e}");
+        let e = err(&["--default-level", "debug", "--when", "user_id=42"]);
+        assert!(e.contains("--target"), "{e}");
+        let e = err(&[
+            "--target",
+            "shop=debug",
+            "--default-level",
+            "debug",
+            "--when",
+            "user_id=42",
+        ]);
+        assert!(e.contains("cannot be used with"), "{e}");
     }
 
     #[test]

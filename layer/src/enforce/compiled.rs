@@ -93,7 +93,7 @@ impl Compiled {
             })
             .collect();
         // Stable: equal lengths keep the priority order of the effective policy.
-        when_targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        when_targets.sort_by_key(|e| std::cmp::Reverse(e.0.len()));
         let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
         let max_level = targets
             .iter()

@@ -28,7 +28,10 @@ use crate::level::Level;
 #[cfg(feature = "schema")]
 use super::redact::MAX_FIELD_NAME_LEN;
 #[cfg(feature = "schema")]
-use super::{MAX_ONE_IN, MAX_PER_SECOND, MAX_REASON_LEN, MAX_SPAN_NAME_LEN, MAX_TARGET_LEN};
+use super::{
+    MAX_ONE_IN, MAX_PER_SECOND, MAX_REASON_LEN, MAX_SPAN_NAME_LEN, MAX_TARGET_LEN,
+    MAX_WHEN_FIELD_LEN, MAX_WHEN_VALUES,
+};
 
 /// One layer of a policy in its JSON form: camelCase, unknown fields refused, everything
 /// but `source` optional.
@@ -144,21 +147,44 @@ pub struct TargetSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WhenSpec {
     /// The span field, a plain identifier, e.g. `user_id`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_WHEN_FIELD_LEN), regex(pattern = "^[A-Za-z_][A-Za-z0-9_]*$"))
+    )]
     pub span_field: String,
     /// The values it must have, as text (`42` matches `user_id = 42` and `user_id =
     /// "42"`); 1 to 16.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_WHEN_VALUES)))]
     pub equals: Vec<WhenValue>,
 }
 
 /// One value of a [`WhenSpec`]: text or a whole number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum WhenValue {
     /// A whole number, matched by its decimal text.
     Int(i64),
     /// Text.
     Text(String),
+}
+
+/// An int-or-string, as Kubernetes schemas say it.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for WhenValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WhenValue".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A value: text (1 to 128 printable ASCII characters, no spaces, '|', ',', '(' or ')') or a whole number.",
+            "x-kubernetes-int-or-string": true
+        })
+    }
 }
 
 impl WhenValue {
