@@ -53,10 +53,19 @@ struct Shop {
 }
 
 impl Shop {
-    fn checkout(&self, path: &str) -> (StatusCode, String) {
+    /// One request. Its span carries the customer, `user_id`: the `user` of the query
+    /// (`/checkout?user=42`), else one of 40..49 in turn, so that `kubectl logpolicy
+    /// raise deploy/shop --target shop=debug --when user_id=42` has a customer to follow.
+    fn checkout(&self, path: &str, query: Option<&str>) -> (StatusCode, String) {
         let id = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
         let started = Instant::now();
-        let span = tracing::info_span!("request", id, method = "GET", path);
+        let user_id = query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find_map(|kv| kv.strip_prefix("user="))
+            .and_then(|u| u.parse::<u64>().ok())
+            .unwrap_or(40 + id % 10);
+        let span = tracing::info_span!("request", id, method = "GET", path, user_id);
         let _entered = span.enter();
         tracing::trace!(target: "shop::db", pool_size = 8u64, "pool checkout");
         tracing::debug!(target: "shop::db", sql = "SELECT * FROM carts WHERE id = $1", "query");
@@ -97,7 +106,7 @@ async fn serve(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, body) = match req.uri().path() {
         "/healthz" => (StatusCode::OK, "{\"status\":\"ok\"}\n".to_owned()),
-        path => shop.checkout(path),
+        path => shop.checkout(path, req.uri().query()),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
