@@ -238,11 +238,25 @@ pub fn levels_text(spec: &LogPolicySpec) -> String {
         .iter()
         .map(|l| l.as_str().to_owned())
         .collect();
-    parts.extend(
-        spec.targets
-            .iter()
-            .map(|t| format!("{}={}", t.target, t.level.as_str())),
-    );
+    parts.extend(spec.targets.iter().map(|t| {
+        let when = t.when.as_ref().or(spec.when.as_ref()).map(|w| {
+            let values: Vec<String> = w
+                .equals
+                .iter()
+                .map(|v| match v {
+                    logpolicy::policy::WhenValue::Int(i) => i.to_string(),
+                    logpolicy::policy::WhenValue::Text(s) => s.clone(),
+                })
+                .collect();
+            format!("@when({}={})", w.span_field, values.join("|"))
+        });
+        format!(
+            "{}={}{}",
+            t.target,
+            t.level.as_str(),
+            when.unwrap_or_default()
+        )
+    }));
     parts.extend(spec.sampling.iter().map(|s| {
         format!(
             "{}=1/{}{}",
@@ -313,6 +327,8 @@ mod tests {
                 .to_string(),
             "shop=debug@when(user_id=42)"
         );
+        // As the plugin says it (created, list, get lp): the condition with the level.
+        assert_eq!(levels_text(&lp.spec), "shop=debug@when(user_id=42)");
         let several = args(&[
             "deploy/shop",
             "--target",

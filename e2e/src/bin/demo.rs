@@ -4,7 +4,9 @@
 //! demo shop services as pods, and an incident raise (debug for `shop::payment`, 20 s)
 //! made with the kubectl plugin, `kubectl logpolicy raise` (its `--dry-run` YAML shown
 //! first): the services' output is shown live, per second, before the policy, during it,
-//! and after it expired on its own. Everything it started is stopped when it ends.
+//! and after it expired on its own. Then a raise for one customer's requests only
+//! (`--when user_id=42`): per pod, its debug lines by customer. Everything it started is
+//! stopped when it ends.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -168,6 +170,7 @@ async fn demo() -> Result<()> {
             "involvedObject.kind=LogPolicy"
         ])?
     );
+    customer_raise(&ns, &mut pods)?;
     say(&format!(
         "Done in {:.0} s: stopping the services, the operator and the API server",
         view_start.elapsed().as_secs_f64()
@@ -175,6 +178,66 @@ async fn demo() -> Result<()> {
     drop(pods);
     drop(operator);
     drop(s);
+    Ok(())
+}
+
+/// One customer's requests at debug, on every pod, and no one else's: `raise --when
+/// user_id=42` for 10 s (the shops serve customers 40..49 in turn).
+fn customer_raise(ns: &str, pods: &mut [DemoPod]) -> Result<()> {
+    let raise = [
+        "raise",
+        "-l",
+        "app=shop",
+        "--target",
+        "shop::payment=debug",
+        "--when",
+        "user_id=42",
+        "--for",
+        "10s",
+        "--reason",
+        "demo: customer 42 says every payment fails",
+        "--name",
+        "customer-42",
+    ];
+    say(&format!(
+        "kubectl logpolicy -n {ns} {}  (debug for customer 42's requests only, 10 s)",
+        shell_words(&raise)
+    ));
+    let started = SystemTime::now();
+    let run = kubectl_logpolicy(ns, None, &raise)?;
+    print!("{}{}", run.stdout, run.stderr);
+    if run.code != 0 {
+        return Err(Error(format!(
+            "kubectl logpolicy raise --when exited with {}",
+            run.code
+        )));
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let to = SystemTime::now();
+    println!(
+        "
+shop::payment DEBUG lines in the last 5 s, by the customer of the request:"
+    );
+    println!(
+        "{:<10} {:>12} {:>16} {:>14}",
+        "pod", "customer 42", "other customers", "requests (42)"
+    );
+    for p in pods.iter_mut() {
+        p.refresh()?;
+        let user = |l: &Line| l.json["span"]["user_id"].as_u64();
+        let debug = |l: &Line| l.is("shop::payment", "DEBUG");
+        let served = |l: &Line| l.is("shop::http", "INFO") && l.msg == "served";
+        let mine = p
+            .log
+            .count(started, to, |l| debug(l) && user(l) == Some(42));
+        let others = p
+            .log
+            .count(started, to, |l| debug(l) && user(l) != Some(42));
+        let requests = p
+            .log
+            .count(started, to, |l| served(l) && user(l) == Some(42));
+        println!("{:<10} {mine:>12} {others:>16} {requests:>14}", p.name);
+    }
     Ok(())
 }
 

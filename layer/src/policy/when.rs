@@ -40,6 +40,31 @@ pub const MAX_WHEN_TARGETS: usize = 64;
 /// assert_eq!(err.to_string(), r#"when.spanField: "user id" is not a plain identifier (letters, digits and '_', not starting with a digit)"#);
 /// assert!(When::new("user_id", Vec::<String>::new()).unwrap_err().to_string().starts_with("when.equals: no values"));
 /// ```
+///
+/// In a service: the request span records the customer (here once the handler knows
+/// it; with tower-http, `TraceLayer::make_span_with` creates the span with
+/// `user_id = tracing::field::Empty`), and only that customer's requests are raised:
+///
+/// ```
+/// use tracing_subscriber::prelude::*;
+///
+/// let filter = logpolicy::PolicyFilter::from_directives("info,shop::payment=debug@when(user_id=42)")?;
+/// let subscriber = tracing_subscriber::registry().with(filter);
+/// tracing::subscriber::with_default(subscriber, || {
+///     for user in [7u64, 42] {
+///         let span = tracing::info_span!("request", user_id = tracing::field::Empty);
+///         let _in = span.enter();
+///         span.record("user_id", user);
+///         let enabled = tracing::enabled!(target: "shop::payment", tracing::Level::DEBUG);
+///         assert_eq!(enabled, user == 42);
+///         let child = tracing::info_span!("db");
+///         let _child = child.enter(); // spans below the request are in it
+///         assert_eq!(tracing::enabled!(target: "shop::payment", tracing::Level::DEBUG), user == 42);
+///     }
+///     assert!(!tracing::enabled!(target: "shop::payment", tracing::Level::DEBUG));
+/// });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct When {
     field: String,
