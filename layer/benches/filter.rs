@@ -140,6 +140,28 @@ fn payment_debug() {
 }
 
 const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
+/// Alternating rounds of the named-outside pair.
+const WHEN_ROUNDS: usize = 3;
+
+/// The ratio of each alternating round of the named-outside pair, and their median.
+fn when_rounds() -> serde_json::Value {
+    let mut ratios: Vec<f64> = (1..=WHEN_ROUNDS)
+        .filter_map(|r| {
+            let ours = report::median_ns("w-when", &format!("named-outside-rounds/logpolicy/{r}"))?;
+            let peer = report::median_ns("w-when", &format!("named-outside-rounds/envfilter/{r}"))?;
+            Some(ours / peer)
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios.get(ratios.len() / 2).copied();
+    if let Some(m) = median {
+        println!(
+            "(w) named-outside vs EnvFilter span filter, {} alternating rounds: ratios {ratios:.3?}, median {m:.3} (target 0.4)",
+            ratios.len()
+        );
+    }
+    serde_json::json!({"ratios": ratios, "median": median, "target": 0.4})
+}
 
 /// `f` in an entered span `request{user_id}` (created once), as a request handler
 /// runs: the span is entered and left around each batch of events.
@@ -194,6 +216,19 @@ fn bench_when(c: &mut Criterion) {
         || env_filter("info,shop::payment[request{user_id=42}]=debug").0,
         in_request(7, payment_debug),
     );
+    // The same pair again, alternately: a machine whose speed changes between two
+    // processes moves one ratio; the median of the rounds' ratios is reported too.
+    for round in 1..=WHEN_ROUNDS {
+        for (who, make) in [
+            ("logpolicy", (|| ours(WHEN_RULE).0) as fn() -> Dispatch),
+            ("envfilter", || {
+                env_filter("info,shop::payment[request{user_id=42}]=debug").0
+            }),
+        ] {
+            let id = format!("named-outside-rounds/{who}/{round}");
+            global_case(c, "w-when", &id, make, in_request(7, payment_debug));
+        }
+    }
     let json = |directives: &'static str| {
         move || {
             let filter = PolicyFilter::from_directives(directives).expect("directives");
@@ -814,5 +849,7 @@ fn main() {
         target: f64::INFINITY,
         per_iter: 1.0,
     });
+    let mut extra = extra;
+    extra["when_named_outside_rounds"] = when_rounds();
     report::report("filter", &rows, extra);
 }
