@@ -1,6 +1,7 @@
 //! `kubectl logpolicy`, the plugin, against the real API server, the real operator and
 //! real demo services: `raise` (by workload and by label) exits 0 once every pod
-//! acknowledged and the pods log at the new level; `list`, `status`, `extend` and
+//! acknowledged and the pods log at the new level (with `--when`, for one customer's
+//! requests only); `list`, `status`, `extend` and
 //! `revert` do what they say, and each pod's row gives the document version it holds and
 //! when it applied it; pods that have not opted in give exit 3 naming the label; with no
 //! operator running, exit 5; a raise the operator refuses (longer than its
@@ -304,6 +305,59 @@ async fn raise_by_label_writes_the_named_fields_redacted() {
         0,
         "the canary is not selected"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raise_when_reaches_one_customers_requests_only() {
+    let (s, operator) = world("plugin-when").await;
+    let mut pods = s
+        .pods(vec![PodSpec::shop("shop-0").self_load(50)])
+        .await
+        .unwrap();
+    wait_known(&pods).unwrap();
+    let t0 = SystemTime::now();
+    let run = plugin(
+        &s,
+        Some(&operator),
+        &[
+            "raise",
+            "-l",
+            "app=shop",
+            "--target",
+            "shop::payment=debug",
+            "--when",
+            "user_id=42",
+            "--for",
+            "30s",
+        ],
+    );
+    run.expect_code(0).unwrap();
+    assert!(
+        run.stdout
+            .contains("shop::payment=debug@when(user_id=42) for 30s"),
+        "{run}"
+    );
+    assert_eq!(state_of(&run, "shop-0"), Some("applied"), "{run}");
+    let user = |l: &logpolicy_e2e::logs::Line| l.json["span"]["user_id"].as_u64();
+    wait_lines(
+        &mut pods,
+        t0,
+        5 * SEC,
+        "customer 42's debug lines",
+        payment_debug,
+    )
+    .unwrap();
+    wait_past(&mut pods, SystemTime::now() + 2 * SEC, 10 * SEC).unwrap();
+    let p = &pods[0];
+    let now = SystemTime::now();
+    let mine = p
+        .log
+        .count(t0, now, |l| payment_debug(l) && user(l) == Some(42));
+    let others = p
+        .log
+        .count(t0, now, |l| payment_debug(l) && user(l) != Some(42));
+    assert!(mine >= 5, "{mine} debug lines of customer 42");
+    assert_eq!(others, 0, "debug lines of other customers");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
