@@ -17,6 +17,7 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use logpolicy::admin::is_local_peer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
@@ -76,7 +77,7 @@ impl Endpoints {
             );
         }
         let pods = path == "/pods" || path.starts_with("/pods/");
-        if pods && self.pods_view == PodsView::Local && !is_loopback(peer) {
+        if pods && self.pods_view == PodsView::Local && !is_local_peer(peer) {
             return json_reply(
                 StatusCode::FORBIDDEN,
                 &serde_json::json!({"error": format!(
@@ -195,17 +196,6 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
         });
-    }
-}
-
-/// A peer in the operator's own network namespace (IPv4 loopback, `::1`, or IPv4
-/// loopback mapped into IPv6).
-fn is_loopback(peer: IpAddr) -> bool {
-    match peer {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
     }
 }
 

@@ -239,17 +239,15 @@ pub fn levels_text(spec: &LogPolicySpec) -> String {
         .map(|l| l.as_str().to_owned())
         .collect();
     parts.extend(spec.targets.iter().map(|t| {
-        let when = t.when.as_ref().or(spec.when.as_ref()).map(|w| {
-            let values: Vec<String> = w
-                .equals
-                .iter()
-                .map(|v| match v {
-                    logpolicy::policy::WhenValue::Int(i) => i.to_string(),
-                    logpolicy::policy::WhenValue::Text(s) => s.clone(),
-                })
-                .collect();
-            format!("@when({}={})", w.span_field, values.join("|"))
-        });
+        // As directives say it; a condition the pods would refuse is shown as given.
+        let when = t
+            .when
+            .as_ref()
+            .or(spec.when.as_ref())
+            .map(|w| match w.to_when() {
+                Ok(w) => format!("@when({w})"),
+                Err(_) => format!("@when({}=?)", w.span_field),
+            });
         format!(
             "{}={}{}",
             t.target,

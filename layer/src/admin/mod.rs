@@ -173,3 +173,24 @@ pub use config::{
     POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV,
 };
 pub use server::AdminServer;
+
+/// Whether a connection from `peer` comes from the same network namespace (the pod
+/// itself): IPv4 loopback, `::1`, or IPv4 loopback mapped into IPv6. `kubectl
+/// port-forward` and `kubectl exec` arrive so; another pod, the API server's pod proxy
+/// and the operator do not. The pod's `GET /logpolicy` shows its whole view only to
+/// such a peer; the operator's `/pods` answers only such a peer by default.
+///
+/// ```
+/// use logpolicy::admin::is_local_peer;
+/// assert!(is_local_peer("127.0.0.1".parse().unwrap()));
+/// assert!(is_local_peer("::ffff:127.0.0.1".parse().unwrap()));
+/// assert!(!is_local_peer("10.1.2.3".parse().unwrap()));
+/// ```
+pub fn is_local_peer(peer: std::net::IpAddr) -> bool {
+    match peer {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}

@@ -54,13 +54,7 @@ pub(crate) enum Viewer {
 impl Viewer {
     /// The viewer a connection from `peer` is.
     pub(crate) fn of(peer: std::net::IpAddr) -> Viewer {
-        let local = match peer {
-            std::net::IpAddr::V4(v4) => v4.is_loopback(),
-            std::net::IpAddr::V6(v6) => {
-                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-            }
-        };
-        if local {
+        if super::is_local_peer(peer) {
             Viewer::Local
         } else {
             Viewer::Network

@@ -171,16 +171,13 @@ impl Compiled {
         self.level_for(target)
     }
 
-    /// Whether no `when` entry is in force.
-    #[inline]
-    pub(super) fn when_targets_empty(&self) -> bool {
-        self.when_targets.is_empty()
-    }
-
     /// Whether a callsite's verdict may depend on the conditions the thread is in: a
     /// `when` entry names its target and, under it, the callsite's level is enabled
     /// where it otherwise is not, or the other way round.
     pub(super) fn is_conditional(&self, meta: &Metadata<'_>) -> bool {
+        if self.when_targets.is_empty() {
+            return false;
+        }
         let level = Level::of(meta.level());
         let base = level <= self.level_for(meta.target());
         self.when_targets
@@ -232,11 +229,18 @@ impl Compiled {
         mask: u64,
     ) -> Verdict {
         let level = Level::of(meta.level());
+        let conditional = self.is_conditional(meta);
         if level > self.max_level || level > self.level_under(meta.target(), mask) {
-            return Verdict::DISABLED;
+            return Verdict {
+                conditional,
+                ..Verdict::DISABLED
+            };
         }
         if meta.is_span() || self.keeps_always(meta.level()) {
-            return Verdict::ENABLED;
+            return Verdict {
+                conditional,
+                ..Verdict::ENABLED
+            };
         }
         let rule = self
             .rule_for(meta.target())
@@ -252,6 +256,7 @@ impl Compiled {
             enabled: true,
             rule,
             burst,
+            conditional,
         }
     }
 }

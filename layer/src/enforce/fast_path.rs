@@ -27,6 +27,8 @@ pub(super) struct Verdict {
     pub(super) enabled: bool,
     pub(super) rule: Option<Arc<RuleCounters>>,
     pub(super) burst: Option<(Burst, Arc<CallsiteState>)>,
+    /// A `when` entry may change it for a thread in a matching span.
+    pub(super) conditional: bool,
 }
 
 impl Verdict {
@@ -34,11 +36,13 @@ impl Verdict {
         enabled: false,
         rule: None,
         burst: None,
+        conditional: false,
     };
     pub(super) const ENABLED: Verdict = Verdict {
         enabled: true,
         rule: None,
         burst: None,
+        conditional: false,
     };
 }
 
@@ -156,7 +160,12 @@ impl Shared {
     /// verdict for the lock-free path when it can take it.
     fn enabled_cached(&self, meta: &Metadata<'_>, generation: u64, key: usize) -> bool {
         let filter = self.id;
-        let mask = when::current_mask();
+        // The thread's conditions matter only while this filter has some.
+        let mask = if self.when_any.load(Ordering::Relaxed) != 0 {
+            when::current_mask()
+        } else {
+            0
+        };
         VERDICTS.with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
                 return self.decide(&self.verdict_uncached(meta, mask).0, meta);
@@ -174,7 +183,9 @@ impl Shared {
             let (verdict, generation, cacheable) = self.verdict_uncached(meta, mask);
             let out = self.decide(&verdict, meta);
             if cacheable {
-                self.publish(key, &verdict, generation, meta, mask);
+                if mask == 0 {
+                    self.publish(key, &verdict, generation);
+                }
                 *slot = Some(CachedVerdict {
                     filter,
                     meta: key,
@@ -188,30 +199,15 @@ impl Shared {
     }
 
     /// Gives the lock-free path `verdict` for the callsite at `key` (registered, static),
-    /// decided under `generation` outside any condition (`mask` 0), unless it needs more
-    /// than one word (a burst limit, or a rule beyond the filter's rule slots). A
-    /// callsite a `when` entry may enable is published as disabled with slot 1: the
-    /// lock-free path then reads the thread's conditions; one it may disable is not
-    /// published.
+    /// decided under `generation` outside any condition, unless it needs more than one
+    /// word (a burst limit, or a rule beyond the filter's rule slots). A callsite a
+    /// `when` entry may enable is published as disabled with slot 1: the lock-free path
+    /// then reads the thread's conditions; one it may disable is not published.
     #[cold]
-    fn publish(
-        &self,
-        key: usize,
-        verdict: &Verdict,
-        generation: u64,
-        meta: &Metadata<'_>,
-        mask: u64,
-    ) {
-        if mask != 0 {
-            return;
-        }
-        let conditional = {
-            let compiled = self.compiled.load();
-            compiled.generation == generation && compiled.is_conditional(meta)
-        };
+    fn publish(&self, key: usize, verdict: &Verdict, generation: u64) {
         let (kind, slot) = if !verdict.enabled {
-            (FastWord::DISABLED, usize::from(conditional))
-        } else if conditional || verdict.burst.is_some() {
+            (FastWord::DISABLED, usize::from(verdict.conditional))
+        } else if verdict.conditional || verdict.burst.is_some() {
             return;
         } else if let Some(rule) = &verdict.rule {
             match self.rule_slot(rule) {

@@ -233,7 +233,7 @@ impl PolicyFilter {
 
     fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
         let compiled = self.shared.compiled.load();
-        let conditional = !compiled.when_targets_empty() && compiled.is_conditional(meta);
+        let conditional = compiled.is_conditional(meta);
         if !compiled.level_enabled(meta) && !conditional {
             return Interest::never();
         }
@@ -489,6 +489,18 @@ impl Shared {
             when::on_record(&self.compiled.load().conditions, id, values, ctx);
         }
     }
+
+    /// The thread enters a span: its conditions become the thread's, while this filter
+    /// has some (a span entered before they ended is still left in order on exit).
+    #[inline]
+    fn on_enter<S>(&self, id: &Id, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.when_any.load(Ordering::Relaxed) != 0 {
+            when::on_enter(id, ctx);
+        }
+    }
 }
 
 impl<S> tracing_subscriber::Layer<S> for PolicyFilter
@@ -516,7 +528,7 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        when::on_enter(id, &ctx);
+        self.shared.on_enter(id, &ctx);
     }
 
     fn on_exit(&self, id: &Id, _: Context<'_, S>) {
@@ -549,7 +561,7 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        when::on_enter(id, &ctx);
+        self.shared.on_enter(id, &ctx);
     }
 
     fn on_exit(&self, id: &Id, _: Context<'_, S>) {

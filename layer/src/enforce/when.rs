@@ -229,14 +229,12 @@ pub(crate) fn on_record<S>(
     }
 }
 
-/// The thread enters a span: its mask becomes the span's bits.
+/// The thread enters a span: its mask becomes the span's bits. (Called only while a
+/// filter has conditions in force.)
 pub(crate) fn on_enter<S>(id: &Id, ctx: &Context<'_, S>)
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    if !EVER.load(Ordering::Relaxed) {
-        return;
-    }
     let bits = ctx
         .span(id)
         .and_then(|s| s.extensions().get::<SpanBits>().map(|b| b.0))

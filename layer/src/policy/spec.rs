@@ -197,8 +197,14 @@ impl WhenValue {
 }
 
 impl WhenSpec {
-    /// The condition, or its error with paths under `at` (e.g. `when`, `targets[0].when`).
-    fn to_when(&self) -> Result<When, super::WhenError> {
+    /// The condition, or its error (paths `when.spanField`, `when.equals[i]`).
+    ///
+    /// ```
+    /// use logpolicy::policy::WhenSpec;
+    /// let spec: WhenSpec = serde_json::from_str(r#"{"spanField": "user_id", "equals": [43, "42"]}"#).unwrap();
+    /// assert_eq!(spec.to_when().unwrap().to_string(), "user_id=42|43");
+    /// ```
+    pub fn to_when(&self) -> Result<When, super::WhenError> {
         When::new(&self.span_field, self.equals.iter().map(WhenValue::text))
     }
 }
