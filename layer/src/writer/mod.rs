@@ -512,10 +512,15 @@ impl Writer {
     }
 }
 
-/// How long the guard waits, once its flush has timed out, for the writer thread to
-/// count what it could not write and say its last words (it sees the stop within 50 ms
-/// unless the kernel cannot write without waiting, see [`WriterGuard::finish`]).
+/// How long the guard waits, once its flush has timed out, for a writer thread blocked
+/// in a write that waits for the reader (a kernel that cannot write without waiting, see
+/// [`WriterGuard::finish`]) to count what it could not write and say its last words.
 pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// How long the guard waits for a writer thread that is not in a write that may wait
+/// for the reader (it is only slow to run): past it, it is left behind as after
+/// [`STOP_GRACE`].
+const STOP_LIMIT: Duration = Duration::from_secs(30);
 
 impl WriterGuard {
     /// A handle to the writer this guard owns.
@@ -536,12 +541,13 @@ impl WriterGuard {
     /// says which. Lines logged after this are counted as `Shutdown` drops in the
     /// writer's stats, and nowhere else.
     ///
-    /// Takes at most the flush timeout plus [`STOP_GRACE`]. On a pipe the writer thread
-    /// never blocks in a write (it asks the kernel not to wait) so it always stops in
-    /// time; on a kernel older than Linux 4.14 it may still be blocked writing a batch
-    /// to a paused reader after the grace: that batch is then counted as `Shutdown`,
-    /// although the reader may still get part of it, and the last report goes to stderr
-    /// from here.
+    /// Takes the flush timeout plus the time the writer thread needs to see the stop:
+    /// on a pipe it never blocks in a write (it asks the kernel not to wait), so that is
+    /// at most 50 ms of its running time (on a loaded machine the guard waits for it to
+    /// be scheduled, up to 30 s, so that what it writes is counted once). On a kernel
+    /// older than Linux 4.14 it may still be blocked writing a batch to a paused reader
+    /// after [`STOP_GRACE`]: that batch is then counted as `Shutdown`, although the
+    /// reader may still get part of it, and the last report goes to stderr from here.
     ///
     /// # Examples
     ///
@@ -599,13 +605,18 @@ impl WriterGuard {
         sh.stop_flag.store(true, Ordering::Release);
         sh.work.notify_all();
         if !drained {
-            let grace = Instant::now() + STOP_GRACE;
+            // The thread sees the stop within 50 ms unless a write waits for the reader
+            // in the kernel; a thread that is only slow to be scheduled (a loaded
+            // machine) is waited for, so what it writes is counted once.
+            let started = Instant::now();
             while !st.exited {
-                let now = Instant::now();
-                if now >= grace {
+                let waited = started.elapsed();
+                let in_kernel = sh.in_unbounded_write.load(Ordering::Acquire);
+                let bound = if in_kernel { STOP_GRACE } else { STOP_LIMIT };
+                if waited >= bound {
                     break;
                 }
-                st = wait_progress(sh, st, grace - now);
+                st = wait_progress(sh, st, (bound - waited).min(STOP_GRACE));
             }
         }
         if drained || st.exited {

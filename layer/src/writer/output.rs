@@ -49,6 +49,10 @@ pub(crate) struct Appender {
     /// Writes ask the kernel not to wait (`pwritev2` with `RWF_NOWAIT`): on anything
     /// but a regular file, until the kernel refuses the flag. See [`write_some`].
     nowait: bool,
+    /// A regular file: a write may take long (the disk) but always ends.
+    regular: bool,
+    /// The kernel took a write with `RWF_NOWAIT` (until then it may still refuse it).
+    nowait_known: bool,
 }
 
 impl Appender {
@@ -59,6 +63,26 @@ impl Appender {
             file,
             owned,
             nowait: !regular,
+            regular,
+            nowait_known: false,
+        }
+    }
+
+    /// Whether a write may wait for a reader for as long as it likes: plain writes to
+    /// anything but a regular file (a kernel that refused `RWF_NOWAIT`).
+    fn may_wait_for_reader(&self) -> bool {
+        let proven_nowait = self.nowait && self.nowait_known;
+        !self.regular && !proven_nowait
+    }
+}
+
+impl Destination {
+    /// Whether the next write may wait for a reader without end (see
+    /// [`Appender::may_wait_for_reader`]); a rotating output is a regular file.
+    pub(crate) fn may_wait_for_reader(&self) -> bool {
+        match self {
+            Destination::Plain(a) => a.may_wait_for_reader(),
+            Destination::Rotating(_) => false,
         }
     }
 }
@@ -83,7 +107,10 @@ fn write_some(out: &mut Appender, slices: &[IoSlice<'_>]) -> io::Result<usize> {
             ) => {
                 out.nowait = false;
             }
-            other => return other.map_err(io::Error::from),
+            other => {
+                out.nowait_known = true;
+                return other.map_err(io::Error::from);
+            }
         }
     }
     out.file.write_vectored(slices)

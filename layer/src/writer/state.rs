@@ -33,6 +33,10 @@ pub(super) struct Shared {
     pub(super) progress: Condvar,
     /// Set when the thread must give up waiting for a non-blocking output.
     pub(super) stop_flag: AtomicBool,
+    /// The thread is in a write that may wait for the reader without end (a kernel
+    /// that cannot write without waiting): only then does the guard leave it behind
+    /// after [`STOP_GRACE`](super::STOP_GRACE).
+    pub(super) in_unbounded_write: AtomicBool,
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     pub(super) queued_hint: AtomicUsize,
     /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
@@ -234,6 +238,7 @@ impl Shared {
             space: Condvar::new(),
             progress: Condvar::new(),
             stop_flag: AtomicBool::new(false),
+            in_unbounded_write: AtomicBool::new(false),
             queued_hint: AtomicUsize::new(0),
             evicting: AtomicBool::new(false),
             lockless_drops: Default::default(),

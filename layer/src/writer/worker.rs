@@ -125,7 +125,14 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
         if let Some(counts) = &report {
             summary::write_summary_line(&mut head, &shared.style, shared.clock.now(), counts);
         }
+        let unbounded = out.may_wait_for_reader();
+        if unbounded {
+            shared.in_unbounded_write.store(true, Ordering::Release);
+        }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
+        if unbounded {
+            shared.in_unbounded_write.store(false, Ordering::Release);
+        }
         // Which lines got out whole, if not all did: counted exactly, never both written
         // and dropped.
         let split = outcome.error.as_ref().map(|_| {
