@@ -189,3 +189,68 @@ fn a_matching_request_is_kept_whole_by_request_sampling() {
     let others = got.iter().filter(|m| m.contains(" 7 ")).count();
     assert!(others <= 1, "{got:?}");
 }
+
+#[test]
+fn sampling_under_when_applies_only_in_the_matching_requests() {
+    // Customer 42: shop raised to debug, one shop event in 4 kept (errors always).
+    // Everyone else: every info line, no debug, whatever the rule says.
+    let h = Harness::new(
+        "info,shop=debug@when(user_id=42),@sample(shop)=1/4@when(user_id=42),@sample(shop::noisy)=1/2",
+    );
+    h.run(|| {
+        // Customer 7 first: what the filter decides outside the condition must not
+        // stand for the matching request.
+        for user in [7u64, 42] {
+            let span = tracing::info_span!("request", user_id = user);
+            let _in = span.enter();
+            for n in 0..8 {
+                tracing::debug!(target: "shop::payment", "detail {user} #{n}");
+                tracing::info!(target: "shop::payment", "step {user} #{n}");
+            }
+            tracing::error!(target: "shop::payment", "failed {user}");
+            // Without the condition's rule, the target's own sampling applies.
+            for n in 0..4 {
+                tracing::info!(target: "shop::noisy", "noisy {user} #{n}");
+            }
+        }
+        // Outside any request the conditional rule does nothing either.
+        for n in 0..4 {
+            tracing::info!(target: "shop::payment", "outside #{n}");
+        }
+    });
+    let got = h.messages();
+    let count = |p: &str| got.iter().filter(|m| m.starts_with(p)).count();
+    // 16 sampled shop events (8 debug + 8 info, in order) of customer 42: one in 4 kept.
+    assert_eq!(
+        count("detail 42") + count("step 42"),
+        4,
+        "one in four of 42's shop events: {got:?}"
+    );
+    assert_eq!(count("failed 42"), 1, "errors are always kept");
+    // shop::noisy is under shop: the conditional rule (1/4, longer targets first among
+    // conditional rules) replaces its own 1/2 in 42's request.
+    assert_eq!(count("noisy 42"), 1, "{got:?}");
+    // Customer 7: no debug, every info line, and shop::noisy's own 1/2.
+    assert_eq!(count("detail 7"), 0);
+    assert_eq!(count("step 7"), 8, "{got:?}");
+    assert_eq!(count("failed 7"), 1);
+    assert_eq!(count("noisy 7"), 2, "{got:?}");
+    assert_eq!(count("outside"), 4);
+}
+
+#[test]
+fn a_conditional_rule_of_one_in_one_turns_the_targets_sampling_off_in_matching_requests() {
+    let h = Harness::new("info,@sample(shop)=1/10,@sample(shop)=1/1@when(tenant=acme)");
+    h.run(|| {
+        for tenant in ["other", "acme"] {
+            let span = tracing::info_span!("request", tenant);
+            let _in = span.enter();
+            for n in 0..10 {
+                tracing::info!(target: "shop", "{tenant} #{n}");
+            }
+        }
+    });
+    let got = h.messages();
+    assert_eq!(got.iter().filter(|m| m.starts_with("acme")).count(), 10);
+    assert_eq!(got.iter().filter(|m| m.starts_with("other")).count(), 1);
+}

@@ -145,10 +145,11 @@ pub struct LogPolicySpec {
     )]
     pub targets: Vec<TargetSpec>,
 
-    /// Makes `targets` apply only to requests: to events in a span (or below one) that
-    /// recorded the field `spanField` with one of the values `equals` (1 to 16, text or
-    /// whole numbers), e.g. `{spanField: user_id, equals: ["42"]}` raises one customer's
-    /// requests and no other's. A policy with `when` sets `targets` only.
+    /// Makes `targets` and `sampling` apply only to requests: to events in a span (or
+    /// below one) that recorded the field `spanField` with one of the values `equals` (1
+    /// to 16, text or whole numbers), e.g. `{spanField: user_id, equals: ["42"]}` raises
+    /// one customer's requests and no other's. A policy with `when` sets `targets` and
+    /// per-event `sampling` only (a matching request is always kept whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<WhenSpec>,
 

@@ -564,6 +564,29 @@ mod tests {
             errors,
             [FieldError::new("spec.when.equals", "more than 16 values")]
         );
+
+        // Per-event sampling under the condition reaches the pod with it; per request
+        // is refused where it is written.
+        let p = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "targets": [{"target": "shop", "level": "debug"}],
+            "sampling": [{"target": "shop::db", "keepOneIn": 10}],
+            "when": {"spanField": "user_id", "equals": [42]}})))
+        .unwrap();
+        let pushed = PolicyLayer::try_from(&p.layer("shop/user-42", None)).unwrap();
+        assert_eq!(
+            pushed.directives.to_string(),
+            "shop=debug@when(user_id=42),@sample(shop::db)=1/10@when(user_id=42)"
+        );
+        let errors = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "targets": [{"target": "shop", "level": "debug"}],
+            "sampling": [{"target": "shop", "keepOneIn": 10, "scope": "request"}],
+            "when": {"spanField": "user_id", "equals": [42]}})))
+        .unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "spec.sampling[0].scope");
+        assert!(errors[0].message.contains("per event only under when"));
     }
 
     #[test]
@@ -848,6 +871,7 @@ mod tests {
                     keep_one_in: keep,
                     scope: SamplingScope::Request,
                     span,
+                    when: None,
                 }],
                 always_keep: None,
                 burst: Some(BurstSpec { per_second: keep, then_one_in: u64::from(priority.unsigned_abs()) }),
@@ -902,6 +926,7 @@ mod tests {
             keep_one_in: 10,
             scope: SamplingScope::Event,
             span: None,
+            when: None,
         };
         let max_t = logpolicy::policy::MAX_TARGETS;
         let max_s = logpolicy::policy::MAX_SAMPLING_RULES;
@@ -976,6 +1001,7 @@ mod tests {
                     keep_one_in,
                     scope: if request { SamplingScope::Request } else { SamplingScope::Event },
                     span,
+                    when: None,
                 }).collect(),
             );
             s.default_level = default_level;

@@ -115,14 +115,15 @@ pub struct RaiseArgs {
     #[arg(long = "target", value_name = "T=LEVEL", value_parser = parse_target)]
     pub targets: Vec<TargetSpec>,
     /// Only in requests whose span recorded FIELD with one of these values (e.g.
-    /// user_id=42, or tenant=acme,globex): the --target levels apply to those requests
-    /// alone, on every selected pod, and to no other. Requires --target.
+    /// user_id=42, or tenant=acme,globex): the --target levels (and per-event --sample
+    /// rules) apply to those requests alone, on every selected pod, and to no other.
+    /// Requires --target.
     #[arg(
         long,
         value_name = "FIELD=V[,V...]",
         value_parser = parse_when,
         requires = "targets",
-        conflicts_with_all = ["default_level", "samples", "always_keep", "redact"]
+        conflicts_with_all = ["default_level", "always_keep", "redact"]
     )]
     pub when: Option<WhenSpec>,
     /// The level of every target no --target names.

@@ -95,6 +95,7 @@ pub fn parse_sample(s: &str) -> Result<SamplingSpec, String> {
         keep_one_in,
         scope,
         span: None,
+        when: None,
     })
 }
 

@@ -58,6 +58,25 @@ pub fn raise_policy(
     lp
 }
 
+/// Refuses, before anything is created, a policy the operator would refuse (what no
+/// flag can say alone, e.g. `--sample T=1/N:request` with `--when`): exit 6, every
+/// field that is wrong, as the LogPolicy names it.
+pub fn check_as_the_pods_would(spec: &LogPolicySpec) -> Result<()> {
+    match logpolicy_operator::validate::validate(spec) {
+        Ok(_) => Ok(()),
+        Err(errors) => {
+            let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+            Err(Failure::new(
+                exit::REFUSED,
+                format!(
+                    "the operator would refuse this policy; nothing was created:\n{}",
+                    list.join("\n")
+                ),
+            ))
+        }
+    }
+}
+
 /// The workload's selector, read from the API.
 async fn selector_of(kube: &Kube, w: &WorkloadRef) -> Result<LabelSelector> {
     let (c, ns) = (kube.client.clone(), kube.namespace.as_str());
@@ -135,6 +154,7 @@ pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
         ),
     };
     let lp = raise_policy(args, &kube.namespace, &name, selector.clone());
+    check_as_the_pods_would(&lp.spec)?;
     if args.dry_run {
         print!("{}", yaml(&lp)?);
         return Ok(());
@@ -238,33 +258,31 @@ pub fn levels_text(spec: &LogPolicySpec) -> String {
         .iter()
         .map(|l| l.as_str().to_owned())
         .collect();
-    parts.extend(spec.targets.iter().map(|t| {
-        // As directives say it; a condition the pods would refuse is shown as given.
-        let when = t
-            .when
-            .as_ref()
-            .or(spec.when.as_ref())
+    // As directives say it; a condition the pods would refuse is shown as given.
+    let when = |own: Option<&logpolicy::policy::WhenSpec>| {
+        own.or(spec.when.as_ref())
             .map(|w| match w.to_when() {
                 Ok(w) => format!("@when({w})"),
                 Err(_) => format!("@when({}=?)", w.span_field),
-            });
-        format!(
-            "{}={}{}",
-            t.target,
-            t.level.as_str(),
-            when.unwrap_or_default()
-        )
-    }));
+            })
+            .unwrap_or_default()
+    };
+    parts.extend(
+        spec.targets
+            .iter()
+            .map(|t| format!("{}={}{}", t.target, t.level.as_str(), when(t.when.as_ref()))),
+    );
     parts.extend(spec.sampling.iter().map(|s| {
         format!(
-            "{}=1/{}{}",
+            "{}=1/{}{}{}",
             s.target,
             s.keep_one_in,
             if s.scope == logpolicy::policy::SamplingScope::Request {
                 ":request"
             } else {
                 ""
-            }
+            },
+            when(s.when.as_ref())
         )
     }));
     if parts.is_empty() {
@@ -362,6 +380,47 @@ mod tests {
             "user_id=42",
         ]);
         assert!(e.contains("cannot be used with"), "{e}");
+
+        // Per-event sampling in the customer's requests comes with it; per request is
+        // refused before anything is created (a matching request is kept whole).
+        let selector = || LabelSelector {
+            match_labels: Some([("app".to_owned(), "shop".to_owned())].into()),
+            ..LabelSelector::default()
+        };
+        let sampled = args(&[
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--when",
+            "user_id=42",
+            "--sample",
+            "shop::db=1/10",
+        ]);
+        let lp = raise_policy(&sampled, "shop", "raise-shop-debug-aaaaa", selector());
+        assert!(check_as_the_pods_would(&lp.spec).is_ok());
+        assert_eq!(
+            levels_text(&lp.spec),
+            "shop=debug@when(user_id=42),shop::db=1/10@when(user_id=42)"
+        );
+        let per_request = args(&[
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--when",
+            "user_id=42",
+            "--sample",
+            "shop::db=1/10:request",
+        ]);
+        let lp = raise_policy(&per_request, "shop", "raise-shop-debug-aaaaa", selector());
+        let refused = check_as_the_pods_would(&lp.spec).unwrap_err();
+        assert_eq!(refused.code, crate::exit::REFUSED);
+        assert!(
+            refused
+                .message
+                .contains("spec.sampling[0].scope: sampling is per event only under when"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]

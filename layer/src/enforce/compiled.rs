@@ -61,8 +61,20 @@ pub(crate) struct Compiled {
     /// sorted by descending target length (then priority), so the first match is the
     /// longest.
     when_targets: Box<[(Box<str>, Level, u64)]>,
+    /// Event sampling under conditions, sorted by descending target length (then
+    /// priority): under a condition, the first that matches a target replaces its rule.
+    when_rules: Box<[WhenRule]>,
     /// Every bit of `conditions`.
     pub(crate) when_any: u64,
+}
+
+/// An event sampling rule that applies under a condition.
+#[derive(Debug)]
+struct WhenRule {
+    target: Box<str>,
+    when: Arc<crate::policy::When>,
+    bits: u64,
+    counters: Arc<RuleCounters>,
 }
 
 impl Compiled {
@@ -82,8 +94,14 @@ impl Compiled {
             .map(|(t, l)| (Box::from(t.as_str()), *l))
             .collect();
         targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        let conditions =
-            when::assign(&d.when.iter().map(|e| &e.when).collect::<Vec<_>>()).into_boxed_slice();
+        let conditions = when::assign(
+            &d.when
+                .iter()
+                .map(|e| &e.when)
+                .chain(d.when_sampling.iter().map(|r| &r.when))
+                .collect::<Vec<_>>(),
+        )
+        .into_boxed_slice();
         let mut when_targets: Vec<(Box<str>, Level, u64)> = d
             .when
             .iter()
@@ -94,6 +112,32 @@ impl Compiled {
             .collect();
         // Stable: equal lengths keep the priority order of the effective policy.
         when_targets.sort_by_key(|e| std::cmp::Reverse(e.0.len()));
+        let mut when_rules: Vec<WhenRule> = d
+            .when_sampling
+            .iter()
+            .filter_map(|r| {
+                let c = conditions.iter().find(|c| *c.when == r.when)?;
+                let n = u64::from(r.keep_one_in.get());
+                // Keep counting where the previous policy left off when a rule is unchanged.
+                let counters = prev
+                    .and_then(|p| {
+                        p.when_rules.iter().find(|w| {
+                            *w.target == *r.target.as_str()
+                                && *w.when == r.when
+                                && w.counters.n == n
+                        })
+                    })
+                    .map(|w| w.counters.clone())
+                    .unwrap_or_else(|| RuleCounters::new(n, true, stats));
+                Some(WhenRule {
+                    target: Box::from(r.target.as_str()),
+                    when: c.when.clone(),
+                    bits: c.bit,
+                    counters,
+                })
+            })
+            .collect();
+        when_rules.sort_by_key(|r| std::cmp::Reverse(r.target.len()));
         let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
         let max_level = targets
             .iter()
@@ -153,8 +197,20 @@ impl Compiled {
             generation,
             conditions,
             when_targets: when_targets.into_boxed_slice(),
+            when_rules: when_rules.into_boxed_slice(),
             when_any,
         }
+    }
+
+    /// The sampling rule a `when` entry gives `target` under the conditions of `mask`.
+    #[inline]
+    fn when_rule_under(&self, target: &str, mask: u64) -> Option<&WhenRule> {
+        if mask & self.when_any == 0 {
+            return None;
+        }
+        self.when_rules
+            .iter()
+            .find(|r| r.bits & mask != 0 && prefix_matches(&r.target, target))
     }
 
     /// The level of `target` under the conditions of `mask`: the first (longest) `when`
@@ -175,14 +231,21 @@ impl Compiled {
     /// `when` entry names its target and, under it, the callsite's level is enabled
     /// where it otherwise is not, or the other way round.
     pub(super) fn is_conditional(&self, meta: &Metadata<'_>) -> bool {
-        if self.when_targets.is_empty() {
+        if self.when_targets.is_empty() && self.when_rules.is_empty() {
             return false;
         }
         let level = Level::of(meta.level());
         let base = level <= self.level_for(meta.target());
-        self.when_targets
-            .iter()
-            .any(|(prefix, l, _)| prefix_matches(prefix, meta.target()) && (level <= *l) != base)
+        let sampled = !meta.is_span()
+            && !self.keeps_always(meta.level())
+            && self
+                .when_rules
+                .iter()
+                .any(|r| prefix_matches(&r.target, meta.target()));
+        sampled
+            || self.when_targets.iter().any(|(prefix, l, _)| {
+                prefix_matches(prefix, meta.target()) && (level <= *l) != base
+            })
     }
 
     #[inline]
@@ -242,12 +305,16 @@ impl Compiled {
                 ..Verdict::ENABLED
             };
         }
-        let rule = self
-            .rule_for(meta.target())
-            .filter(|r| {
-                r.request_bit.is_none() && matches!(r.scope, Scope::Event) && r.counters.n > 1
-            })
-            .map(|r| r.counters.clone());
+        let rule = match self.when_rule_under(meta.target(), mask) {
+            // Under a condition, its rule replaces the target's (1 in 1: keeps all).
+            Some(r) => (r.counters.n > 1).then(|| r.counters.clone()),
+            None => self
+                .rule_for(meta.target())
+                .filter(|r| {
+                    r.request_bit.is_none() && matches!(r.scope, Scope::Event) && r.counters.n > 1
+                })
+                .map(|r| r.counters.clone()),
+        };
         let burst = match (self.burst, callsite) {
             (Some(b), Some(c)) => Some((b, c)),
             _ => None,

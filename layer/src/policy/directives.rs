@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope, MAX_SAMPLING_RULES};
 use super::target::{Target, TargetError};
-use super::when::{When, WhenTarget, MAX_WHEN_TARGETS};
+use super::when::{When, WhenSampling, WhenTarget, MAX_WHEN_TARGETS};
 use crate::level::Level;
 
 /// The most per-target entries one layer may have.
@@ -31,6 +31,7 @@ pub const MAX_TARGETS: usize = 512;
 /// | `@sample(http::access)=1/100` | keep one `http::access` event in 100 |
 /// | `@sample(http::access)=1/100:request` | keep one request in 100, whole; hold the others' lines until an error |
 /// | `@sample(shop)=1/10:request(handle)` | the same, with spans named `handle` marking a request |
+/// | `@sample(shop)=1/10@when(user_id=42)` | keep one `shop` event in 10 in requests that recorded `user_id=42` (see [`WhenSampling`]) |
 /// | `@burst=100/s:1/10` | after 100 events in a second from one callsite, keep one in 10 |
 /// | `@max_bytes_per_second=1048576` | write at most this many bytes per second below `alwaysKeep` |
 /// | `@redact=card_token` | write the values of fields called `card_token` (or `*.card_token`, `*_card_token`) as `[redacted]` |
@@ -99,6 +100,9 @@ pub struct Directives {
     /// Target levels that apply only under a condition (`target=level@when(field=v|w)`),
     /// at most one per target and condition, in the order first given.
     pub when: Vec<WhenTarget>,
+    /// Event sampling that applies only under a condition
+    /// (`@sample(target)=1/N@when(field=v|w)`), at most one per target and condition.
+    pub when_sampling: Vec<WhenSampling>,
 }
 
 /// The most characters of an entry an error message quotes.
@@ -275,6 +279,18 @@ impl Directives {
         }
     }
 
+    /// Sets the sampling of `target` under `when`, replacing an earlier rule for both.
+    pub fn set_when_sampling(&mut self, rule: WhenSampling) {
+        match self
+            .when_sampling
+            .iter_mut()
+            .find(|r| r.target == rule.target && r.when == rule.when)
+        {
+            Some(slot) => *slot = rule,
+            None => self.when_sampling.push(rule),
+        }
+    }
+
     /// Whether these directives say nothing at all.
     pub fn is_empty(&self) -> bool {
         *self == Directives::default()
@@ -290,6 +306,23 @@ impl Directives {
             .split_once('=')
             .ok_or_else(|| bad("expected @name=value".into()))?;
         let (name, value) = (name.trim(), value.trim());
+        // `@sample(target)=1/N@when(field=value)`: the rule applies under a condition.
+        let (value, when) = match value.find("@when") {
+            Some(at) if name.starts_with("sample(") => {
+                let condition = value[at + "@when".len()..]
+                    .strip_prefix('(')
+                    .and_then(|c| c.strip_suffix(')'))
+                    .ok_or_else(|| bad("expected @sample(target)=1/N@when(field=value|value...)".into()))?;
+                let when: When = condition.parse().map_err(|e: super::when::WhenError| bad(e.to_string()))?;
+                (value[..at].trim(), Some(when))
+            }
+            Some(_) => {
+                return Err(bad(
+                    "@when applies to target levels (target=level@when(...)) and sampling (@sample(target)=1/N@when(...)) only".into(),
+                ))
+            }
+            None => (value, None),
+        };
         let int = |field: &str, s: &str| -> Result<u64, DirectiveError> {
             s.trim()
                 .parse::<u64>()
@@ -372,6 +405,23 @@ impl Directives {
                         )))
                     }
                 };
+                if let Some(when) = when {
+                    if scope != Scope::Event {
+                        return Err(bad(
+                            "sampling is per event only under when: a request that satisfies a condition is always kept whole".into(),
+                        ));
+                    }
+                    let known = self.when_sampling.iter().any(|r| r.target == target && r.when == when);
+                    if !known && self.when_sampling.len() >= MAX_WHEN_TARGETS {
+                        return Err(bad(format!("too many @sample entries with @when (at most {MAX_WHEN_TARGETS})")));
+                    }
+                    self.set_when_sampling(WhenSampling {
+                        when,
+                        target,
+                        keep_one_in,
+                    });
+                    return Ok(());
+                }
                 if !self.sampling.iter().any(|r| r.target == target) && self.sampling.len() >= MAX_SAMPLING_RULES {
                     return Err(bad(format!("too many sampling rules (at most {MAX_SAMPLING_RULES})")));
                 }
@@ -563,6 +613,10 @@ impl fmt::Display for Directives {
             sep = ",";
         }
         for rule in &self.sampling {
+            write!(f, "{sep}{rule}")?;
+            sep = ",";
+        }
+        for rule in &self.when_sampling {
             write!(f, "{sep}{rule}")?;
             sep = ",";
         }

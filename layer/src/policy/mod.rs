@@ -53,8 +53,8 @@ pub use spec::{
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
 pub use when::{
-    When, WhenError, WhenTarget, MAX_WHEN_FIELD_LEN, MAX_WHEN_TARGETS, MAX_WHEN_VALUES,
-    MAX_WHEN_VALUE_LEN,
+    When, WhenError, WhenSampling, WhenTarget, MAX_WHEN_FIELD_LEN, MAX_WHEN_TARGETS,
+    MAX_WHEN_VALUES, MAX_WHEN_VALUE_LEN,
 };
 
 use crate::clock::format_rfc3339;
@@ -400,6 +400,15 @@ impl Policy {
                     .any(|e| e.target == entry.target && e.when == entry.when);
                 if !known && directives.when.len() < MAX_WHEN_TARGETS {
                     directives.when.push(entry.clone());
+                }
+            }
+            for rule in &layer.directives.when_sampling {
+                let known = directives
+                    .when_sampling
+                    .iter()
+                    .any(|r| r.target == rule.target && r.when == rule.when);
+                if !known && directives.when_sampling.len() < MAX_WHEN_TARGETS {
+                    directives.when_sampling.push(rule.clone());
                 }
             }
         }

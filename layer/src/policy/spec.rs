@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
 use super::{
-    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, When, WhenTarget,
-    BASELINE_SOURCE, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
+    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, When, WhenSampling,
+    WhenTarget, BASELINE_SOURCE, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
 };
 use crate::level::Level;
 
@@ -86,9 +86,10 @@ pub struct LayerSpec {
     /// Per-target levels (`::`-boundary prefix, longest wins).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetSpec>,
-    /// Makes every entry of `targets` apply only to events in a span (or below one)
-    /// that recorded this field with one of these values, e.g. `{"spanField":
-    /// "user_id", "equals": ["42"]}`. A layer with `when` sets target levels only.
+    /// Makes every entry of `targets` and `sampling` apply only to events in a span (or
+    /// below one) that recorded this field with one of these values, e.g.
+    /// `{"spanField": "user_id", "equals": ["42"]}`. A layer with `when` sets target
+    /// levels and event sampling only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<WhenSpec>,
     /// The level at and above which nothing is sampled or dropped for budget.
@@ -243,6 +244,10 @@ pub struct SamplingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_SPAN_NAME_LEN)))]
     pub span: Option<String>,
+    /// Only in a span (or below one) that recorded this field with one of these values;
+    /// `scope: event` only (a request that matches is always kept whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<WhenSpec>,
 }
 
 /// Where a sampling decision is made.
@@ -398,7 +403,6 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             let set = [
                 ("defaultLevel", spec.default_level.is_some()),
                 ("alwaysKeep", spec.always_keep.is_some()),
-                ("sampling", !spec.sampling.is_empty()),
                 ("burst", spec.burst.is_some()),
                 ("maxBytesPerSecond", spec.max_bytes_per_second.is_some()),
                 ("redact", !spec.redact.is_empty()),
@@ -407,10 +411,10 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             for (field, _) in set.iter().filter(|(_, set)| *set) {
                 p.add(
                     *field,
-                    "does not apply under when: a layer with when sets target levels only",
+                    "does not apply under when: a layer with when sets target levels and sampling only",
                 );
             }
-            if spec.targets.is_empty() {
+            if spec.targets.is_empty() && spec.sampling.is_empty() {
                 p.add("targets", "a layer with when names the targets it raises");
             }
         }
@@ -481,6 +485,61 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
         for (j, r) in spec.sampling.iter().enumerate() {
             let at = |f: &str| format!("sampling[{j}].{f}");
             let target = p.check(at("target"), Target::new(&r.target));
+            let when = match (&r.when, &layer_when, &spec.when) {
+                (Some(_), _, Some(_)) => {
+                    p.add(at("when"), "the layer's when already applies to every rule");
+                    continue;
+                }
+                (Some(w), _, None) => match w.to_when() {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        p.add(at(&e.path), e.message);
+                        continue;
+                    }
+                },
+                (None, Some(w), _) => Some(w.clone()),
+                (None, None, Some(_)) => continue, // the layer's when was refused
+                (None, None, None) => None,
+            };
+            if let Some(when) = when {
+                if r.scope != SamplingScope::Event {
+                    p.add(
+                        at("scope"),
+                        "sampling is per event only under when: a request that satisfies a condition is always kept whole",
+                    );
+                    continue;
+                }
+                let keep_one_in = p.check(
+                    at("keepOneIn"),
+                    sampling::one_in("keepOneIn", r.keep_one_in),
+                );
+                if r.span.is_some() {
+                    p.add(at("span"), "span is only meaningful with scope: request");
+                }
+                let Some(target) = target else { continue };
+                if directives
+                    .when_sampling
+                    .iter()
+                    .any(|x| x.target == target && x.when == when)
+                {
+                    p.add(
+                        at("target"),
+                        format!("duplicate sampling target {:?}", r.target),
+                    );
+                } else if directives.when_sampling.len() >= MAX_WHEN_TARGETS {
+                    p.add(
+                        at("target"),
+                        format!("too many sampling rules with when (at most {MAX_WHEN_TARGETS})"),
+                    );
+                } else if let Some(keep_one_in) = keep_one_in {
+                    directives.when_sampling.push(WhenSampling {
+                        when,
+                        target,
+                        keep_one_in,
+                    });
+                }
+                continue;
+            }
             let duplicate = target
                 .as_ref()
                 .is_some_and(|t| directives.sampling.iter().any(|x| x.target == *t));
@@ -602,8 +661,16 @@ impl LayerSpec {
                         keep_one_in: u64::from(r.keep_one_in.get()),
                         scope,
                         span,
+                        when: None,
                     }
                 })
+                .chain(directives.when_sampling.iter().map(|r| SamplingSpec {
+                    target: r.target.as_str().to_owned(),
+                    keep_one_in: u64::from(r.keep_one_in.get()),
+                    scope: SamplingScope::Event,
+                    span: None,
+                    when: Some(WhenSpec::from(&r.when)),
+                }))
                 .collect(),
             burst: directives.burst.map(|b| BurstSpec {
                 per_second: u64::from(b.per_second.get()),

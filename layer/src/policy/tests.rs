@@ -296,7 +296,7 @@ fn bad_when_entries_are_refused_naming_what_is_wrong() {
 }
 
 #[test]
-fn a_layer_spec_may_say_when_for_its_targets_only() {
+fn a_layer_spec_may_say_when_for_its_targets_and_sampling_only() {
     let spec: LayerSpec = serde_json::from_str(
         r#"{"source": "shop/user-42", "when": {"spanField": "user_id", "equals": ["42", 43]},
             "targets": [{"target": "shop::payment", "level": "debug"}]}"#,
@@ -317,7 +317,7 @@ fn a_layer_spec_may_say_when_for_its_targets_only() {
 
     let bad: LayerSpec = serde_json::from_str(
         r#"{"source": "shop/x", "when": {"spanField": "user id", "equals": []},
-            "defaultLevel": "debug", "sampling": [{"target": "shop", "keepOneIn": 10}],
+            "defaultLevel": "debug", "burst": {"perSecond": 10, "thenOneIn": 10},
             "targets": [{"target": "shop", "level": "debug",
                          "when": {"spanField": "tenant", "equals": ["a"]}}]}"#,
     )
@@ -326,12 +326,7 @@ fn a_layer_spec_may_say_when_for_its_targets_only() {
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
-        [
-            "when.spanField",
-            "defaultLevel",
-            "sampling",
-            "targets[0].when"
-        ],
+        ["when.spanField", "defaultLevel", "burst", "targets[0].when"],
         "{errors}"
     );
     let none: LayerSpec = serde_json::from_str(
@@ -344,4 +339,79 @@ fn a_layer_spec_may_say_when_for_its_targets_only() {
         errors.to_string(),
         "targets[0].when.equals: no values: a condition lists the values the field must have"
     );
+}
+
+#[test]
+fn sampling_under_when_is_per_event_and_reads_back_the_same() {
+    let spec: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/user-42", "when": {"spanField": "user_id", "equals": [42]},
+            "targets": [{"target": "shop", "level": "debug"}],
+            "sampling": [{"target": "shop::db", "keepOneIn": 10}]}"#,
+    )
+    .unwrap();
+    let layer = PolicyLayer::try_from(&spec).unwrap();
+    assert_eq!(
+        layer.directives.to_string(),
+        "shop=debug@when(user_id=42),@sample(shop::db)=1/10@when(user_id=42)"
+    );
+    assert!(
+        layer.directives.sampling.is_empty(),
+        "no unconditional rule"
+    );
+    let back = LayerSpec::from(&layer);
+    assert_eq!(
+        back.sampling[0].when.as_ref().unwrap().span_field,
+        "user_id"
+    );
+    assert_eq!(
+        PolicyLayer::try_from(&back).unwrap().directives,
+        layer.directives
+    );
+    // The text form reads back the same too.
+    let text = layer.directives.to_string();
+    assert_eq!(text.parse::<Directives>().unwrap(), layer.directives);
+
+    // A sampling entry may carry its own condition (not under the layer's).
+    let own: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/x", "sampling": [{"target": "shop", "keepOneIn": 1,
+            "when": {"spanField": "tenant", "equals": ["acme"]}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        PolicyLayer::try_from(&own).unwrap().directives.to_string(),
+        "@sample(shop)=1/1@when(tenant=acme)"
+    );
+
+    let bad: LayerSpec = serde_json::from_str(
+        r#"{"source": "shop/x", "when": {"spanField": "user_id", "equals": ["42"]},
+            "sampling": [{"target": "shop", "keepOneIn": 10, "scope": "request"},
+                         {"target": "shop::db", "keepOneIn": 0},
+                         {"target": "shop::a", "keepOneIn": 2,
+                          "when": {"spanField": "tenant", "equals": ["a"]}}]}"#,
+    )
+    .unwrap();
+    let errors = PolicyLayer::try_from(&bad).unwrap_err();
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "sampling[0].scope",
+            "sampling[1].keepOneIn",
+            "sampling[2].when"
+        ],
+        "{errors}"
+    );
+    assert!(
+        errors
+            .to_string()
+            .contains("sampling is per event only under when"),
+        "{errors}"
+    );
+    let err = |s: &str| s.parse::<Directives>().unwrap_err().to_string();
+    assert!(err("@sample(shop)=1/10:request@when(user_id=42)").contains("per event only"));
+    assert!(err("@sample(shop)=1/10@when(user_id=)").contains("when.equals: no values"));
+    assert!(
+        err("@sample(shop)=1/10@when(user_id=42").contains("expected @sample(target)=1/N@when(")
+    );
+    assert!(err("@burst=10/s:1/2@when(user_id=42)").contains("@when applies to target levels"));
 }

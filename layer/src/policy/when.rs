@@ -2,6 +2,7 @@
 //! targets to apply ("debug for this one customer's requests").
 
 use std::fmt;
+use std::num::NonZeroU32;
 
 use super::target::Target;
 use crate::level::Level;
@@ -201,6 +202,43 @@ pub struct WhenTarget {
 impl fmt::Display for WhenTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}={}@when({})", self.target, self.level, self.when)
+    }
+}
+
+/// A sampling rule that applies only under a condition: `@sample(shop)=1/10@when(user_id=42)`
+/// keeps one `shop` event in 10 in the requests whose span recorded `user_id=42`, and
+/// has no effect anywhere else. Per event only: a request that satisfies a condition is
+/// always kept whole, so sampling it per request would mean nothing.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::Directives;
+/// let d: Directives = "info,shop=debug@when(user_id=42),@sample(shop)=1/10@when(user_id=42)".parse()?;
+/// assert_eq!(d.when_sampling[0].keep_one_in.get(), 10);
+/// assert_eq!(d.when_sampling[0].to_string(), "@sample(shop)=1/10@when(user_id=42)");
+/// let err = "@sample(shop)=1/10:request@when(user_id=42)".parse::<Directives>().unwrap_err();
+/// assert!(err.to_string().contains("per event only under when"));
+/// # Ok::<(), logpolicy::DirectiveError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhenSampling {
+    /// The condition.
+    pub when: When,
+    /// The target (and the targets below it) the rule governs.
+    pub target: Target,
+    /// One event in this many is kept (1 keeps every one: turns off, in matching
+    /// requests, the sampling the target has elsewhere).
+    pub keep_one_in: NonZeroU32,
+}
+
+impl fmt::Display for WhenSampling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "@sample({})=1/{}@when({})",
+            self.target, self.keep_one_in, self.when
+        )
     }
 }
 
