@@ -140,10 +140,10 @@ fn payment_debug() {
 }
 
 const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
-/// Alternating rounds of the named-outside pair.
+/// Alternating rounds of the named-outside pair with customer 42 in flight (awake).
 const WHEN_ROUNDS: usize = 3;
 
-/// The ratio of each alternating round of the named-outside pair, and their median.
+/// The ratio of each alternating round of that pair, and their median.
 fn when_rounds() -> serde_json::Value {
     let mut ratios: Vec<f64> = (1..=WHEN_ROUNDS)
         .filter_map(|r| {
@@ -156,11 +156,33 @@ fn when_rounds() -> serde_json::Value {
     let median = ratios.get(ratios.len() / 2).copied();
     if let Some(m) = median {
         println!(
-            "(w) named-outside vs EnvFilter span filter, {} alternating rounds: ratios {ratios:.3?}, median {m:.3} (target 0.4)",
+            "(w) named-outside with 42 in flight vs EnvFilter span filter, {} alternating rounds: ratios {ratios:.3?}, median {m:.3} (target 0.4)",
             ratios.len()
         );
     }
     serde_json::json!({"ratios": ratios, "median": median, "target": 0.4})
+}
+
+/// `f` while another thread is inside a request of customer 42 (entered once, before
+/// the first batch, and held): the `when` condition is awake, as in a service where that
+/// customer's requests are in flight all the time.
+fn while_42_in_flight(mut f: impl FnMut()) -> impl FnMut() {
+    let mut holder = None;
+    move || {
+        holder.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                let _in = tracing::info_span!("request", user_id = 42u64).entered();
+                let _ = tx.send(());
+                loop {
+                    std::thread::park(); // the request stays open: the process ends it
+                }
+            });
+            let _ = rx.recv();
+            t
+        });
+        f();
+    }
 }
 
 /// `f` in an entered span `request{user_id}` (created once), as a request handler
@@ -201,7 +223,15 @@ fn bench_when(c: &mut Criterion) {
         plain(WHEN_RULE),
         disabled_db,
     );
-    // Outside a matching span: in a request of another user, as most events are.
+    global_case(
+        c,
+        "w-when",
+        "other-target/rule-awake",
+        plain(WHEN_RULE),
+        while_42_in_flight(disabled_db),
+    );
+    // Outside a matching span: in a request of another user, as most events are; with
+    // no request of 42 in flight (the condition dormant), and with one (awake).
     global_case(
         c,
         "w-when",
@@ -212,11 +242,18 @@ fn bench_when(c: &mut Criterion) {
     global_case(
         c,
         "w-when",
+        "named-outside-awake/logpolicy",
+        plain(WHEN_RULE),
+        while_42_in_flight(in_request(7, payment_debug)),
+    );
+    global_case(
+        c,
+        "w-when",
         "named-outside/envfilter",
         || env_filter("info,shop::payment[request{user_id=42}]=debug").0,
         in_request(7, payment_debug),
     );
-    // The same pair again, alternately: a machine whose speed changes between two
+    // The awake pair again, alternately: a machine whose speed changes between two
     // processes moves one ratio; the median of the rounds' ratios is reported too.
     for round in 1..=WHEN_ROUNDS {
         for (who, make) in [
@@ -226,7 +263,13 @@ fn bench_when(c: &mut Criterion) {
             }),
         ] {
             let id = format!("named-outside-rounds/{who}/{round}");
-            global_case(c, "w-when", &id, make, in_request(7, payment_debug));
+            global_case(
+                c,
+                "w-when",
+                &id,
+                make,
+                while_42_in_flight(in_request(7, payment_debug)),
+            );
         }
     }
     let json = |directives: &'static str| {
@@ -675,8 +718,22 @@ fn main() {
             per_iter: n,
         },
         Row {
-            case: "(w) one when rule: disabled debug! of its target outside a match, vs EnvFilter span filter",
+            case: "(w) the same, customer 42's requests in flight (condition awake)",
+            ours: ("w-when", "other-target/rule-awake"),
+            peer: ("w-when", "other-target/unconditional"),
+            target: 1.1,
+            per_iter: n,
+        },
+        Row {
+            case: "(w) one when rule: disabled debug! of its target outside a match, no match in flight, vs EnvFilter span filter",
             ours: ("w-when", "named-outside/logpolicy"),
+            peer: ("w-when", "named-outside/envfilter"),
+            target: 0.4,
+            per_iter: n,
+        },
+        Row {
+            case: "(w) the same, customer 42's requests in flight (condition awake)",
+            ours: ("w-when", "named-outside-awake/logpolicy"),
             peer: ("w-when", "named-outside/envfilter"),
             target: 0.4,
             per_iter: n,

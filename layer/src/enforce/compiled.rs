@@ -43,7 +43,10 @@ pub(crate) struct Compiled {
     default: Level,
     /// Sorted by descending length, so the first match is the longest.
     targets: Box<[(Box<str>, Level)]>,
+    /// The most verbose level, `when` entries included.
     pub(super) max_level: Level,
+    /// The most verbose level outside any condition (the hint while they are dormant).
+    pub(super) base_max_level: Level,
     pub(crate) always_keep: Level,
     /// Sorted by descending target length.
     rules: Box<[CompiledRule]>,
@@ -139,11 +142,11 @@ impl Compiled {
             .collect();
         when_rules.sort_by_key(|r| std::cmp::Reverse(r.target.len()));
         let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
-        let max_level = targets
+        let base_max_level = targets.iter().map(|(_, l)| *l).fold(default, Level::max);
+        let max_level = when_targets
             .iter()
-            .map(|(_, l)| *l)
-            .chain(when_targets.iter().map(|(_, l, _)| *l))
-            .fold(default, Level::max);
+            .map(|(_, l, _)| *l)
+            .fold(base_max_level, Level::max);
 
         let mut next_bit = 0u32;
         let mut rules: Vec<CompiledRule> = d
@@ -188,6 +191,7 @@ impl Compiled {
             default,
             targets: targets.into_boxed_slice(),
             max_level,
+            base_max_level,
             always_keep: effective.always_keep(),
             has_request_rules: rules.iter().any(|r| r.request_bit.is_some()),
             rules: rules.into_boxed_slice(),

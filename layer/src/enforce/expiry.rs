@@ -45,6 +45,14 @@ fn expiry_timer(shared: Weak<Shared>) {
     loop {
         let wait = {
             let Some(s) = shared.upgrade() else { return };
+            // Conditions no thread has been in for a while go back to sleep; while
+            // they are awake, look again every `DORMANT_AFTER`.
+            s.sleep_conditions_if_idle();
+            let doze = if s.conditions_awake() {
+                super::when::DORMANT_AFTER
+            } else {
+                IDLE
+            };
             let compiled = s.compiled.load();
             match compiled.effective.next_expiry {
                 Some(at) => {
@@ -54,9 +62,9 @@ fn expiry_timer(shared: Weak<Shared>) {
                         PolicyHandle { shared: s.clone() }.refresh();
                         continue;
                     }
-                    at.duration_since(now).unwrap_or_default().min(IDLE)
+                    at.duration_since(now).unwrap_or_default().min(doze)
                 }
-                None => IDLE,
+                None => doze,
             }
         };
         std::thread::park_timeout(wait);

@@ -47,6 +47,17 @@ pub(super) struct Shared {
     /// The bits of the `when` conditions of `compiled` (0: none; the span hooks return
     /// at once).
     pub(super) when_any: AtomicU64,
+    /// The conditions are awake: callsites only they enable are `sometimes` to tracing
+    /// (else `never`; see `when.rs`). Set before interest is rebuilt for them.
+    pub(super) awake: AtomicBool,
+    /// Interest was rebuilt with the conditions awake (a thread that finds it so goes
+    /// on; one that does not wakes them, or waits for the thread that does).
+    pub(super) ready: AtomicBool,
+    /// Held while conditions are woken or put to sleep.
+    pub(super) waking: Mutex<()>,
+    /// When (the clock's milliseconds) a thread last left a matching span, or the
+    /// conditions woke.
+    pub(super) last_in_match_ms: AtomicU64,
     pub(super) state: Mutex<State>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stats: Arc<StatsCells>,
@@ -189,6 +200,10 @@ impl PolicyFilter {
             id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
             event_path: AtomicU64::new(EventPath::of(&compiled).0),
             when_any: AtomicU64::new(compiled.when_any),
+            awake: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            waking: Mutex::new(()),
+            last_in_match_ms: AtomicU64::new(0),
             compiled: ArcSwap::from_pointee(compiled),
             generation: AtomicU64::new(0),
             state: Mutex::new(State {
@@ -234,7 +249,10 @@ impl PolicyFilter {
     fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
         let compiled = self.shared.compiled.load();
         let conditional = compiled.is_conditional(meta);
-        if !compiled.level_enabled(meta) && !conditional {
+        let when_awake = conditional && self.shared.awake.load(Ordering::SeqCst);
+        if !(compiled.level_enabled(meta) || when_awake) {
+            // Disabled, or enabled only under conditions that are dormant (no thread
+            // is in a matching span: the first one to enter one wakes them).
             return Interest::never();
         }
         if !conditional && (meta.is_span() || compiled.keeps_always(meta.level())) {
@@ -264,7 +282,13 @@ impl PolicyFilter {
 
     #[inline]
     fn hint(&self) -> Option<LevelFilter> {
-        Some(self.shared.compiled.load().max_level.to_level_filter())
+        let compiled = self.shared.compiled.load();
+        let level = if self.shared.awake.load(Ordering::SeqCst) {
+            compiled.max_level
+        } else {
+            compiled.base_max_level
+        };
+        Some(level.to_level_filter())
     }
 }
 
@@ -444,8 +468,11 @@ impl PolicyHandle {
     }
 
     /// Re-evaluates expiry at the clock's time; returns whether the effective policy
-    /// changed (some layer expired since the last compile).
+    /// changed (some layer expired since the last compile). Also puts `when`
+    /// conditions no thread has been in for a second back to sleep (the filter's own
+    /// timer does both with the system clock; with another clock, this does).
     pub fn refresh(&self) -> bool {
+        self.shared.sleep_conditions_if_idle();
         let changed = {
             let mut state = self.shared.lock();
             let now = self.shared.clock.now();
@@ -469,6 +496,90 @@ impl PolicyHandle {
 }
 
 impl Shared {
+    /// The clock's time in milliseconds since the epoch.
+    fn now_ms(&self) -> u64 {
+        self.clock
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// The thread's mask crossed zero: one entering a matching span wakes the
+    /// conditions (if they sleep) before it goes on; one leaving it notes the time.
+    #[inline]
+    fn crossed(self: &Arc<Self>, crossing: when::Crossing) {
+        match crossing {
+            when::Crossing::Stay => {}
+            when::Crossing::Entered => {
+                if !self.ready.load(Ordering::SeqCst) {
+                    self.wake_conditions();
+                }
+            }
+            when::Crossing::Left => {
+                self.last_in_match_ms
+                    .store(self.now_ms(), Ordering::Release);
+            }
+        }
+    }
+
+    /// Makes the callsites only conditions enable `sometimes` again (interest rebuilt
+    /// on this thread, before its span's events), and has the timer put them back to
+    /// sleep once they are idle.
+    #[cold]
+    fn wake_conditions(self: &Arc<Self>) {
+        // Inside a dispatcher call (a span entered in a subscriber's callback), tracing
+        // would rebuild interest against no subscriber at all: leave it to the next
+        // thread that enters a matching span (events here go nowhere either).
+        if no_default_dispatcher() {
+            return;
+        }
+        {
+            let _waking = self.waking.lock().unwrap_or_else(|p| p.into_inner());
+            if self.ready.load(Ordering::SeqCst) {
+                return; // another thread woke them meanwhile
+            }
+            self.awake.store(true, Ordering::SeqCst);
+            tracing_core::callsite::rebuild_interest_cache();
+            self.last_in_match_ms
+                .store(self.now_ms(), Ordering::Release);
+            self.ready.store(true, Ordering::SeqCst);
+        }
+        self.arm_timer();
+    }
+
+    /// Puts the conditions back to sleep if no thread has been in a matching span for
+    /// [`when::DORMANT_AFTER`] (by the clock): the callsites only they enable are
+    /// `never` again. Returns whether it did.
+    pub(super) fn sleep_conditions_if_idle(&self) -> bool {
+        if !self.ready.load(Ordering::Acquire) || when::threads_in_match() > 0 {
+            return false;
+        }
+        let idle_ms = u64::try_from(when::DORMANT_AFTER.as_millis()).unwrap_or(u64::MAX);
+        let last = self.last_in_match_ms.load(Ordering::Acquire);
+        if self.now_ms() < last.saturating_add(idle_ms) || no_default_dispatcher() {
+            return false;
+        }
+        let _waking = self.waking.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.ready.load(Ordering::SeqCst) {
+            return false;
+        }
+        // A thread entering a matching span now either sees `ready` false (and wakes
+        // them again, after this) or is seen here.
+        self.ready.store(false, Ordering::SeqCst);
+        if when::threads_in_match() > 0 {
+            self.ready.store(true, Ordering::SeqCst);
+            return false;
+        }
+        self.awake.store(false, Ordering::SeqCst);
+        tracing_core::callsite::rebuild_interest_cache();
+        true
+    }
+
+    /// Whether the conditions are awake now (the timer looks at them while they are).
+    pub(super) fn conditions_awake(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
     /// A new span: the `when` conditions it satisfies, if any are in force.
     #[inline]
     fn on_new_span<S>(&self, attrs: &Attributes<'_>, id: &Id, ctx: &Context<'_, S>)
@@ -481,26 +592,39 @@ impl Shared {
     }
 
     #[inline]
-    fn on_record<S>(&self, id: &Id, values: &Record<'_>, ctx: &Context<'_, S>)
+    fn on_record<S>(self: &Arc<Self>, id: &Id, values: &Record<'_>, ctx: &Context<'_, S>)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if self.when_any.load(Ordering::Relaxed) != 0 {
-            when::on_record(&self.compiled.load().conditions, id, values, ctx);
+            let crossing = when::on_record(&self.compiled.load().conditions, id, values, ctx);
+            self.crossed(crossing);
         }
     }
 
     /// The thread enters a span: its conditions become the thread's, while this filter
     /// has some (a span entered before they ended is still left in order on exit).
     #[inline]
-    fn on_enter<S>(&self, id: &Id, ctx: &Context<'_, S>)
+    fn on_enter<S>(self: &Arc<Self>, id: &Id, ctx: &Context<'_, S>)
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if self.when_any.load(Ordering::Relaxed) != 0 {
-            when::on_enter(id, ctx);
+            self.crossed(when::on_enter(id, ctx));
         }
     }
+
+    /// The thread leaves a span: the conditions it was in before come back.
+    #[inline]
+    fn on_exit(self: &Arc<Self>, id: &Id) {
+        self.crossed(when::on_exit(id));
+    }
+}
+
+/// Whether this thread would see no subscriber (inside a dispatcher call, or none set):
+/// an interest rebuild from here would be made against none.
+fn no_default_dispatcher() -> bool {
+    tracing_core::dispatcher::get_default(|d| d.is::<tracing_core::subscriber::NoSubscriber>())
 }
 
 impl<S> tracing_subscriber::Layer<S> for PolicyFilter
@@ -532,7 +656,7 @@ where
     }
 
     fn on_exit(&self, id: &Id, _: Context<'_, S>) {
-        when::on_exit(id);
+        self.shared.on_exit(id);
     }
 }
 
@@ -565,6 +689,6 @@ where
     }
 
     fn on_exit(&self, id: &Id, _: Context<'_, S>) {
-        when::on_exit(id);
+        self.shared.on_exit(id);
     }
 }

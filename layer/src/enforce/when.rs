@@ -8,11 +8,19 @@
 //! - A span's bits (an extension): the conditions its own fields satisfy (at creation
 //!   and through `Span::record`) and its parent's bits at its creation.
 //! - The thread's mask: the bits of the span it entered last; restored on exit.
+//! - Dormant conditions: while no thread is in a span that satisfies a condition, the
+//!   callsites only a condition enables are `never` to tracing (a disabled event of a
+//!   named target costs what any disabled event costs). A thread whose mask becomes
+//!   non-zero (entering such a span, or its span recording a matching value) first
+//!   wakes the filter's conditions: interest is rebuilt, those callsites become
+//!   `sometimes`, before the thread goes on. Once no thread has been in a matching span
+//!   for [`DORMANT_AFTER`], the filter's timer puts them back to sleep.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id, Record};
@@ -37,6 +45,46 @@ thread_local! {
     static MASK: Cell<u64> = const { Cell::new(0) };
     /// Entered spans with conditions in force: (span id, the mask before).
     static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How long no thread must have been in a span that satisfies a condition before the
+/// callsites only conditions enable are `never` again.
+pub(crate) const DORMANT_AFTER: Duration = Duration::from_secs(1);
+
+/// Threads whose mask is non-zero, process-wide. A thread that ends inside a matching
+/// span is never taken off: conditions then stay awake (they cost, nothing is lost).
+static THREADS_IN_MATCH: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads in a span that satisfies a condition now.
+pub(crate) fn threads_in_match() -> usize {
+    THREADS_IN_MATCH.load(Ordering::SeqCst)
+}
+
+/// What a change of the thread's mask did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Crossing {
+    /// Still in no matching span, or still in one.
+    Stay,
+    /// The thread is now in a matching span and was in none.
+    Entered,
+    /// The thread is in no matching span any longer.
+    Left,
+}
+
+/// Counts the thread in or out of [`THREADS_IN_MATCH`] as its mask went from `before` to
+/// the current one.
+fn crossing(before: u64) -> Crossing {
+    match (before == 0, current_mask() == 0) {
+        (true, false) => {
+            THREADS_IN_MATCH.fetch_add(1, Ordering::SeqCst);
+            Crossing::Entered
+        }
+        (false, true) => {
+            THREADS_IN_MATCH.fetch_sub(1, Ordering::SeqCst);
+            Crossing::Left
+        }
+        _ => Crossing::Stay,
+    }
 }
 
 /// The mask of the current thread.
@@ -196,7 +244,8 @@ pub(crate) fn on_record<S>(
     id: &Id,
     values: &Record<'_>,
     ctx: &Context<'_, S>,
-) where
+) -> Crossing
+where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     let mut m = Matcher {
@@ -205,33 +254,38 @@ pub(crate) fn on_record<S>(
     };
     values.record(&mut m);
     if m.bits == 0 {
-        return;
+        return Crossing::Stay;
     }
-    let Some(span) = ctx.span(id) else { return };
+    let Some(span) = ctx.span(id) else {
+        return Crossing::Stay;
+    };
     let mut ext = span.extensions_mut();
     match ext.get_mut::<SpanBits>() {
         Some(b) => b.0 |= m.bits,
         None => ext.insert(SpanBits(m.bits)),
     }
     drop(ext);
-    if ctx.current_span().id() == Some(id) {
-        // The span this thread is in: the mask grows now (and is restored on exit, for
-        // which a span entered before any condition applied is kept from now on).
-        let id = id.into_u64();
-        STACK.with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                if s.last().map(|(top, _)| *top) != Some(id) {
-                    s.push((id, current_mask()));
-                }
-                MASK.with(|mask| mask.set(mask.get() | m.bits));
-            }
-        });
+    if ctx.current_span().id() != Some(id) {
+        return Crossing::Stay;
     }
+    // The span this thread is in: the mask grows now (and is restored on exit, for
+    // which a span entered before any condition applied is kept from now on).
+    let before = current_mask();
+    let id = id.into_u64();
+    STACK.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if s.last().map(|(top, _)| *top) != Some(id) {
+                s.push((id, before));
+            }
+            MASK.with(|mask| mask.set(mask.get() | m.bits));
+        }
+    });
+    crossing(before)
 }
 
 /// The thread enters a span: its mask becomes the span's bits. (Called only while a
 /// filter has conditions in force.)
-pub(crate) fn on_enter<S>(id: &Id, ctx: &Context<'_, S>)
+pub(crate) fn on_enter<S>(id: &Id, ctx: &Context<'_, S>) -> Crossing
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
@@ -242,7 +296,7 @@ where
     let prev = current_mask();
     if bits == 0 && prev == 0 && STACK.with(|s| s.borrow().is_empty()) {
         // Nothing to restore on exit: not kept.
-        return;
+        return Crossing::Stay;
     }
     STACK.with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
@@ -250,13 +304,15 @@ where
             MASK.with(|m| m.set(bits));
         }
     });
+    crossing(prev)
 }
 
 /// The thread leaves a span: the mask before it entered comes back.
-pub(crate) fn on_exit(id: &Id) {
+pub(crate) fn on_exit(id: &Id) -> Crossing {
     if !EVER.load(Ordering::Relaxed) {
-        return;
+        return Crossing::Stay;
     }
+    let before = current_mask();
     let id = id.into_u64();
     STACK.with(|s| {
         let Ok(mut s) = s.try_borrow_mut() else {
@@ -281,4 +337,5 @@ pub(crate) fn on_exit(id: &Id) {
             MASK.with(|m| m.set(0));
         }
     });
+    crossing(before)
 }
