@@ -254,3 +254,37 @@ fn a_conditional_rule_of_one_in_one_turns_the_targets_sampling_off_in_matching_r
     assert_eq!(got.iter().filter(|m| m.starts_with("acme")).count(), 10);
     assert_eq!(got.iter().filter(|m| m.starts_with("other")).count(), 1);
 }
+
+#[test]
+fn lines_held_before_the_value_was_recorded_are_written_when_it_is() {
+    // One request in 1,000 kept (the first); the others' lines are held. A request that
+    // records user_id=42 only once the handler knows it is kept whole: what it held
+    // before comes first, in order.
+    let h = Harness::new("info,shop=debug@when(user_id=42),@sample(shop)=1/1000:request");
+    h.run(|| {
+        for (n, user) in [(0u64, 7u64), (1, 42), (2, 7)] {
+            let span = tracing::info_span!("request", n, user_id = Empty);
+            let _in = span.enter();
+            tracing::info!(target: "shop", "accepted #{n}");
+            tracing::info!(target: "shop", "authenticated #{n}");
+            span.record("user_id", user);
+            tracing::debug!(target: "shop", "detail #{n}");
+            tracing::info!(target: "shop", "served #{n}");
+        }
+    });
+    assert_eq!(
+        h.messages(),
+        [
+            // The one request in 1,000: kept, at info.
+            "accepted #0",
+            "authenticated #0",
+            "served #0",
+            // Customer 42: everything, the held lines first.
+            "accepted #1",
+            "authenticated #1",
+            "detail #1",
+            "served #1",
+        ],
+        "request #2 is sampled out"
+    );
+}

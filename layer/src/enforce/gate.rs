@@ -267,22 +267,28 @@ impl<'a> Linked<'a> {
         let level = event.metadata().level();
         let budget = compiled.max_bytes_per_second;
         let mut context = None;
+        // What the request held, written first and counted as written.
+        let release = || {
+            let mut held = request::promote(event, ctx)?;
+            for (lvl, _) in held.lines() {
+                StatsCells::sub(&sh.stats.held, &lvl, 1);
+                StatsCells::add(&sh.stats.written, &lvl, 1);
+            }
+            if budget.is_some() {
+                sh.budget.charge(held.byte_len());
+            }
+            Some(held)
+        };
         if compiled.has_request_rules {
             if always_keep {
-                // The context of an error: what its request held, written first.
-                if let Some(mut held) = request::promote(event, ctx) {
-                    for (lvl, _) in held.lines() {
-                        StatsCells::sub(&sh.stats.held, &lvl, 1);
-                        StatsCells::add(&sh.stats.written, &lvl, 1);
-                    }
-                    if budget.is_some() {
-                        sh.budget.charge(held.byte_len());
-                    }
-                    context = Some(held);
-                }
+                // The context of an error.
+                context = release();
             } else {
                 match request::check(&compiled, event, ctx) {
                     HoldCheck::Write => {}
+                    // A request whose span recorded a matching value after some of its
+                    // lines were held: they come first, the rest of it is kept.
+                    HoldCheck::Matched => context = release(),
                     HoldCheck::Sampled => return Decision::Drop(Reason::Sampled),
                     HoldCheck::Hold(span) => {
                         return Decision::Hold(Holder {

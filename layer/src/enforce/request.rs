@@ -172,6 +172,9 @@ impl RequestState {
 pub(super) enum HoldCheck<'a, S: LookupSpan<'a>> {
     /// Not governed by a request rule, or in a kept request: write it.
     Write,
+    /// In a request a `when` condition singles out: write it, after what the request
+    /// held before its span recorded the matching value (see [`promote`]).
+    Matched,
     /// In a request that was not kept and cannot hold lines: sampled out.
     Sampled,
     /// In a request that was not kept: held with the request of this (outermost) span.
@@ -203,8 +206,8 @@ where
                 .get::<super::when::SpanBits>()
                 .is_some_and(|b| b.0 & compiled.when_any != 0)
         {
-            // A request a `when` condition singles out is kept whole.
-            return HoldCheck::Write;
+            // A request a `when` condition singles out is kept whole, from its start.
+            return HoldCheck::Matched;
         }
         let Some(state) = ext.get::<RequestState>() else {
             continue;
