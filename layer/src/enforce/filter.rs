@@ -587,7 +587,8 @@ impl Shared {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if self.when_any.load(Ordering::Relaxed) != 0 {
-            when::on_new_span(&self.compiled.load().conditions, attrs, id, ctx);
+            let epoch = when::epoch();
+            when::on_new_span(epoch, &self.compiled.load().conditions, attrs, id, ctx);
         }
     }
 
@@ -597,7 +598,9 @@ impl Shared {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if self.when_any.load(Ordering::Relaxed) != 0 {
-            let crossing = when::on_record(&self.compiled.load().conditions, id, values, ctx);
+            let epoch = when::epoch();
+            let crossing =
+                when::on_record(epoch, &self.compiled.load().conditions, id, values, ctx);
             self.crossed(crossing);
         }
     }

@@ -204,7 +204,7 @@ where
         if compiled.when_any != 0
             && ext
                 .get::<super::when::SpanBits>()
-                .is_some_and(|b| b.0 & compiled.when_any != 0)
+                .is_some_and(|b| b.valid() & compiled.when_any != 0)
         {
             // A request a `when` condition singles out is kept whole, from its start.
             return HoldCheck::Matched;

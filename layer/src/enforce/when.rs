@@ -4,7 +4,9 @@
 //!
 //! - Every distinct condition in force in any filter has a bit in a process-wide table
 //!   (at most 64 at once; a bit whose condition no compiled policy holds any longer is
-//!   given to the next new one).
+//!   given to the next new one, and spans that matched the old one stop matching by it:
+//!   span bits carry the epoch they were computed at. A thread already inside such a
+//!   span keeps the bit in its mask until it leaves the span).
 //! - A span's bits (an extension): the conditions its own fields satisfy (at creation
 //!   and through `Span::record`) and its parent's bits at its creation.
 //! - The thread's mask: the bits of the span it entered last; restored on exit.
@@ -18,7 +20,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -125,6 +127,9 @@ pub(crate) fn assign(conditions: &[&When]) -> Vec<Condition> {
                     continue;
                 };
                 table[i] = Arc::new((*when).clone());
+                // Spans that matched the slot's old condition no longer match by it.
+                let epoch = EPOCH.fetch_add(1, Ordering::AcqRel) + 1;
+                REUSED_AT[i].store(epoch, Ordering::Release);
                 i
             }
         };
@@ -136,9 +141,53 @@ pub(crate) fn assign(conditions: &[&When]) -> Vec<Condition> {
     out
 }
 
-/// A span's conditions (an extension).
+/// How many times a bit was given to a new condition (its old one no longer in force).
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Per bit: the [`EPOCH`] at which it was last given to a new condition.
+static REUSED_AT: [AtomicU64; MAX_CONDITIONS] = [const { AtomicU64::new(0) }; MAX_CONDITIONS];
+
+/// The current epoch: read it before the conditions a span's bits are computed with.
+#[inline]
+pub(crate) fn epoch() -> u64 {
+    EPOCH.load(Ordering::Acquire)
+}
+
+/// A span's conditions (an extension): bits that meant the conditions of their slots as
+/// of `epoch`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SpanBits(pub(crate) u64);
+pub(crate) struct SpanBits {
+    bits: u64,
+    epoch: u64,
+}
+
+impl SpanBits {
+    /// The bits that still mean the conditions they matched (a slot given to another
+    /// condition since is dropped: a span open across the reuse does not match the new
+    /// one by the old one's value).
+    #[inline]
+    pub(crate) fn valid(&self) -> u64 {
+        if self.epoch == epoch() {
+            return self.bits;
+        }
+        let mut bits = self.bits;
+        let mut rest = bits;
+        while rest != 0 {
+            let i = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            if REUSED_AT[i].load(Ordering::Acquire) > self.epoch {
+                bits &= !(1 << i);
+            }
+        }
+        bits
+    }
+
+    /// Adds `bits` computed as of `epoch` (not older than this one's).
+    fn add(&mut self, bits: u64, epoch: u64) {
+        self.bits = self.valid() | bits;
+        self.epoch = epoch;
+    }
+}
 
 /// Finds the conditions a span's fields satisfy.
 struct Matcher<'a> {
@@ -210,6 +259,7 @@ impl Visit for Matcher<'_> {
 
 /// A new span: its bits are its parent's and those its fields satisfy.
 pub(crate) fn on_new_span<S>(
+    epoch: u64,
     conditions: &[Condition],
     attrs: &Attributes<'_>,
     id: &Id,
@@ -220,7 +270,7 @@ pub(crate) fn on_new_span<S>(
     let Some(span) = ctx.span(id) else { return };
     let inherited = span
         .parent()
-        .and_then(|p| p.extensions().get::<SpanBits>().map(|b| b.0))
+        .and_then(|p| p.extensions().get::<SpanBits>().map(SpanBits::valid))
         .unwrap_or(0);
     let mut m = Matcher {
         conditions,
@@ -231,8 +281,8 @@ pub(crate) fn on_new_span<S>(
     if bits != 0 {
         let mut ext = span.extensions_mut();
         match ext.get_mut::<SpanBits>() {
-            Some(b) => b.0 |= bits,
-            None => ext.insert(SpanBits(bits)),
+            Some(b) => b.add(bits, epoch),
+            None => ext.insert(SpanBits { bits, epoch }),
         }
     }
 }
@@ -240,6 +290,7 @@ pub(crate) fn on_new_span<S>(
 /// A span recorded fields: bits they satisfy are added, to the thread's mask too if
 /// the span is the one it is in.
 pub(crate) fn on_record<S>(
+    epoch: u64,
     conditions: &[Condition],
     id: &Id,
     values: &Record<'_>,
@@ -261,8 +312,11 @@ where
     };
     let mut ext = span.extensions_mut();
     match ext.get_mut::<SpanBits>() {
-        Some(b) => b.0 |= m.bits,
-        None => ext.insert(SpanBits(m.bits)),
+        Some(b) => b.add(m.bits, epoch),
+        None => ext.insert(SpanBits {
+            bits: m.bits,
+            epoch,
+        }),
     }
     drop(ext);
     if ctx.current_span().id() != Some(id) {
@@ -291,7 +345,7 @@ where
 {
     let bits = ctx
         .span(id)
-        .and_then(|s| s.extensions().get::<SpanBits>().map(|b| b.0))
+        .and_then(|s| s.extensions().get::<SpanBits>().map(SpanBits::valid))
         .unwrap_or(0);
     let prev = current_mask();
     if bits == 0 && prev == 0 && STACK.with(|s| s.borrow().is_empty()) {
