@@ -169,6 +169,7 @@ impl Installed {
                     "write_syscalls": s.write_syscalls,
                     "summary_lines": s.summary_lines,
                     "lock_waits": s.lock_waits,
+                    "lock_handoffs": s.lock_handoffs,
                     "space_waits": s.space_waits,
                     "balanced": s.is_balanced(),
                 })

@@ -41,10 +41,16 @@
 //! lock, busy-waiting at most [`WriterConfig::lock_spin`] (default 500 µs); if it cannot,
 //! and the queue holds a quarter of its share or more (the output is behind), the line is
 //! dropped and counted as [`DropReason::Contended`]. While the queue is nearly empty the
-//! line waits for the preempted holder instead: that wait is the scheduler's, and behind
-//! a reader that keeps up no line is lost to it (the reader-scenarios benchmark lost 3
-//! lines in 1.2 million that way at 200,000 lines/s before). `alwaysKeep` lines, and
-//! every line in [`Overflow::Block`] mode, wait for the lock.
+//! line is kept instead, and so is an `alwaysKeep` line: rather than sleep until the
+//! preempted holder runs again, the caller hands the line over (one allocation, a
+//! lock-free push; at most 64 lines of at most 8 KiB wait so) and returns, and the next
+//! holder of the lock queues it before its own line, so one thread's lines keep their
+//! order ([`WriterStats::lock_handoffs`]). Behind a reader that keeps up no line is lost
+//! to scheduling (the reader-scenarios benchmark lost 3 lines in 1.2 million that way at
+//! 200,000 lines/s before). Only when that hand-over is full, for a longer line, or in
+//! the modes that wait for space ([`Overflow::Block`], an `alwaysKeep` line with
+//! [`ReserveFull::Block`] or `WaitThenDrop`) does a caller sleep for the lock
+//! ([`WriterStats::lock_waits`]).
 //!
 //! # Memory bound
 //!
@@ -56,7 +62,8 @@
 //! the queue were full; with lines much shorter than a chunk that never happens before
 //! the byte bound): memory is the capacity plus four chunks (256 KiB at most), plus 4
 //! bytes per queued line (where it ends and its level; a chunk takes at most one line per
-//! 12 bytes of its size, so this is at most a third of the chunks' size), plus the
+//! 12 bytes of its size, so this is at most a third of the chunks' size), plus the lines
+//! handed over while the lock's holder was preempted (512 KiB at most), plus the
 //! thread's stack.
 //!
 //! # Overflow semantics
@@ -338,6 +345,14 @@ impl Writer {
             // than a quarter of its share), the line is no burden: wait for the holder to
             // run again rather than lose it. An `alwaysKeep` line always waits for it.
             None if !never_wait || sh.queued_hint.load(Ordering::Acquire) < sh.normal_limit / 4 => {
+                // In drop mode (and, for an `alwaysKeep` line, when it would not wait for
+                // space either), hand the line over rather than sleep until that thread
+                // runs again.
+                let may_post = sh.overflow == Overflow::Drop
+                    && (!always_keep || sh.reserve_full == ReserveFull::Drop);
+                if may_post && sh.post(li, always_keep, line) {
+                    return true;
+                }
                 let mut st = sh.lock();
                 st.lock_waits += 1;
                 st
@@ -348,6 +363,10 @@ impl Writer {
                 return false;
             }
         };
+        if !sh.posted.is_empty() {
+            // Lines handed over before this one (by this thread, too) come first.
+            sh.drain_posted(&mut st);
+        }
         st.levels[li].emitted += 1;
         if !st.closed && st.queue.try_append(li, line, always_keep) {
             sh.publish_queued(&st);
@@ -580,7 +599,15 @@ impl WriterGuard {
         };
         let deadline = Instant::now().checked_add(sh.flush_timeout);
         let mut st = sh.lock_folded();
+        // Lines handed over before the close are queued as any line before it; then
+        // no more are, and those being handed over now are counted as shutdown drops.
+        sh.drain_posted(&mut st);
         st.closed = true;
+        sh.closing.store(true, Ordering::SeqCst);
+        while sh.posting.load(Ordering::SeqCst) > 0 {
+            std::hint::spin_loop();
+        }
+        sh.drain_posted(&mut st);
         if st.space_waiters > 0 {
             sh.space.notify_all();
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{Overflow, ReserveFull, WriterConfig, WriterError};
 use super::output::{self, Destination};
-use super::queue::Queue;
+use super::queue::{Fit, Queue};
 use super::stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 use super::summary::{self, Unreported};
 use crate::clock::Clock;
@@ -19,6 +19,20 @@ use crate::level::LEVELS;
 pub(super) const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
 pub(super) const LOCKLESS_QUEUE_FULL: usize = 0;
 pub(super) const LOCKLESS_CONTENDED: usize = 1;
+
+/// The most lines handed over without the lock at once (see [`Shared::post`]).
+pub(super) const POST_SLOTS: usize = 64;
+/// The longest line handed over without the lock, in bytes; a longer one waits for it.
+pub(super) const POST_MAX_LINE: usize = 8 * 1024;
+
+/// A line a caller handed over without the lock, because a thread the scheduler had
+/// preempted held it (see [`Shared::post`]).
+#[derive(Debug)]
+pub(super) struct Posted {
+    li: u8,
+    always_keep: bool,
+    line: Box<[u8]>,
+}
 
 /// What the handles and the writer thread share: the state behind the lock, the
 /// condition variables, and the few values read without the lock.
@@ -54,6 +68,12 @@ pub(super) struct Shared {
     pub(super) clock: Arc<dyn Clock>,
     /// The output is stderr: the last report has nowhere else to go.
     pub(super) output_is_stderr: bool,
+    /// Lines handed over without the lock, queued by the next holder of the lock.
+    pub(super) posted: crossbeam_queue::ArrayQueue<Posted>,
+    /// Callers between looking at `closing` and posting.
+    pub(super) posting: AtomicUsize,
+    /// The guard is closing the writer: nothing more is posted.
+    pub(super) closing: AtomicBool,
     /// The format and service of the writer's own lines.
     pub(super) style: Style,
 }
@@ -99,6 +119,8 @@ pub(super) struct State {
     pub(super) space_waits: u64,
     /// Calls that slept for the lock (see `WriterStats::lock_waits`).
     pub(super) lock_waits: u64,
+    /// Lines handed over without the lock (see `WriterStats::lock_handoffs`).
+    pub(super) lock_handoffs: u64,
     pub(super) progress_waiters: usize,
     /// The guard was dropped: no more lines are accepted.
     pub(super) closed: bool,
@@ -182,6 +204,7 @@ impl State {
             exit_report: self.exit_report,
             space_waits: self.space_waits,
             lock_waits: self.lock_waits,
+            lock_handoffs: self.lock_handoffs,
         }
     }
 }
@@ -227,6 +250,7 @@ impl Shared {
                 space_waiters: 0,
                 space_waits: 0,
                 lock_waits: 0,
+                lock_handoffs: 0,
                 progress_waiters: 0,
                 closed: false,
                 stop: false,
@@ -250,6 +274,9 @@ impl Shared {
             clock,
             output_is_stderr,
             style: Style::new(format, &service),
+            posted: crossbeam_queue::ArrayQueue::new(POST_SLOTS),
+            posting: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
         };
         Ok((out, shared))
     }
@@ -280,13 +307,101 @@ impl Shared {
         }
     }
 
-    /// The lock, with the lock-free drops folded in.
+    /// The lock, with the lock-free drops folded in and the posted lines queued.
     pub(super) fn lock_folded(&self) -> MutexGuard<'_, State> {
         let mut st = self.lock();
-        if st.fold(&self.lockless_drops) {
+        if st.fold(&self.lockless_drops) | self.drain_posted(&mut st) {
             self.wake_writer(&mut st);
         }
         st
+    }
+
+    /// Hands `line` over without the lock, for the next holder of the lock to queue
+    /// (drop mode, when the lock is not free within `lock_spin` because the scheduler
+    /// preempted its holder): the caller does not sleep until that thread runs again.
+    /// Returns `false` (the caller then waits for the lock) when the line is longer than
+    /// [`POST_MAX_LINE`], [`POST_SLOTS`] lines wait already, or the writer is closing.
+    pub(super) fn post(&self, li: usize, always_keep: bool, line: &[u8]) -> bool {
+        if line.len() > POST_MAX_LINE {
+            return false;
+        }
+        self.posting.fetch_add(1, Ordering::SeqCst);
+        let posted = !self.closing.load(Ordering::SeqCst)
+            && self
+                .posted
+                .push(Posted {
+                    li: li as u8,
+                    always_keep,
+                    line: line.into(),
+                })
+                .is_ok();
+        self.posting.fetch_sub(1, Ordering::SeqCst);
+        if posted {
+            // Its holder may be done with the lock by now: queue the line at once then
+            // (else the holder's next call, or the writer thread's next look, does).
+            if let Ok(mut st) = self.state.try_lock() {
+                if self.drain_posted(&mut st) {
+                    self.wake_writer(&mut st);
+                }
+            }
+        }
+        posted
+    }
+
+    /// Queues the posted lines, oldest first, as `write_line` would have with the lock
+    /// in drop mode but without waiting: a line that does not fit (after evicting, for
+    /// an `alwaysKeep` line) is dropped and counted. Each is counted emitted here.
+    /// Returns whether anything was queued or reported (the writer thread may be woken).
+    pub(super) fn drain_posted(&self, st: &mut State) -> bool {
+        let mut any = false;
+        while let Some(p) = self.posted.pop() {
+            let li = usize::from(p.li);
+            st.levels[li].emitted += 1;
+            st.lock_handoffs += 1;
+            self.queue_now(st, li, &p.line, p.always_keep);
+            any = true;
+        }
+        any
+    }
+
+    /// Queues `line` now, or drops and counts it.
+    fn queue_now(&self, st: &mut State, li: usize, line: &[u8], always_keep: bool) {
+        if st.closed {
+            st.count_drop(li, DropReason::Shutdown, 1, false);
+            return;
+        }
+        loop {
+            match st.queue.fit(line.len(), always_keep) {
+                Fit::Now => {
+                    st.queue.push(li, line, always_keep);
+                    self.publish_queued(st);
+                    st.levels[li].accepted += 1;
+                    st.accepted_seq += 1;
+                    return;
+                }
+                Fit::Later if always_keep => {
+                    let below = st.queue.evict_below(li);
+                    if self.count_evicted(st, below) {
+                        continue;
+                    }
+                    if self.reserve_full == ReserveFull::Drop {
+                        let need = st.queue.shortfall(line.len(), always_keep);
+                        let older = st.queue.evict_oldest(li, need);
+                        if self.count_evicted(st, older) {
+                            continue;
+                        }
+                    }
+                    break;
+                }
+                Fit::Later | Fit::Never => break,
+            }
+        }
+        let full = if always_keep {
+            DropReason::ReserveFull
+        } else {
+            DropReason::QueueFull
+        };
+        st.count_drop(li, full, 1, true);
     }
 
     /// Counts the lines an eviction dropped (see [`Queue::evict_below`] and
@@ -336,5 +451,60 @@ impl Shared {
             st.writer_idle = false;
             self.work.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Output, Writer, WriterConfig};
+    use std::time::Duration;
+    use tracing_core::Level;
+
+    /// A caller that finds the lock held (its holder preempted, here: held by the test)
+    /// hands its line over and returns; the next holder queues it before its own line,
+    /// and every line is counted once.
+    #[test]
+    fn a_held_lock_never_puts_a_drop_mode_caller_to_sleep() {
+        let path = std::env::temp_dir().join(format!("posted-{}.log", std::process::id()));
+        let config =
+            WriterConfig::new(Output::File(path.clone())).lock_spin(Duration::from_micros(50));
+        let (writer, guard) = Writer::new(config).unwrap();
+        let held = writer.shared.lock();
+        let w = writer.clone();
+        let t = std::thread::spawn(move || {
+            assert!(w.write_line(Level::ERROR, true, b"error while held\n"));
+            assert!(w.write_line(Level::INFO, false, b"info while held\n"));
+        });
+        // The caller returns while the lock is still held (had it slept on the lock,
+        // this join would never return).
+        t.join().unwrap();
+        assert!(writer.shared.posted.len() == 2, "both lines handed over");
+        drop(held);
+        assert!(writer.write_line(Level::INFO, false, b"after\n"));
+        let stats = guard.finish();
+        assert_eq!(stats.lock_handoffs, 2);
+        assert_eq!(stats.lock_waits, 0);
+        assert_eq!(stats.written_total(), 3);
+        assert!(stats.is_balanced());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "error while held\ninfo while held\nafter\n");
+        std::fs::remove_file(path).ok();
+    }
+
+    /// Lines being handed over when the writer closes are counted, as shutdown drops.
+    #[test]
+    fn lines_handed_over_at_close_are_counted() {
+        let path = std::env::temp_dir().join(format!("posted-close-{}.log", std::process::id()));
+        let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone()))).unwrap();
+        {
+            let _held = writer.shared.lock();
+            assert!(writer.shared.post(2, false, b"queued before the close\n"));
+        }
+        let stats = guard.finish();
+        assert!(!writer.shared.post(2, false, b"too late\n"), "closed");
+        assert_eq!(stats.lock_handoffs, 1);
+        assert_eq!(stats.written_total(), 1);
+        assert!(stats.is_balanced());
+        std::fs::remove_file(path).ok();
     }
 }

@@ -179,6 +179,10 @@ pub struct WriterStats {
     /// keeps up, so the line is kept rather than dropped). The wait is the scheduler's,
     /// not the reader's; it shows how often the machine's load reached a log call.
     pub lock_waits: u64,
+    /// Calls that found the lock so held (drop mode) and handed their line over without
+    /// it instead of sleeping: the next holder of the lock queued it (or dropped and
+    /// counted it, as a call holding the lock would have). Counted when queued.
+    pub lock_handoffs: u64,
 }
 
 /// Where a writer's last report went: when it stops with drops not yet reported (the

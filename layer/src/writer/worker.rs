@@ -42,6 +42,7 @@ fn nap_for(bytes: usize, elapsed: Duration, capacity: usize) -> Duration {
 fn linger(shared: &Shared, nap: Duration) {
     let until = Instant::now() + LINGER;
     while shared.queued_hint.load(Ordering::Acquire) == 0
+        && shared.posted.is_empty()
         && !shared.stop_flag.load(Ordering::Acquire)
         && Instant::now() < until
     {
@@ -83,6 +84,7 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
                 return;
             }
             st.fold(&shared.lockless_drops);
+            shared.drain_posted(&mut st);
             if st.queue.pending_bytes() > 0 || st.report_due() {
                 break;
             }
@@ -239,6 +241,7 @@ fn last_words<'a>(
     torn: bool,
 ) {
     st.fold(&shared.lockless_drops);
+    shared.drain_posted(&mut st);
     let lines = st.queue.abandon();
     for (li, n) in lines.iter().enumerate() {
         st.count_drop(li, DropReason::Shutdown, *n, true);
