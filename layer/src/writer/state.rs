@@ -68,8 +68,10 @@ pub(super) struct Shared {
     pub(super) clock: Arc<dyn Clock>,
     /// The output is stderr: the last report has nowhere else to go.
     pub(super) output_is_stderr: bool,
-    /// Lines handed over without the lock, queued by the next holder of the lock.
-    pub(super) posted: crossbeam_queue::ArrayQueue<Posted>,
+    /// Lines handed over without the lock, queued by the next holder of the lock (boxed:
+    /// its cache-padded fields would otherwise change how the hot fields here share
+    /// cache lines).
+    pub(super) posted: Box<crossbeam_queue::ArrayQueue<Posted>>,
     /// Callers between looking at `closing` and posting.
     pub(super) posting: AtomicUsize,
     /// The guard is closing the writer: nothing more is posted.
@@ -274,7 +276,7 @@ impl Shared {
             clock,
             output_is_stderr,
             style: Style::new(format, &service),
-            posted: crossbeam_queue::ArrayQueue::new(POST_SLOTS),
+            posted: Box::new(crossbeam_queue::ArrayQueue::new(POST_SLOTS)),
             posting: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
         };
