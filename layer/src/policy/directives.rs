@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope, MAX_SAMPLING_RULES};
 use super::target::{Target, TargetError};
-use super::when::{When, WhenSampling, WhenTarget, MAX_WHEN_TARGETS};
+use super::when::{has_room, set_entry, When, WhenSampling, WhenTarget, MAX_WHEN_TARGETS};
 use crate::level::Level;
 
 /// The most per-target entries one layer may have.
@@ -269,26 +269,12 @@ impl Directives {
 
     /// Sets the level of `target` under `when`, replacing an earlier entry for both.
     pub fn set_when_target(&mut self, entry: WhenTarget) {
-        match self
-            .when
-            .iter_mut()
-            .find(|e| e.target == entry.target && e.when == entry.when)
-        {
-            Some(slot) => *slot = entry,
-            None => self.when.push(entry),
-        }
+        set_entry(&mut self.when, entry);
     }
 
     /// Sets the sampling of `target` under `when`, replacing an earlier rule for both.
     pub fn set_when_sampling(&mut self, rule: WhenSampling) {
-        match self
-            .when_sampling
-            .iter_mut()
-            .find(|r| r.target == rule.target && r.when == rule.when)
-        {
-            Some(slot) => *slot = rule,
-            None => self.when_sampling.push(rule),
-        }
+        set_entry(&mut self.when_sampling, rule);
     }
 
     /// Whether these directives say nothing at all.
@@ -309,11 +295,7 @@ impl Directives {
         // `@sample(target)=1/N@when(field=value)`: the rule applies under a condition.
         let (value, when) = match value.find("@when") {
             Some(at) if name.starts_with("sample(") => {
-                let condition = value[at + "@when".len()..]
-                    .strip_prefix('(')
-                    .and_then(|c| c.strip_suffix(')'))
-                    .ok_or_else(|| bad("expected @sample(target)=1/N@when(field=value|value...)".into()))?;
-                let when: When = condition.parse().map_err(|e: super::when::WhenError| bad(e.to_string()))?;
+                let when = parse_condition(&value[at..], "@sample(target)=1/N").map_err(bad)?;
                 (value[..at].trim(), Some(when))
             }
             Some(_) => {
@@ -411,15 +393,15 @@ impl Directives {
                             "sampling is per event only under when: a request that satisfies a condition is always kept whole".into(),
                         ));
                     }
-                    let known = self.when_sampling.iter().any(|r| r.target == target && r.when == when);
-                    if !known && self.when_sampling.len() >= MAX_WHEN_TARGETS {
-                        return Err(bad(format!("too many @sample entries with @when (at most {MAX_WHEN_TARGETS})")));
-                    }
-                    self.set_when_sampling(WhenSampling {
+                    let rule = WhenSampling {
                         when,
                         target,
                         keep_one_in,
-                    });
+                    };
+                    if !has_room(&self.when_sampling, &rule) {
+                        return Err(bad(format!("too many @sample entries with @when (at most {MAX_WHEN_TARGETS})")));
+                    }
+                    self.set_when_sampling(rule);
                     return Ok(());
                 }
                 if !self.sampling.iter().any(|r| r.target == target) && self.sampling.len() >= MAX_SAMPLING_RULES {
@@ -473,11 +455,7 @@ impl Directives {
                 out.parse_setting(directive)
             } else if let Some(at) = directive.find("@when") {
                 parse_when_directive(directive, at).and_then(|entry| {
-                    let known = out
-                        .when
-                        .iter()
-                        .any(|e| e.target == entry.target && e.when == entry.when);
-                    if !known && out.when.len() >= MAX_WHEN_TARGETS {
+                    if !has_room(&out.when, &entry) {
                         return Err(DirectiveError::InvalidSetting {
                             directive: quoted(directive),
                             reason: format!("too many @when entries (at most {MAX_WHEN_TARGETS})"),
@@ -509,19 +487,25 @@ impl Directives {
     }
 }
 
+/// `@when(field=value|value...)` at the end of an entry whose form before it is `form`
+/// (for the error).
+fn parse_condition(text: &str, form: &str) -> Result<When, String> {
+    let condition = text
+        .strip_prefix("@when(")
+        .and_then(|c| c.strip_suffix(')'))
+        .ok_or_else(|| format!("expected {form}@when(field=value|value...)"))?;
+    condition
+        .parse()
+        .map_err(|e: super::when::WhenError| e.to_string())
+}
+
 /// `target=level@when(field=value|value...)`, `at` being where `@when` starts.
 fn parse_when_directive(directive: &str, at: usize) -> Result<WhenTarget, DirectiveError> {
     let bad = |reason: String| DirectiveError::InvalidSetting {
         directive: quoted(directive),
         reason,
     };
-    let condition = directive[at + "@when".len()..]
-        .strip_prefix('(')
-        .and_then(|c| c.strip_suffix(')'))
-        .ok_or_else(|| bad("expected target=level@when(field=value|value...)".into()))?;
-    let when: When = condition
-        .parse()
-        .map_err(|e: super::when::WhenError| bad(e.to_string()))?;
+    let when = parse_condition(&directive[at..], "target=level").map_err(bad)?;
     match parse_level_directive(&directive[..at])? {
         (Some(target), level) => Ok(WhenTarget {
             when,

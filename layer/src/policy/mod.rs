@@ -392,25 +392,19 @@ impl Policy {
         directives.redact_values = active.iter().any(|l| l.directives.redact_values);
         // Conditional entries, highest priority first: under a condition, the first
         // entry that matches a target (see `When`) decides, before any other entry.
+        fn add_new<T: when::Conditional>(list: &mut Vec<T>, from: &[T]) {
+            for entry in from {
+                if !when::has_entry(list, entry) && list.len() < MAX_WHEN_TARGETS {
+                    list.push(entry.clone());
+                }
+            }
+        }
         for layer in &active {
-            for entry in &layer.directives.when {
-                let known = directives
-                    .when
-                    .iter()
-                    .any(|e| e.target == entry.target && e.when == entry.when);
-                if !known && directives.when.len() < MAX_WHEN_TARGETS {
-                    directives.when.push(entry.clone());
-                }
-            }
-            for rule in &layer.directives.when_sampling {
-                let known = directives
-                    .when_sampling
-                    .iter()
-                    .any(|r| r.target == rule.target && r.when == rule.when);
-                if !known && directives.when_sampling.len() < MAX_WHEN_TARGETS {
-                    directives.when_sampling.push(rule.clone());
-                }
-            }
+            add_new(&mut directives.when, &layer.directives.when);
+            add_new(
+                &mut directives.when_sampling,
+                &layer.directives.when_sampling,
+            );
         }
         let next_expiry = active.iter().filter_map(|l| l.expires_at).min();
         EffectivePolicy {

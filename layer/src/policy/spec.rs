@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
+use super::when::has_entry;
 use super::{
     check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, When, WhenSampling,
     WhenTarget, BASELINE_SOURCE, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
@@ -367,6 +368,34 @@ impl Problems {
         out
     }
 
+    /// The condition the entry at `at` (`targets[j]`, `sampling[j]`) applies under:
+    /// its own `when` (recorded at `at.when...` if bad), or the layer's (`layer`, what
+    /// is valid of `layer_spec`), or none. `Err` when the entry has none it can use: its
+    /// own beside the layer's (recorded), or the layer's was refused.
+    fn entry_when(
+        &mut self,
+        at: &str,
+        own: Option<&WhenSpec>,
+        layer: Option<&When>,
+        layer_spec: Option<&WhenSpec>,
+    ) -> Result<Option<When>, ()> {
+        match (own, layer, layer_spec) {
+            (Some(_), _, Some(_)) => {
+                self.add(
+                    format!("{at}.when"),
+                    "the layer's when already applies to every entry",
+                );
+                Err(())
+            }
+            (Some(w), _, None) => w.to_when().map(Some).map_err(|e| {
+                self.add(format!("{at}.{}", e.path), e.message);
+            }),
+            (None, Some(w), _) => Ok(Some(w.clone())),
+            (None, None, Some(_)) => Err(()), // the layer's when was refused
+            (None, None, None) => Ok(None),
+        }
+    }
+
     /// `r`'s value, or `None` with its error recorded at `path`.
     fn check<T, E: fmt::Display>(&mut self, path: impl Into<String>, r: Result<T, E>) -> Option<T> {
         r.map_err(|e| self.add(path, e.to_string())).ok()
@@ -423,32 +452,22 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             let Some(target) = p.check(&path, Target::new(&t.target)) else {
                 continue;
             };
-            let when = match (&t.when, &layer_when, &spec.when) {
-                (Some(_), _, Some(_)) => {
-                    p.add(
-                        format!("targets[{j}].when"),
-                        "the layer's when already applies to every target",
-                    );
-                    continue;
-                }
-                (Some(w), _, None) => match w.to_when() {
-                    Ok(w) => Some(w),
-                    Err(e) => {
-                        p.add(format!("targets[{j}].{}", e.path), e.message);
-                        continue;
-                    }
-                },
-                (None, Some(w), _) => Some(w.clone()),
-                (None, None, Some(_)) => continue, // the layer's when was refused
-                (None, None, None) => None,
+            let Ok(when) = p.entry_when(
+                &format!("targets[{j}]"),
+                t.when.as_ref(),
+                layer_when.as_ref(),
+                spec.when.as_ref(),
+            ) else {
+                continue;
             };
             match when {
                 Some(when) => {
-                    if directives
-                        .when
-                        .iter()
-                        .any(|e| e.target == target && e.when == when)
-                    {
+                    let entry = WhenTarget {
+                        when,
+                        target,
+                        level: t.level,
+                    };
+                    if has_entry(&directives.when, &entry) {
                         p.add(path, format!("duplicate target {:?}", t.target));
                     } else if directives.when.len() >= MAX_WHEN_TARGETS {
                         p.add(
@@ -456,11 +475,7 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
                             format!("too many targets with when (at most {MAX_WHEN_TARGETS})"),
                         );
                     } else {
-                        directives.when.push(WhenTarget {
-                            when,
-                            target,
-                            level: t.level,
-                        });
+                        directives.when.push(entry);
                     }
                 }
                 None if directives.targets.iter().any(|(x, _)| *x == target) => {
@@ -485,64 +500,19 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
         for (j, r) in spec.sampling.iter().enumerate() {
             let at = |f: &str| format!("sampling[{j}].{f}");
             let target = p.check(at("target"), Target::new(&r.target));
-            let when = match (&r.when, &layer_when, &spec.when) {
-                (Some(_), _, Some(_)) => {
-                    p.add(at("when"), "the layer's when already applies to every rule");
-                    continue;
-                }
-                (Some(w), _, None) => match w.to_when() {
-                    Ok(w) => Some(w),
-                    Err(e) => {
-                        p.add(at(&e.path), e.message);
-                        continue;
-                    }
-                },
-                (None, Some(w), _) => Some(w.clone()),
-                (None, None, Some(_)) => continue, // the layer's when was refused
-                (None, None, None) => None,
-            };
-            if let Some(when) = when {
-                if r.scope != SamplingScope::Event {
-                    p.add(
-                        at("scope"),
-                        "sampling is per event only under when: a request that satisfies a condition is always kept whole",
-                    );
-                    continue;
-                }
-                let keep_one_in = p.check(
-                    at("keepOneIn"),
-                    sampling::one_in("keepOneIn", r.keep_one_in),
-                );
-                if r.span.is_some() {
-                    p.add(at("span"), "span is only meaningful with scope: request");
-                }
-                let Some(target) = target else { continue };
-                if directives
-                    .when_sampling
-                    .iter()
-                    .any(|x| x.target == target && x.when == when)
-                {
-                    p.add(
-                        at("target"),
-                        format!("duplicate sampling target {:?}", r.target),
-                    );
-                } else if directives.when_sampling.len() >= MAX_WHEN_TARGETS {
-                    p.add(
-                        at("target"),
-                        format!("too many sampling rules with when (at most {MAX_WHEN_TARGETS})"),
-                    );
-                } else if let Some(keep_one_in) = keep_one_in {
-                    directives.when_sampling.push(WhenSampling {
-                        when,
-                        target,
-                        keep_one_in,
-                    });
-                }
+            let Ok(when) = p.entry_when(
+                &format!("sampling[{j}]"),
+                r.when.as_ref(),
+                layer_when.as_ref(),
+                spec.when.as_ref(),
+            ) else {
                 continue;
-            }
-            let duplicate = target
-                .as_ref()
-                .is_some_and(|t| directives.sampling.iter().any(|x| x.target == *t));
+            };
+            // Under a condition, a duplicate is the same target and condition (below).
+            let duplicate = when.is_none()
+                && target
+                    .as_ref()
+                    .is_some_and(|t| directives.sampling.iter().any(|x| x.target == *t));
             if duplicate {
                 p.add(
                     at("target"),
@@ -564,6 +534,36 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
                     .check(at("span"), sampling::span_name(s))
                     .map(|s| Scope::Request { span: Some(s) }),
             };
+            if let Some(when) = when {
+                if r.scope != SamplingScope::Event {
+                    p.add(
+                        at("scope"),
+                        "sampling is per event only under when: a request that satisfies a condition is always kept whole",
+                    );
+                } else if let (Some(target), Some(keep_one_in)) = (target, keep_one_in) {
+                    let rule = WhenSampling {
+                        when,
+                        target,
+                        keep_one_in,
+                    };
+                    if has_entry(&directives.when_sampling, &rule) {
+                        p.add(
+                            at("target"),
+                            format!("duplicate sampling target {:?}", r.target),
+                        );
+                    } else if directives.when_sampling.len() >= MAX_WHEN_TARGETS {
+                        p.add(
+                            at("target"),
+                            format!(
+                                "too many sampling rules with when (at most {MAX_WHEN_TARGETS})"
+                            ),
+                        );
+                    } else {
+                        directives.when_sampling.push(rule);
+                    }
+                }
+                continue;
+            }
             if let (Some(target), Some(keep_one_in), Some(scope), false) =
                 (target, keep_one_in, scope, duplicate)
             {

@@ -242,6 +242,55 @@ impl fmt::Display for WhenSampling {
     }
 }
 
+/// An entry that applies under a condition: a list holds at most one per target and
+/// condition ([`WhenTarget`], [`WhenSampling`]).
+pub(crate) trait Conditional: Clone {
+    fn target(&self) -> &Target;
+    fn when(&self) -> &When;
+
+    /// Whether `other` is the entry for the same target and condition.
+    fn same_entry(&self, other: &Self) -> bool {
+        self.target() == other.target() && self.when() == other.when()
+    }
+}
+
+impl Conditional for WhenTarget {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+    fn when(&self) -> &When {
+        &self.when
+    }
+}
+
+impl Conditional for WhenSampling {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+    fn when(&self) -> &When {
+        &self.when
+    }
+}
+
+/// Whether `list` has an entry for `item`'s target and condition.
+pub(crate) fn has_entry<T: Conditional>(list: &[T], item: &T) -> bool {
+    list.iter().any(|e| e.same_entry(item))
+}
+
+/// Puts `item` in `list`, replacing the entry for its target and condition.
+pub(crate) fn set_entry<T: Conditional>(list: &mut Vec<T>, item: T) {
+    match list.iter_mut().find(|e| e.same_entry(&item)) {
+        Some(slot) => *slot = item,
+        None => list.push(item),
+    }
+}
+
+/// Whether `item` can go into `list`: it replaces an entry, or there is room for one
+/// more (at most [`MAX_WHEN_TARGETS`]).
+pub(crate) fn has_room<T: Conditional>(list: &[T], item: &T) -> bool {
+    has_entry(list, item) || list.len() < MAX_WHEN_TARGETS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -372,11 +372,7 @@ impl Writer {
             sh.publish_queued(&st);
             return sh.accepted(st, li);
         }
-        let full = if always_keep {
-            DropReason::ReserveFull
-        } else {
-            DropReason::QueueFull
-        };
+        let full = DropReason::full(always_keep);
         let mut deadline = None;
         let mut waited = false;
         loop {
@@ -385,20 +381,14 @@ impl Writer {
                 return false;
             }
             let fit = st.queue.fit(line.len(), always_keep);
-            if fit == Fit::Later && always_keep && sh.overflow == Overflow::Drop {
-                // Errors take the place of queued lines of lower levels rather than wait
-                // or be dropped; by default (never wait) then of older ones of their own.
-                let below = st.queue.evict_below(li);
-                if sh.count_evicted(&mut st, below) {
-                    continue;
-                }
-                if sh.reserve_full == ReserveFull::Drop {
-                    let need = st.queue.shortfall(line.len(), always_keep);
-                    let older = st.queue.evict_oldest(li, need);
-                    if sh.count_evicted(&mut st, older) {
-                        continue;
-                    }
-                }
+            // Errors take the place of queued lines of lower levels rather than wait or
+            // be dropped; by default (never wait) then of older ones of their own.
+            if fit == Fit::Later
+                && always_keep
+                && sh.overflow == Overflow::Drop
+                && sh.evict_for(&mut st, li, line.len())
+            {
+                continue;
             }
             let wait = match fit {
                 Fit::Now => {
@@ -599,9 +589,8 @@ impl WriterGuard {
         };
         let deadline = Instant::now().checked_add(sh.flush_timeout);
         let mut st = sh.lock_folded();
-        // Lines handed over before the close are queued as any line before it; then
-        // no more are, and those being handed over now are counted as shutdown drops.
-        sh.drain_posted(&mut st);
+        // Lines handed over before the close were queued by `lock_folded`; from now no
+        // more are, and those being handed over now are counted as shutdown drops.
         st.closed = true;
         sh.closing.store(true, Ordering::SeqCst);
         while sh.posting.load(Ordering::SeqCst) > 0 {

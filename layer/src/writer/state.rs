@@ -137,6 +137,13 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Counts a line of level `li` just queued.
+    #[inline]
+    pub(super) fn count_accepted(&mut self, li: usize) {
+        self.levels[li].accepted += 1;
+        self.accepted_seq += 1;
+    }
+
     /// Counts `n` dropped lines of level `li`; reportable drops also go to the next
     /// in-band report. Returns whether the writer thread should be woken for a report.
     pub(super) fn count_drop(
@@ -377,33 +384,35 @@ impl Shared {
                 Fit::Now => {
                     st.queue.push(li, line, always_keep);
                     self.publish_queued(st);
-                    st.levels[li].accepted += 1;
-                    st.accepted_seq += 1;
+                    st.count_accepted(li);
                     return;
                 }
                 Fit::Later if always_keep => {
-                    let below = st.queue.evict_below(li);
-                    if self.count_evicted(st, below) {
-                        continue;
+                    if !self.evict_for(st, li, line.len()) {
+                        break;
                     }
-                    if self.reserve_full == ReserveFull::Drop {
-                        let need = st.queue.shortfall(line.len(), always_keep);
-                        let older = st.queue.evict_oldest(li, need);
-                        if self.count_evicted(st, older) {
-                            continue;
-                        }
-                    }
-                    break;
                 }
                 Fit::Later | Fit::Never => break,
             }
         }
-        let full = if always_keep {
-            DropReason::ReserveFull
-        } else {
-            DropReason::QueueFull
-        };
-        st.count_drop(li, full, 1, true);
+        st.count_drop(li, DropReason::full(always_keep), 1, true);
+    }
+
+    /// Makes room for an `alwaysKeep` line of level `li` and `len` bytes that found the
+    /// whole queue full (drop mode): evicts every waiting line of a lower level, then,
+    /// with [`ReserveFull::Drop`], the oldest of its own. Returns whether anything was
+    /// evicted (then try to fit it again).
+    pub(super) fn evict_for(&self, st: &mut State, li: usize, len: usize) -> bool {
+        let below = st.queue.evict_below(li);
+        if self.count_evicted(st, below) {
+            return true;
+        }
+        if self.reserve_full == ReserveFull::Drop {
+            let need = st.queue.shortfall(len, true);
+            let older = st.queue.evict_oldest(li, need);
+            return self.count_evicted(st, older);
+        }
+        false
     }
 
     /// Counts the lines an eviction dropped (see [`Queue::evict_below`] and
@@ -438,8 +447,7 @@ impl Shared {
     /// rechecks the queue under the lock; no wakeup is lost). Returns `true`.
     #[inline]
     pub(super) fn accepted(&self, mut st: MutexGuard<'_, State>, li: usize) -> bool {
-        st.levels[li].accepted += 1;
-        st.accepted_seq += 1;
+        st.count_accepted(li);
         let wake = std::mem::replace(&mut st.writer_idle, false);
         drop(st);
         if wake {

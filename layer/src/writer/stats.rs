@@ -52,6 +52,17 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// What a line that found its share of the queue full is dropped for:
+    /// [`ReserveFull`](Self::ReserveFull) for an `alwaysKeep` line, else
+    /// [`QueueFull`](Self::QueueFull).
+    pub(crate) fn full(always_keep: bool) -> Self {
+        if always_keep {
+            DropReason::ReserveFull
+        } else {
+            DropReason::QueueFull
+        }
+    }
+
     /// Every reason, in counter order.
     pub const ALL: [DropReason; REASONS] = [
         DropReason::QueueFull,
