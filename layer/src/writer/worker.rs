@@ -240,8 +240,8 @@ fn last_words<'a>(
     out: &mut output::Destination,
     torn: bool,
 ) {
+    // (Nothing is handed over any longer: the guard closed and drained that first.)
     st.fold(&shared.lockless_drops);
-    shared.drain_posted(&mut st);
     let lines = st.queue.abandon();
     for (li, n) in lines.iter().enumerate() {
         st.count_drop(li, DropReason::Shutdown, *n, true);
