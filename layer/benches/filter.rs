@@ -38,7 +38,9 @@
 //!     `EnvFilter` with the equivalent span filter
 //!     (`shop::payment[request{user_id=42}]=debug`); and the same `debug!` inside a
 //!     matching request span, to JSON, against an unconditional `shop::payment=debug`
-//!     (reported).
+//!     (reported). With customer 42's requests in flight, the named-outside pair runs in
+//!     alternating rounds with a third case, the floor: a filter that answers at once
+//!     at the same `sometimes` callsite, i.e. tracing's own path, which no filter avoids.
 //!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
@@ -141,26 +143,75 @@ fn payment_debug() {
 
 const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
 /// Alternating rounds of the named-outside pair with customer 42 in flight (awake).
-const WHEN_ROUNDS: usize = 3;
+const WHEN_ROUNDS: usize = 5;
 
-/// The ratio of each alternating round of that pair, and their median.
-fn when_rounds() -> serde_json::Value {
+/// The median of `ours / peer` over the alternating rounds, with each round's ratio.
+fn rounds_median(ours: &str, peer: &str) -> (Vec<f64>, Option<f64>) {
     let mut ratios: Vec<f64> = (1..=WHEN_ROUNDS)
         .filter_map(|r| {
-            let ours = report::median_ns("w-when", &format!("named-outside-rounds/logpolicy/{r}"))?;
-            let peer = report::median_ns("w-when", &format!("named-outside-rounds/envfilter/{r}"))?;
+            let ours = report::median_ns("w-when", &format!("named-outside-rounds/{ours}/{r}"))?;
+            let peer = report::median_ns("w-when", &format!("named-outside-rounds/{peer}/{r}"))?;
             Some(ours / peer)
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
     let median = ratios.get(ratios.len() / 2).copied();
-    if let Some(m) = median {
+    (ratios, median)
+}
+
+/// The ratios of each alternating round of the awake named-outside cases, and their
+/// medians: ours vs EnvFilter (the target), the floor vs EnvFilter (the least any filter
+/// could reach there), ours vs the floor (what ours adds to tracing's own path).
+fn when_rounds() -> serde_json::Value {
+    let (ratios, median) = rounds_median("logpolicy", "envfilter");
+    let (floor_ratios, floor_median) = rounds_median("floor", "envfilter");
+    let (over_floor, over_floor_median) = rounds_median("logpolicy", "floor");
+    if let (Some(m), Some(f), Some(o)) = (median, floor_median, over_floor_median) {
         println!(
-            "(w) named-outside with 42 in flight vs EnvFilter span filter, {} alternating rounds: ratios {ratios:.3?}, median {m:.3} (target 0.4)",
+            "(w) named-outside with 42 in flight, {} alternating rounds: ours vs EnvFilter span filter {ratios:.3?}, median {m:.3} (target 0.4); floor vs EnvFilter {floor_ratios:.3?}, median {f:.3}; ours vs floor {over_floor:.3?}, median {o:.3}",
             ratios.len()
         );
     }
-    serde_json::json!({"ratios": ratios, "median": median, "target": 0.4})
+    serde_json::json!({
+        "ratios": ratios,
+        "median": median,
+        "target": 0.4,
+        "floor_vs_envfilter": {"ratios": floor_ratios, "median": floor_median},
+        "ours_vs_floor": {"ratios": over_floor, "median": over_floor_median},
+    })
+}
+
+/// The least a filter can cost at a `sometimes` callsite: tracing's own path. Interest
+/// as ours gives it with the condition awake (`shop::payment` sometimes, other callsites
+/// by level), and `enabled` answering from the level alone, with no lookup at all.
+struct Floor;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Floor {
+    fn register_callsite(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        use tracing::subscriber::Interest;
+        if meta.target() == "shop::payment" {
+            Interest::sometimes()
+        } else if *meta.level() <= tracing::Level::INFO {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        *meta.level() <= tracing::Level::INFO
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::DEBUG)
+    }
 }
 
 /// `f` while another thread is inside a request of customer 42 (entered once, before
@@ -260,6 +311,9 @@ fn bench_when(c: &mut Criterion) {
             ("logpolicy", (|| ours(WHEN_RULE).0) as fn() -> Dispatch),
             ("envfilter", || {
                 env_filter("info,shop::payment[request{user_id=42}]=debug").0
+            }),
+            ("floor", || {
+                Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch))
             }),
         ] {
             let id = format!("named-outside-rounds/{who}/{round}");

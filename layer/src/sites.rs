@@ -3,11 +3,13 @@
 //! metadata is never freed or moved).
 //!
 //! An entry is built once, leaked (`'static`), and never removed, so a lookup is a hash,
-//! an atomic load and a compare, with no reference counting. The table has a fixed
+//! an atomic load and a compare, with no reference counting ([`Words`] keeps one word
+//! inline per slot instead of a pointer to an entry). The table has a fixed
 //! number of slots and a lookup probes a few of them: when they are all taken by other
 //! callsites, the callsite has no entry and its caller takes its slow path. A program has
 //! a bounded number of callsites, so the memory is bounded too.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Per-callsite data kept in a [`Table`].
@@ -26,20 +28,6 @@ const PROBES: usize = 8;
 fn slot_of(key: usize, slots: usize) -> usize {
     // Fibonacci hashing of the address (metadata are at least 8-byte aligned).
     (((key >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % slots
-}
-
-/// The entry for `key`, if there is one.
-#[inline]
-pub(crate) fn find<T: Site>(table: &'static Table<T>, key: usize) -> Option<&'static T> {
-    let start = slot_of(key, table.len());
-    for i in 0..PROBES {
-        match table[(start + i) % table.len()].get() {
-            Some(e) if e.key() == key => return Some(e),
-            Some(_) => continue,
-            None => return None,
-        }
-    }
-    None
 }
 
 /// The entry for `key`, built by `make` if there is none yet; `None` when the slots
@@ -77,6 +65,63 @@ fn insert<T: Site>(
     Some(*slot.get_or_init(|| Box::leak(Box::new(make()))))
 }
 
+/// A slot of a [`Words`] table: a callsite's key (0: free) and one word of data, inline,
+/// so a lookup needs no pointer to an entry: a hash, a load and compare of the key, and
+/// the load of the word.
+pub(crate) struct WordSlot {
+    key: AtomicUsize,
+    word: AtomicU64,
+}
+
+impl WordSlot {
+    /// A free slot: `static W: [WordSlot; SLOTS] = [const { WordSlot::free() }; SLOTS];`.
+    pub(crate) const fn free() -> WordSlot {
+        WordSlot {
+            key: AtomicUsize::new(0),
+            word: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A table of one word per callsite, keyed like a [`Table`]. A slot, once claimed by a
+/// key, keeps it; a word reads 0 until its first store.
+pub(crate) type Words = [WordSlot];
+
+/// The word of `key`, if it has a slot.
+#[inline(always)]
+pub(crate) fn find_word(table: &'static Words, key: usize) -> Option<&'static AtomicU64> {
+    let start = slot_of(key, table.len());
+    for i in 0..PROBES {
+        let slot = &table[(start + i) % table.len()];
+        let k = slot.key.load(Ordering::Acquire);
+        if k == key {
+            return Some(&slot.word);
+        }
+        if k == 0 {
+            return None;
+        }
+    }
+    None
+}
+
+/// The word of `key`, claiming a free slot for it if it has none; `None` when the slots
+/// probed are all taken by other keys. `key` must not be 0.
+pub(crate) fn find_or_insert_word(table: &'static Words, key: usize) -> Option<&'static AtomicU64> {
+    let start = slot_of(key, table.len());
+    for i in 0..PROBES {
+        let slot = &table[(start + i) % table.len()];
+        match slot
+            .key
+            .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Some(&slot.word),
+            Err(k) if k == key => return Some(&slot.word),
+            Err(_) => continue,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,15 +145,49 @@ mod tests {
             .take(PROBES + 1)
             .collect();
         assert_eq!(same.len(), PROBES + 1);
+        let found = |k: usize| find_or_insert(&TABLE, k, || panic!("{k:#x} has an entry"));
         for &k in &same[..PROBES] {
-            assert_eq!(find(&TABLE, k).map(|e| e.0), None);
             assert_eq!(find_or_insert(&TABLE, k, || Entry(k)).map(|e| e.0), Some(k));
-            assert_eq!(find(&TABLE, k).map(|e| e.0), Some(k));
+            assert_eq!(found(k).map(|e| e.0), Some(k));
         }
         let last = same[PROBES];
         assert!(find_or_insert(&TABLE, last, || Entry(last)).is_none());
-        assert!(find(&TABLE, last).is_none());
         // Earlier entries are still there.
-        assert_eq!(find(&TABLE, same[0]).map(|e| e.0), Some(same[0]));
+        assert_eq!(found(same[0]).map(|e| e.0), Some(same[0]));
+    }
+
+    #[test]
+    fn words_are_found_until_the_probed_slots_are_full() {
+        static WORDS: [WordSlot; 16] = [const { WordSlot::free() }; 16];
+        let base = 0x2000usize;
+        let same: Vec<usize> = (0..10_000usize)
+            .map(|i| base + i * 8)
+            .filter(|&k| slot_of(k, 16) == slot_of(base, 16))
+            .take(PROBES + 1)
+            .collect();
+        for (n, &k) in same[..PROBES].iter().enumerate() {
+            assert!(find_word(&WORDS, k).is_none());
+            let word = find_or_insert_word(&WORDS, k).expect("a free slot");
+            assert_eq!(word.load(Ordering::Relaxed), 0, "a new word reads 0");
+            word.store(n as u64 + 1, Ordering::Relaxed);
+            // The same key finds the same word, by either call.
+            assert_eq!(
+                find_word(&WORDS, k).map(|w| w.load(Ordering::Relaxed)),
+                Some(n as u64 + 1)
+            );
+            assert_eq!(
+                find_or_insert_word(&WORDS, k).map(|w| w.load(Ordering::Relaxed)),
+                Some(n as u64 + 1)
+            );
+        }
+        let last = same[PROBES];
+        assert!(find_or_insert_word(&WORDS, last).is_none());
+        assert!(find_word(&WORDS, last).is_none());
+        for (n, &k) in same[..PROBES].iter().enumerate() {
+            assert_eq!(
+                find_word(&WORDS, k).map(|w| w.load(Ordering::Relaxed)),
+                Some(n as u64 + 1)
+            );
+        }
     }
 }

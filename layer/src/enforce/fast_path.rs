@@ -2,7 +2,7 @@
 //! a process-wide lock-free table, and behind it a per-thread cache of verdicts.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use tracing_core::Metadata;
@@ -12,7 +12,7 @@ use super::limits::{BurstDecision, BurstWindow, Notice};
 use super::stats::{RuleCounters, StatsCells};
 use super::when;
 use crate::policy::Burst;
-use crate::sites::{self, Site};
+use crate::sites::{self, WordSlot};
 
 /// Per-callsite state that outlives policy changes: the burst window.
 #[derive(Debug)]
@@ -47,23 +47,14 @@ impl Verdict {
 }
 
 /// The lock-free event path: per registered callsite, the verdict of the last filter
-/// and policy generation that decided it, in one word, in a process-wide table
-/// ([`sites`]). An event whose callsite's word is for this filter and its current
-/// generation is decided by the word alone: disabled, enabled, or sampled by the rule in
-/// slot `slot` of the filter's rule table (one atomic add). Anything else (no word yet,
-/// another filter's or an older policy's word, a burst limit) takes the cached path.
-struct SiteVerdict {
-    key: usize,
-    word: AtomicU64,
-}
-
-impl Site for SiteVerdict {
-    fn key(&self) -> usize {
-        self.key
-    }
-}
-
-static SITE_VERDICTS: [OnceLock<&'static SiteVerdict>; 4096] = [const { OnceLock::new() }; 4096];
+/// and policy generation that decided it, in one word, inline in a process-wide table
+/// ([`sites::Words`]). An event whose callsite's word is for this filter and its current
+/// generation (the filter's [`tag`]) is decided by the word alone: disabled,
+/// disabled unless the thread is in a span that satisfies a condition, enabled, or
+/// sampled by the rule in slot `slot` of the filter's rule table (one atomic add).
+/// Anything else (no word yet, another filter's or an older policy's word, a burst
+/// limit) takes the cached path.
+static SITE_VERDICTS: [WordSlot; 4096] = [const { WordSlot::free() }; 4096];
 
 /// Rules of a filter that the lock-free path can reach (more take the cached path).
 pub(super) const RULE_SLOTS: usize = 256;
@@ -78,29 +69,18 @@ impl FastWord {
     const DISABLED: u64 = 1;
     const ENABLED: u64 = 2;
     const SAMPLED: u64 = 3;
-
-    #[inline]
-    fn tag(filter: usize, generation: u64) -> u64 {
-        ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
-    }
+    /// Disabled with slot 1: unless the thread is in a span that satisfies a condition.
+    const CONDITIONAL: u64 = (1 << 2) | Self::DISABLED;
 
     fn new(filter: usize, generation: u64, kind: u64, slot: usize) -> Self {
-        FastWord(Self::tag(filter, generation) | ((slot as u64 & 0x3fff) << 2) | kind)
+        FastWord(tag(filter, generation) | ((slot as u64 & 0x3fff) << 2) | kind)
     }
+}
 
-    #[inline]
-    fn kind_for(self, tag: u64) -> u64 {
-        if self.0 & !0xffff == tag {
-            self.0 & 3
-        } else {
-            0
-        }
-    }
-
-    #[inline]
-    fn slot(self) -> usize {
-        ((self.0 >> 2) & 0x3fff) as usize
-    }
+/// The high bits of the event path's words of `filter` under `generation` (kept by the
+/// filter beside its generation, so the event path loads it instead of computing it).
+pub(super) fn tag(filter: usize, generation: u64) -> u64 {
+    ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
 }
 
 /// A per-thread, direct-mapped cache of verdicts, keyed by (filter, callsite,
@@ -131,35 +111,39 @@ impl Shared {
     /// [`PolicyFilter::enabled`]).
     #[inline]
     pub(super) fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        let sh = self;
-        let generation = sh.generation.load(Ordering::Acquire);
+        let tag = self.fast_tag.load(Ordering::Acquire);
         let key = meta as *const Metadata<'_> as usize;
         // Only registered (static) callsites have a word: a key is an identity.
-        if let Some(site) = sites::find(&SITE_VERDICTS, key) {
-            let word = FastWord(site.word.load(Ordering::Acquire));
-            // Ifs, not a match: the common kinds first, without a jump table.
-            let kind = word.kind_for(FastWord::tag(sh.id, generation));
-            if kind == FastWord::DISABLED {
-                // Disabled, unless a `when` entry names the callsite's target and the
-                // thread is in a span that satisfies a condition.
-                if word.slot() == 0 || when::current_mask() == 0 {
+        if let Some(word) = sites::find_word(&SITE_VERDICTS, key) {
+            // Of this filter and generation: only the low 16 bits (slot and kind) left.
+            let w = word.load(Ordering::Acquire) ^ tag;
+            // Ifs, not a match: the common words first, each one compare.
+            if w == FastWord::DISABLED {
+                return false;
+            }
+            if w == FastWord::CONDITIONAL {
+                // A `when` entry names the callsite's target: enabled only in a span
+                // that satisfies a condition.
+                if when::current_mask() == 0 {
                     return false;
                 }
-            } else if kind == FastWord::ENABLED {
+            } else if w == FastWord::ENABLED {
                 return true;
-            } else if kind == FastWord::SAMPLED {
-                if let Some(rule) = sh.rules.get(word.slot()).and_then(OnceLock::get) {
+            } else if w < 1 << 16 && w & 3 == FastWord::SAMPLED {
+                if let Some(rule) = self.rules.get((w >> 2) as usize).and_then(OnceLock::get) {
                     return rule.keep(meta.level());
                 }
             }
         }
-        self.enabled_cached(meta, generation, key)
+        self.enabled_cached(meta, key)
     }
 
     /// [`enabled`](Self::enabled) through the per-thread verdict cache; publishes the
     /// verdict for the lock-free path when it can take it.
-    fn enabled_cached(&self, meta: &Metadata<'_>, generation: u64, key: usize) -> bool {
+    #[inline(never)]
+    fn enabled_cached(&self, meta: &Metadata<'_>, key: usize) -> bool {
         let filter = self.id;
+        let generation = self.generation.load(Ordering::Acquire);
         // The thread's conditions matter only while this filter has some.
         let mask = if self.when_any.load(Ordering::Relaxed) != 0 {
             when::current_mask()
@@ -217,13 +201,9 @@ impl Shared {
         } else {
             (FastWord::ENABLED, 0)
         };
-        let make = || SiteVerdict {
-            key,
-            word: AtomicU64::new(0),
-        };
-        if let Some(site) = sites::find_or_insert(&SITE_VERDICTS, key, make) {
+        if let Some(site) = sites::find_or_insert_word(&SITE_VERDICTS, key) {
             let word = FastWord::new(self.id, generation, kind, slot);
-            site.word.store(word.0, Ordering::Release);
+            site.store(word.0, Ordering::Release);
         }
     }
 

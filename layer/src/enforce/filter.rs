@@ -17,7 +17,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::announce::{self, Announcer, LayerChange};
 use super::compiled::{Compiled, EventPath};
-use super::fast_path::{CallsiteState, RULE_SLOTS};
+use super::fast_path::{self, CallsiteState, RULE_SLOTS};
 use super::limits::{Budget, BurstWindow, Notices};
 use super::stats::{RuleCounters, Stats, StatsCells};
 use super::when;
@@ -42,6 +42,8 @@ pub(super) struct Shared {
     pub(super) compiled: ArcSwap<Compiled>,
     /// The generation of `compiled`, published after it is stored.
     pub(super) generation: AtomicU64,
+    /// The event path's tag of this filter and `generation`, published with it.
+    pub(super) fast_tag: AtomicU64,
     /// [`EventPath`] of `compiled`, published after it is stored.
     pub(super) event_path: AtomicU64,
     /// The bits of the `when` conditions of `compiled` (0: none; the span hooks return
@@ -196,8 +198,10 @@ impl PolicyFilter {
     fn build(policy: Policy, clock: Arc<dyn Clock>, own_timer: bool) -> Self {
         let stats = Arc::new(StatsCells::default());
         let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
+        let id = NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let shared = Arc::new(Shared {
-            id: NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize,
+            id,
+            fast_tag: AtomicU64::new(fast_path::tag(id, 0)),
             event_path: AtomicU64::new(EventPath::of(&compiled).0),
             when_any: AtomicU64::new(compiled.when_any),
             awake: AtomicBool::new(false),
@@ -316,6 +320,8 @@ impl Shared {
         self.when_any.store(when_any, Ordering::Release);
         self.event_path.store(path.0, Ordering::Release);
         self.generation.store(generation, Ordering::Release);
+        self.fast_tag
+            .store(fast_path::tag(self.id, generation), Ordering::Release);
         self.announce(state, now);
     }
 
