@@ -278,18 +278,34 @@ pub const SLOW_CALL_NS: u64 = 1_000_000;
 /// from those that were slow because of the logger: the thread's calls are cut into
 /// windows of [`SlowCalls::WINDOW`], and at the end of each the thread's scheduler
 /// statistics (`/proc/thread-self/schedstat`: time on a CPU, time runnable on a run
-/// queue) are read. In a window with a call of [`SLOW_CALL_NS`] or more, the slowest
-/// call less the window's run-queue time is what the call cost on the CPU or asleep
-/// (waiting for a lock, a condition variable or a write): the logger's part.
+/// queue, preemptions included) are read. In a window with a call of [`SLOW_CALL_NS`] or
+/// more:
 ///
-/// One read of a 3-number file per 256 calls: about 1% of a 200 ns call's time.
+/// - the slowest call less the window's run-queue time is what the call cost on the CPU,
+///   asleep, or off a CPU the thread was running on (`max_less_queued_ns`);
+/// - the window's time neither on a CPU nor on a run queue is either sleep (waiting for a
+///   lock, a condition variable or a write) or time the thread's CPU spent on what the
+///   kernel does not count as the thread's running: the hypervisor running something
+///   else (steal) or interrupt handling. Whether the thread slept is read after each
+///   slow window (its voluntary context switches, `/proc/thread-self/status`): when the
+///   count has not moved since the last read (the previous slow window, or the end of
+///   each of the thread's first windows), it did not sleep in this window, and that time is the machine's and is
+///   taken off too (`max_logger_ns`); when it moved, none is taken off (it may have
+///   slept on the logger).
+///
+/// One read of a 3-number file per 256 calls (about 1% of a 200 ns call's time), and
+/// one of the thread's status per slow window and after each of its first 64 windows.
 pub struct SlowCalls {
     sched: Option<std::fs::File>,
-    /// (on CPU, on a run queue) at the start of the window, ns.
-    at_start: (u64, u64),
+    status: Option<std::fs::File>,
+    /// The thread's voluntary context switches at the last read of `status`.
+    voluntary: Option<u64>,
+    /// The counters at the start of the window.
+    at_start: Counters,
     window_start: std::time::Instant,
     in_window: u32,
     slowest_in_window: u64,
+    windows_closed: u64,
     /// Windows with a slow call.
     pub slow_windows: u64,
     /// The largest (slowest call - its window's run-queue time), ns.
@@ -298,25 +314,54 @@ pub struct SlowCalls {
     /// time is taken off (at most one per window: its slowest).
     pub slow_less_queued: u64,
     /// The most time a window with a slow call spent neither on a CPU nor on a run
-    /// queue (asleep), ns.
+    /// queue (asleep, or off a CPU taken by the host or interrupts), ns.
     pub max_asleep_ns: u64,
+    /// Windows with a slow call in which the thread may have slept (its voluntary
+    /// context switches moved since the last read, or could not be read).
+    pub slept_windows: u64,
+    /// The largest slowest call less its window's run-queue time and, in a window
+    /// where the thread did not sleep, less the time the CPU was taken from the thread
+    /// while it ran: the logger's part, ns.
+    pub max_logger_ns: u64,
+    /// Slow calls that stay at or over [`SLOW_CALL_NS`] once the machine's part is
+    /// taken off.
+    pub slow_logger: u64,
+    /// The most time a window where the thread did not sleep spent off the CPU it was
+    /// running on (steal or interrupts), ns.
+    pub max_taken_ns: u64,
+}
+
+/// A thread's counters at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    on_cpu_ns: u64,
+    queued_ns: u64,
 }
 
 impl Default for SlowCalls {
     fn default() -> Self {
         let sched = std::fs::File::open("/proc/thread-self/schedstat").ok();
+        let status = std::fs::File::open("/proc/thread-self/status").ok();
         let mut me = Self {
             sched,
-            at_start: (0, 0),
+            status,
+            voluntary: None,
+            at_start: Counters::default(),
             window_start: std::time::Instant::now(),
             in_window: 0,
             slowest_in_window: 0,
+            windows_closed: 0,
             slow_windows: 0,
             max_less_queued_ns: 0,
             slow_less_queued: 0,
             max_asleep_ns: 0,
+            slept_windows: 0,
+            max_logger_ns: 0,
+            slow_logger: 0,
+            max_taken_ns: 0,
         };
-        me.at_start = me.read().unwrap_or((0, 0));
+        me.at_start = me.read().unwrap_or_default();
+        me.voluntary = me.voluntary_switches();
         me
     }
 }
@@ -324,22 +369,42 @@ impl Default for SlowCalls {
 impl SlowCalls {
     /// Calls per window.
     pub const WINDOW: u32 = 256;
+    /// Windows after each of which the thread's voluntary context switches are read,
+    /// whether slow or not.
+    const STARTUP_WINDOWS: u64 = 64;
 
     /// Whether the kernel keeps the statistics (without them the audit says nothing).
     pub fn available(&self) -> bool {
         self.sched.is_some()
     }
 
-    fn read(&self) -> Option<(u64, u64)> {
+    fn read(&self) -> Option<Counters> {
         use std::os::unix::fs::FileExt;
         let mut buf = [0u8; 96];
         let n = self.sched.as_ref()?.read_at(&mut buf, 0).ok()?;
         let mut fields = std::str::from_utf8(&buf[..n])
             .ok()?
             .split_ascii_whitespace();
-        let on_cpu = fields.next()?.parse().ok()?;
-        let queued = fields.next()?.parse().ok()?;
-        Some((on_cpu, queued))
+        let on_cpu_ns = fields.next()?.parse().ok()?;
+        let queued_ns = fields.next()?.parse().ok()?;
+        Some(Counters {
+            on_cpu_ns,
+            queued_ns,
+        })
+    }
+
+    /// The thread's voluntary context switches so far.
+    fn voluntary_switches(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 4096];
+        let n = self.status.as_ref()?.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n])
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// Records one call of `ns`.
@@ -362,14 +427,31 @@ impl SlowCalls {
         };
         if self.slowest_in_window >= SLOW_CALL_NS {
             let wall = now.duration_since(self.window_start).as_nanos() as u64;
-            let on_cpu = at_end.0.saturating_sub(self.at_start.0);
-            let queued = at_end.1.saturating_sub(self.at_start.1);
+            let start = self.at_start;
+            let on_cpu = at_end.on_cpu_ns.saturating_sub(start.on_cpu_ns);
+            let queued = at_end.queued_ns.saturating_sub(start.queued_ns);
+            let off = wall.saturating_sub(on_cpu + queued);
+            let voluntary = self.voluntary_switches();
+            let slept = voluntary.is_none() || voluntary != self.voluntary;
+            self.voluntary = voluntary;
             let less = self.slowest_in_window.saturating_sub(queued);
+            let taken = if slept { 0 } else { off };
+            let logger = less.saturating_sub(taken);
             self.slow_windows += 1;
             self.max_less_queued_ns = self.max_less_queued_ns.max(less);
             self.slow_less_queued += u64::from(less >= SLOW_CALL_NS);
-            self.max_asleep_ns = self.max_asleep_ns.max(wall.saturating_sub(on_cpu + queued));
+            self.max_asleep_ns = self.max_asleep_ns.max(off);
+            self.slept_windows += u64::from(slept);
+            self.max_logger_ns = self.max_logger_ns.max(logger);
+            self.slow_logger += u64::from(logger >= SLOW_CALL_NS);
+            self.max_taken_ns = self.max_taken_ns.max(taken);
+        } else if self.windows_closed < Self::STARTUP_WINDOWS {
+            // A thread's start (its first allocations, lazy initialisation) may sleep:
+            // read the count after each of its first windows, so that a later slow
+            // window is not taken for one that slept for what happened then.
+            self.voluntary = self.voluntary_switches();
         }
+        self.windows_closed += 1;
         self.at_start = at_end;
         self.window_start = now;
         self.in_window = 0;
@@ -382,6 +464,25 @@ impl SlowCalls {
         self.max_less_queued_ns = self.max_less_queued_ns.max(other.max_less_queued_ns);
         self.slow_less_queued += other.slow_less_queued;
         self.max_asleep_ns = self.max_asleep_ns.max(other.max_asleep_ns);
+        self.slept_windows += other.slept_windows;
+        self.max_logger_ns = self.max_logger_ns.max(other.max_logger_ns);
+        self.slow_logger += other.slow_logger;
+        self.max_taken_ns = self.max_taken_ns.max(other.max_taken_ns);
+    }
+
+    /// The findings, for a report.
+    pub fn to_json(&self) -> Value {
+        let us = |ns: u64| ns as f64 / 1e3;
+        json!({
+            "windows": self.slow_windows,
+            "max_less_queued_us": us(self.max_less_queued_ns),
+            "still_slow": self.slow_less_queued,
+            "max_asleep_us": us(self.max_asleep_ns),
+            "slept_windows": self.slept_windows,
+            "max_logger_us": us(self.max_logger_ns),
+            "logger_slow": self.slow_logger,
+            "max_taken_us": us(self.max_taken_ns),
+        })
     }
 }
 
