@@ -390,19 +390,17 @@ fn fmt_us(v: &Value) -> String {
 /// The slowest call less its run-queue wait, and how many calls stayed at 1 ms or more
 /// once theirs was taken off (see `SlowCalls`).
 fn less_queued(r: &Value) -> String {
-    let s = &r["slow_calls"];
-    if s.is_null() {
-        return "n/a".to_owned();
-    }
-    if s["windows"] == 0 {
-        return "no call ≥ 1 ms".to_owned();
-    }
-    format!("{} ({})", fmt_us(&s["max_less_queued_us"]), s["still_slow"])
+    slow_call(r, "max_less_queued_us", "still_slow")
 }
 
 /// The slowest call less the machine's part, and how many calls stayed at 1 ms or more
 /// once it was taken off (see `SlowCalls`).
 fn logger_part(r: &Value) -> String {
+    slow_call(r, "max_logger_us", "logger_slow")
+}
+
+/// The slow-call figure `max` of a run, with the count `still` beside it.
+fn slow_call(r: &Value, max: &str, still: &str) -> String {
     let s = &r["slow_calls"];
     if s.is_null() {
         return "n/a".to_owned();
@@ -410,7 +408,7 @@ fn logger_part(r: &Value) -> String {
     if s["windows"] == 0 {
         return "no call ≥ 1 ms".to_owned();
     }
-    format!("{} ({})", fmt_us(&s["max_logger_us"]), s["logger_slow"])
+    format!("{} ({})", fmt_us(&s[max]), s[still])
 }
 
 fn table(results: &[Value]) -> String {
