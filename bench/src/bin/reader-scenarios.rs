@@ -301,6 +301,17 @@ fn run_child(logger: Logger, reader: Reader, rate: u64, control: bool) -> Value 
     } else {
         load_name(rate)
     });
+    if control {
+        // Nothing is written: delivery and its accounting say nothing there.
+        for k in [
+            "error_delivered",
+            "info_delivered",
+            "lost_uncounted",
+            "ours_exact",
+        ] {
+            v[k] = Value::Null;
+        }
+    }
     v
 }
 
@@ -411,6 +422,11 @@ fn slow_call(r: &Value, max: &str, still: &str) -> String {
     format!("{} ({})", fmt_us(&s[max]), s[still])
 }
 
+/// A count, or "n/a" where the run has none.
+fn or_na(v: &Value) -> String {
+    v.as_u64().map_or("n/a".to_owned(), |n| n.to_string())
+}
+
 fn table(results: &[Value]) -> String {
     let mut out = String::new();
     out.push_str("| load | logger | reader | events/s | p99 call | max call | calls ≥ 1 ms / ≥ 50 ms | max call less run-queue wait (still ≥ 1 ms) | less the machine's part (still ≥ 1 ms) | peak RSS (growth) | errors delivered/emitted | info emitted | info delivered | counted dropped (info / all levels) | lost uncounted | ours: delivered − counted written / drops not reported |\n");
@@ -433,15 +449,13 @@ fn table(results: &[Value]) -> String {
             logger_part(r),
             u("peak_rss_kb") as f64 / 1024.0,
             u("rss_growth_kb") as f64 / 1024.0,
-            u("error_delivered"),
+            or_na(&r["error_delivered"]),
             u("error_emitted"),
             u("info_emitted"),
-            u("info_delivered"),
-            r["info_counted_dropped"]
-                .as_u64()
-                .map_or("n/a".to_owned(), |n| n.to_string()),
+            or_na(&r["info_delivered"]),
+            or_na(&r["info_counted_dropped"]),
             u("dropped_counted_all_levels"),
-            r["lost_uncounted"],
+            or_na(&r["lost_uncounted"]),
             if r["ours_exact"].is_null() {
                 "n/a".to_owned()
             } else {
