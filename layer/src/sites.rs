@@ -26,8 +26,12 @@ const PROBES: usize = 8;
 
 #[inline]
 fn slot_of(key: usize, slots: usize) -> usize {
-    // Fibonacci hashing of the address (metadata are at least 8-byte aligned).
-    (((key >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % slots
+    // The address in units of 8 bytes (metadata are 8-byte aligned and far larger, so
+    // two callsites never share a unit): a program's callsites are statics laid out
+    // one after another, so consecutive ones take consecutive slots, and only
+    // addresses a multiple of the table's span apart meet (then the next slots are
+    // probed).
+    (key >> 3) % slots
 }
 
 /// The entry for `key`, built by `make` if there is none yet; `None` when the slots

@@ -644,6 +644,7 @@ where
         self.interest(meta)
     }
 
+    #[inline]
     fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
         PolicyFilter::enabled(self, meta)
     }
@@ -673,6 +674,7 @@ impl<S> layer::Filter<S> for PolicyFilter
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    #[inline]
     fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
         PolicyFilter::enabled(self, meta)
     }
