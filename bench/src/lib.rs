@@ -289,9 +289,9 @@ pub const SLOW_CALL_NS: u64 = 1_000_000;
 ///   else (steal) or interrupt handling. Whether the thread slept is read after each
 ///   slow window (its voluntary context switches, `/proc/thread-self/status`): when the
 ///   count has not moved since the last read (the previous slow window, or the end of
-///   each of the thread's first windows), it did not sleep in this window, and that time is the machine's and is
-///   taken off too (`max_logger_ns`); when it moved, none is taken off (it may have
-///   slept on the logger).
+///   each of the thread's first windows), it did not sleep in this window, and that
+///   time is the machine's and is taken off too (`max_logger_ns`); when it moved, none
+///   is taken off (it may have slept on the logger).
 ///
 /// One read of a 3-number file per 256 calls (about 1% of a 200 ns call's time), and
 /// one of the thread's status per slow window and after each of its first 64 windows.
