@@ -34,6 +34,13 @@ fn slot_of(key: usize, slots: usize) -> usize {
     (key >> 3) % slots
 }
 
+/// The slots a lookup of `key` tries, in order: its own, then the next [`PROBES`] - 1.
+#[inline(always)]
+fn probed<S>(table: &'static [S], key: usize) -> impl Iterator<Item = &'static S> {
+    let start = slot_of(key, table.len());
+    (0..PROBES).map(move |i| &table[(start + i) % table.len()])
+}
+
 /// The entry for `key`, built by `make` if there is none yet; `None` when the slots
 /// probed are all taken by other keys. `make` must build an entry whose key is `key`,
 /// and only for the metadata of a registered (`'static`) callsite.
@@ -43,10 +50,8 @@ pub(crate) fn find_or_insert<T: Site>(
     key: usize,
     make: impl FnOnce() -> T,
 ) -> Option<&'static T> {
-    let start = slot_of(key, table.len());
     let mut make = Some(make);
-    for i in 0..PROBES {
-        let slot = &table[(start + i) % table.len()];
+    for slot in probed(table, key) {
         let entry = match slot.get() {
             Some(e) => e,
             None => insert(slot, &mut make)?,
@@ -94,9 +99,7 @@ pub(crate) type Words = [WordSlot];
 /// The word of `key`, if it has a slot.
 #[inline(always)]
 pub(crate) fn find_word(table: &'static Words, key: usize) -> Option<&'static AtomicU64> {
-    let start = slot_of(key, table.len());
-    for i in 0..PROBES {
-        let slot = &table[(start + i) % table.len()];
+    for slot in probed(table, key) {
         let k = slot.key.load(Ordering::Acquire);
         if k == key {
             return Some(&slot.word);
@@ -111,9 +114,7 @@ pub(crate) fn find_word(table: &'static Words, key: usize) -> Option<&'static At
 /// The word of `key`, claiming a free slot for it if it has none; `None` when the slots
 /// probed are all taken by other keys. `key` must not be 0.
 pub(crate) fn find_or_insert_word(table: &'static Words, key: usize) -> Option<&'static AtomicU64> {
-    let start = slot_of(key, table.len());
-    for i in 0..PROBES {
-        let slot = &table[(start + i) % table.len()];
+    for slot in probed(table, key) {
         match slot
             .key
             .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
@@ -138,17 +139,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn entries_are_found_until_the_probed_slots_are_full() {
-        static TABLE: [OnceLock<&'static Entry>; 16] = [const { OnceLock::new() }; 16];
-        // Keys that all hash to one slot: the first PROBES get entries, in turn.
-        let base = 0x1000usize;
+    /// `PROBES + 1` keys from `base` that all start at the same slot of a 16-slot table.
+    fn colliding(base: usize) -> Vec<usize> {
         let same: Vec<usize> = (0..10_000usize)
             .map(|i| base + i * 8)
             .filter(|&k| slot_of(k, 16) == slot_of(base, 16))
             .take(PROBES + 1)
             .collect();
         assert_eq!(same.len(), PROBES + 1);
+        same
+    }
+
+    #[test]
+    fn entries_are_found_until_the_probed_slots_are_full() {
+        static TABLE: [OnceLock<&'static Entry>; 16] = [const { OnceLock::new() }; 16];
+        // Keys that all hash to one slot: the first PROBES get entries, in turn.
+        let same = colliding(0x1000);
         let found = |k: usize| find_or_insert(&TABLE, k, || panic!("{k:#x} has an entry"));
         for &k in &same[..PROBES] {
             assert_eq!(find_or_insert(&TABLE, k, || Entry(k)).map(|e| e.0), Some(k));
@@ -163,12 +169,7 @@ mod tests {
     #[test]
     fn words_are_found_until_the_probed_slots_are_full() {
         static WORDS: [WordSlot; 16] = [const { WordSlot::free() }; 16];
-        let base = 0x2000usize;
-        let same: Vec<usize> = (0..10_000usize)
-            .map(|i| base + i * 8)
-            .filter(|&k| slot_of(k, 16) == slot_of(base, 16))
-            .take(PROBES + 1)
-            .collect();
+        let same = colliding(0x2000);
         for (n, &k) in same[..PROBES].iter().enumerate() {
             assert!(find_word(&WORDS, k).is_none());
             let word = find_or_insert_word(&WORDS, k).expect("a free slot");

@@ -62,8 +62,7 @@ pub(super) const RULE_SLOTS: usize = 256;
 /// `generation (24 bits) | filter (24) | rule slot (14) | kind (2)`: truncated ids, so a
 /// stale word could pass only after 2^24 filters or policy changes between two events of
 /// a callsite, and would then only misjudge that callsite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FastWord(u64);
+struct FastWord;
 
 impl FastWord {
     const DISABLED: u64 = 1;
@@ -72,24 +71,25 @@ impl FastWord {
     /// Disabled with slot 1: unless the thread is in a span that satisfies a condition.
     const CONDITIONAL: u64 = (1 << 2) | Self::DISABLED;
 
-    fn new(filter: usize, generation: u64, kind: u64, slot: usize) -> Self {
-        FastWord(tag(filter, generation) | ((slot as u64 & 0x3fff) << 2) | kind)
+    /// The word of `kind` and rule slot `slot` under `tag`.
+    fn word(tag: u64, kind: u64, slot: usize) -> u64 {
+        tag | ((slot as u64 & 0x3fff) << 2) | kind
     }
 }
 
 /// The high bits of the event path's words of `filter` under `generation` (kept by the
-/// filter beside its generation, so the event path loads it instead of computing it).
+/// filter as it installs a policy, so the event path loads it instead of computing it;
+/// it also keys the per-thread cache).
 pub(super) fn tag(filter: usize, generation: u64) -> u64 {
     ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
 }
 
-/// A per-thread, direct-mapped cache of verdicts, keyed by (filter, callsite,
-/// generation): a sampled callsite's decision costs a thread-local lookup and one
-/// counter, with no string matching and no shared load beyond the generation.
+/// A per-thread, direct-mapped cache of verdicts, keyed by (filter and generation as one
+/// [`tag`], callsite): a sampled callsite's decision costs a thread-local lookup and one
+/// counter, with no string matching and no shared load beyond the tag.
 struct CachedVerdict {
-    filter: usize,
+    tag: u64,
     meta: usize,
-    generation: u64,
     /// The conditions the thread's spans satisfied.
     mask: u64,
     verdict: Verdict,
@@ -135,15 +135,14 @@ impl Shared {
                 }
             }
         }
-        self.enabled_cached(meta, key)
+        self.enabled_cached(meta, key, tag)
     }
 
-    /// [`enabled`](Self::enabled) through the per-thread verdict cache; publishes the
-    /// verdict for the lock-free path when it can take it.
+    /// [`enabled`](Self::enabled) through the per-thread verdict cache (`current`: the
+    /// filter's tag as the lock-free path read it); publishes the verdict for the
+    /// lock-free path when it can take it.
     #[inline(never)]
-    fn enabled_cached(&self, meta: &Metadata<'_>, key: usize) -> bool {
-        let filter = self.id;
-        let generation = self.generation.load(Ordering::Acquire);
+    fn enabled_cached(&self, meta: &Metadata<'_>, key: usize, current: u64) -> bool {
         // The thread's conditions matter only while this filter has some.
         let mask = if self.when_any.load(Ordering::Relaxed) != 0 {
             when::current_mask()
@@ -156,24 +155,21 @@ impl Shared {
             };
             let slot = &mut cache[slot_of(key)];
             if let Some(c) = slot {
-                if c.filter == filter
-                    && c.meta == key
-                    && c.generation == generation
-                    && c.mask == mask
-                {
+                if c.tag == current && c.meta == key && c.mask == mask {
                     return self.decide(&c.verdict, meta);
                 }
             }
             let (verdict, generation, cacheable) = self.verdict_uncached(meta, mask);
             let out = self.decide(&verdict, meta);
             if cacheable {
+                // The policy the verdict was decided under (maybe newer than `current`).
+                let tag = tag(self.id, generation);
                 if mask == 0 {
-                    self.publish(key, &verdict, generation);
+                    self.publish(key, &verdict, tag);
                 }
                 *slot = Some(CachedVerdict {
-                    filter,
+                    tag,
                     meta: key,
-                    generation,
                     mask,
                     verdict,
                 });
@@ -183,12 +179,12 @@ impl Shared {
     }
 
     /// Gives the lock-free path `verdict` for the callsite at `key` (registered, static),
-    /// decided under `generation` outside any condition, unless it needs more than one
+    /// decided under the policy of `tag` outside any condition, unless it needs more than one
     /// word (a burst limit, or a rule beyond the filter's rule slots). A callsite a
     /// `when` entry may enable is published as disabled with slot 1: the lock-free path
     /// then reads the thread's conditions; one it may disable is not published.
     #[cold]
-    fn publish(&self, key: usize, verdict: &Verdict, generation: u64) {
+    fn publish(&self, key: usize, verdict: &Verdict, tag: u64) {
         let (kind, slot) = if !verdict.enabled {
             (FastWord::DISABLED, usize::from(verdict.conditional))
         } else if verdict.conditional || verdict.burst.is_some() {
@@ -202,8 +198,7 @@ impl Shared {
             (FastWord::ENABLED, 0)
         };
         if let Some(site) = sites::find_or_insert_word(&SITE_VERDICTS, key) {
-            let word = FastWord::new(self.id, generation, kind, slot);
-            site.store(word.0, Ordering::Release);
+            site.store(FastWord::word(tag, kind, slot), Ordering::Release);
         }
     }
 

@@ -40,9 +40,8 @@ pub(super) struct Shared {
     /// This filter's id in the verdict cache.
     pub(super) id: usize,
     pub(super) compiled: ArcSwap<Compiled>,
-    /// The generation of `compiled`, published after it is stored.
-    pub(super) generation: AtomicU64,
-    /// The event path's tag of this filter and `generation`, published with it.
+    /// The event path's tag of this filter and the generation of `compiled`, published
+    /// after it is stored.
     pub(super) fast_tag: AtomicU64,
     /// [`EventPath`] of `compiled`, published after it is stored.
     pub(super) event_path: AtomicU64,
@@ -209,7 +208,6 @@ impl PolicyFilter {
             waking: Mutex::new(()),
             last_in_match_ms: AtomicU64::new(0),
             compiled: ArcSwap::from_pointee(compiled),
-            generation: AtomicU64::new(0),
             state: Mutex::new(State {
                 policy,
                 announced: None,
@@ -319,7 +317,6 @@ impl Shared {
         self.compiled.store(Arc::new(next));
         self.when_any.store(when_any, Ordering::Release);
         self.event_path.store(path.0, Ordering::Release);
-        self.generation.store(generation, Ordering::Release);
         self.fast_tag
             .store(fast_path::tag(self.id, generation), Ordering::Release);
         self.announce(state, now);
