@@ -102,6 +102,43 @@ fn spans_below_a_matching_one_are_in_it_and_leaving_it_ends_the_raise() {
 }
 
 #[test]
+fn a_span_entered_again_is_judged_by_what_it_recorded_since() {
+    let h = Harness::new(RAISE);
+    h.run(|| {
+        // Entered while it matched nothing (a thread remembers that), left, given the
+        // value while no thread is in it, entered again: it matches now.
+        let span = tracing::info_span!("request", user_id = Empty);
+        for n in 0..2 {
+            span.in_scope(|| tracing::debug!(target: "shop::payment", "before #{n}"));
+        }
+        span.record("user_id", 42u64);
+        span.in_scope(|| tracing::debug!(target: "shop::payment", "recorded while left"));
+        drop(span);
+        // Requests one after another, each entered twice: one of another customer's
+        // entered before a matching one (whose creation a thread's memory of spans
+        // without a match must not hide), and after it.
+        for (n, user) in [7u64, 42, 7, 43, 7].into_iter().enumerate() {
+            let span = tracing::info_span!("request", user_id = user);
+            for pass in 0..2 {
+                span.in_scope(|| {
+                    tracing::debug!(target: "shop::payment", "user {user} #{n}.{pass}");
+                });
+            }
+        }
+    });
+    assert_eq!(
+        h.messages(),
+        [
+            "recorded while left",
+            "user 42 #1.0",
+            "user 42 #1.1",
+            "user 43 #3.0",
+            "user 43 #3.1"
+        ]
+    );
+}
+
+#[test]
 fn across_the_tasks_of_a_multi_threaded_runtime() {
     let h = Harness::new(RAISE);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,7 @@ use super::filter::Shared;
 use super::limits::{BurstDecision, BurstWindow, Notice};
 use super::stats::{RuleCounters, StatsCells};
 use super::when;
+use crate::level::Level;
 use crate::policy::Burst;
 use crate::sites::{self, WordSlot};
 
@@ -84,6 +85,20 @@ pub(super) fn tag(filter: usize, generation: u64) -> u64 {
     ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
 }
 
+/// How little verbose a level is: 0 for `TRACE` to 4 for `ERROR` (the order of
+/// `tracing`'s own representation, so that the event path's compare is one
+/// instruction).
+#[inline(always)]
+fn quietness(level: &tracing_core::Level) -> u8 {
+    Level::Trace as u8 - Level::of(level) as u8
+}
+
+/// The [`quietness`] below which events are disabled outside every condition, under a
+/// policy whose most verbose unconditional level is `max`.
+pub(super) fn quiet_below(max: Level) -> u8 {
+    Level::Trace as u8 - max as u8
+}
+
 /// A per-thread, direct-mapped cache of verdicts, keyed by (filter and generation as one
 /// [`tag`], callsite): a sampled callsite's decision costs a thread-local lookup and one
 /// counter, with no string matching and no shared load beyond the tag.
@@ -111,6 +126,14 @@ impl Shared {
     /// [`PolicyFilter::enabled`]).
     #[inline]
     pub(super) fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        // Outside every condition nothing is enabled above the unconditional levels:
+        // a named target's `debug!` in another customer's request stops here, at the
+        // cost of a level compare and the thread's mask.
+        if quietness(meta.level()) < self.quiet_below.load(Ordering::Acquire)
+            && when::current_mask() == 0
+        {
+            return false;
+        }
         let tag = self.fast_tag.load(Ordering::Acquire);
         let key = meta as *const Metadata<'_> as usize;
         // Only registered (static) callsites have a word: a key is an identity.

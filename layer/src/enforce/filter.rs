@@ -2,7 +2,7 @@
 //! `tracing`'s questions, and changed from any thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::Thread;
 use std::time::SystemTime;
@@ -43,6 +43,11 @@ pub(super) struct Shared {
     /// The event path's tag of this filter and the generation of `compiled`, published
     /// after it is stored.
     pub(super) fast_tag: AtomicU64,
+    /// Events of a level less quiet than this (see [`fast_path::quiet_below`]) are more
+    /// verbose than any level `compiled` enables outside every `when` condition:
+    /// published after it is stored, it disables them on a thread in no matching span
+    /// without a lookup.
+    pub(super) quiet_below: AtomicU8,
     /// [`EventPath`] of `compiled`, published after it is stored.
     pub(super) event_path: AtomicU64,
     /// The bits of the `when` conditions of `compiled` (0: none; the span hooks return
@@ -201,6 +206,7 @@ impl PolicyFilter {
         let shared = Arc::new(Shared {
             id,
             fast_tag: AtomicU64::new(fast_path::tag(id, 0)),
+            quiet_below: AtomicU8::new(fast_path::quiet_below(compiled.base_max_level)),
             event_path: AtomicU64::new(EventPath::of(&compiled).0),
             when_any: AtomicU64::new(compiled.when_any),
             awake: AtomicBool::new(false),
@@ -314,8 +320,10 @@ impl Shared {
         drop(prev);
         let path = EventPath::of(&next);
         let when_any = next.when_any;
+        let quiet_below = fast_path::quiet_below(next.base_max_level);
         self.compiled.store(Arc::new(next));
         self.when_any.store(when_any, Ordering::Release);
+        self.quiet_below.store(quiet_below, Ordering::Release);
         self.event_path.store(path.0, Ordering::Release);
         self.fast_tag
             .store(fast_path::tag(self.id, generation), Ordering::Release);

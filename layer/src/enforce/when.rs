@@ -47,6 +47,48 @@ thread_local! {
     static MASK: Cell<u64> = const { Cell::new(0) };
     /// Entered spans with conditions in force: (span id, the mask before).
     static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Spans this thread entered and found without bits: (span id, [`GAINED`] before
+    /// the span was looked at), by id.
+    static NO_BITS: [Cell<(u64, u64)>; NO_BITS_SLOTS] =
+        const { [const { Cell::new((0, 0)) }; NO_BITS_SLOTS] };
+}
+
+const NO_BITS_SLOTS: usize = 16;
+
+/// How many times a span gained bits, process-wide: a span a thread found without bits
+/// still has none if this has not moved since (a span id reused for a new span with
+/// bits moves it too).
+static GAINED: AtomicU64 = AtomicU64::new(0);
+
+/// A span gained bits (after they are stored in its extension).
+fn gained() {
+    GAINED.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The bits of span `id`, valid now: from the thread's [`NO_BITS`] if it found none
+/// there since the last span gained some, else from its extension (a span's entry,
+/// every time a request is entered, stays a thread-local read while no span gains
+/// bits, instead of a registry and extension lookup).
+#[inline]
+fn span_bits<S>(id: &Id, ctx: &Context<'_, S>) -> u64
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let key = id.into_u64();
+    // Before the lookup: bits gained after it moves it, so the answer is not kept.
+    let seen = GAINED.load(Ordering::Acquire);
+    let slot = key as usize % NO_BITS_SLOTS;
+    if NO_BITS.with(|c| c[slot].get()) == (key, seen) {
+        return 0;
+    }
+    let bits = ctx
+        .span(id)
+        .and_then(|s| s.extensions().get::<SpanBits>().map(SpanBits::valid))
+        .unwrap_or(0);
+    if bits == 0 {
+        NO_BITS.with(|c| c[slot].set((key, seen)));
+    }
+    bits
 }
 
 /// How long no thread must have been in a span that satisfies a condition before the
@@ -284,6 +326,8 @@ pub(crate) fn on_new_span<S>(
             Some(b) => b.add(bits, epoch),
             None => ext.insert(SpanBits { bits, epoch }),
         }
+        drop(ext);
+        gained();
     }
 }
 
@@ -319,6 +363,7 @@ where
         }),
     }
     drop(ext);
+    gained();
     if ctx.current_span().id() != Some(id) {
         return Crossing::Stay;
     }
@@ -343,10 +388,7 @@ pub(crate) fn on_enter<S>(id: &Id, ctx: &Context<'_, S>) -> Crossing
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let bits = ctx
-        .span(id)
-        .and_then(|s| s.extensions().get::<SpanBits>().map(SpanBits::valid))
-        .unwrap_or(0);
+    let bits = span_bits(id, ctx);
     let prev = current_mask();
     if bits == 0 && prev == 0 && STACK.with(|s| s.borrow().is_empty()) {
         // Nothing to restore on exit: not kept.
@@ -372,6 +414,11 @@ pub(crate) fn on_exit(id: &Id) -> Crossing {
         let Ok(mut s) = s.try_borrow_mut() else {
             return;
         };
+        if s.is_empty() {
+            // Entered while this thread was in no span that set its mask (the mask
+            // is 0 then): nothing to restore.
+            return;
+        }
         match s.iter().rposition(|(i, _)| *i == id) {
             Some(at) if at + 1 == s.len() => {
                 let (_, prev) = s.pop().unwrap_or((0, 0));
