@@ -38,9 +38,11 @@
 //!     `EnvFilter` with the equivalent span filter
 //!     (`shop::payment[request{user_id=42}]=debug`); and the same `debug!` inside a
 //!     matching request span, to JSON, against an unconditional `shop::payment=debug`
-//!     (reported). With customer 42's requests in flight, the named-outside pair runs in
-//!     alternating rounds with a third case, the floor: a filter that answers at once
-//!     at the same `sometimes` callsite, i.e. tracing's own path, which no filter avoids.
+//!     (reported). With customer 42's requests in flight, the named-outside pair is
+//!     also measured with its processes sampled in turns (`report::paired`: 5 batches
+//!     of fresh processes, 15 rounds of one ~20 ms sample each; the row's figure is the
+//!     median of the per-round ratios), with a third case, the floor: a filter that answers at once at the same
+//!     `sometimes` callsite, i.e. tracing's own path, which no filter avoids.
 //!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
@@ -142,42 +144,60 @@ fn payment_debug() {
 }
 
 const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
-/// Alternating rounds of the named-outside pair with customer 42 in flight (awake).
-const WHEN_ROUNDS: usize = 5;
+/// Batches of fresh processes and rounds in each, of the paired named-outside cases
+/// with customer 42 in flight (awake).
+const WHEN_ROUNDS: (usize, usize) = (5, 15);
 
-/// The median of `ours / peer` over the alternating rounds, with each round's ratio.
-fn rounds_median(ours: &str, peer: &str) -> (Vec<f64>, Option<f64>) {
-    let mut ratios: Vec<f64> = (1..=WHEN_ROUNDS)
-        .filter_map(|r| {
-            let ours = report::median_ns("w-when", &format!("named-outside-rounds/{ours}/{r}"))?;
-            let peer = report::median_ns("w-when", &format!("named-outside-rounds/{peer}/{r}"))?;
-            Some(ours / peer)
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios.get(ratios.len() / 2).copied();
-    (ratios, median)
-}
+/// The named-outside cases with customer 42 in flight, sampled in turns.
+static WHEN_PAIRED: std::sync::OnceLock<report::Paired> = std::sync::OnceLock::new();
 
-/// The ratios of each alternating round of the awake named-outside cases, and their
-/// medians: ours vs EnvFilter (the target), the floor vs EnvFilter (the least any filter
-/// could reach there), ours vs the floor (what ours adds to tracing's own path).
+/// The per-round ratios of the awake named-outside cases, and their medians: ours vs
+/// EnvFilter (the target), the floor vs EnvFilter (the least any filter could reach
+/// there), ours vs the floor (what ours adds to tracing's own path).
 fn when_rounds() -> serde_json::Value {
-    let (ratios, median) = rounds_median("logpolicy", "envfilter");
-    let (floor_ratios, floor_median) = rounds_median("floor", "envfilter");
-    let (over_floor, over_floor_median) = rounds_median("logpolicy", "floor");
-    if let (Some(m), Some(f), Some(o)) = (median, floor_median, over_floor_median) {
-        println!(
-            "(w) named-outside with 42 in flight, {} alternating rounds: ours vs EnvFilter span filter {ratios:.3?}, median {m:.3} (target 0.4); floor vs EnvFilter {floor_ratios:.3?}, median {f:.3}; ours vs floor {over_floor:.3?}, median {o:.3}",
-            ratios.len()
-        );
-    }
+    let Some(p) = WHEN_PAIRED.get() else {
+        return serde_json::Value::Null;
+    };
+    let summary = |a: &str, b: &str| {
+        let r = p.ratios(a, b);
+        let q = |f: f64| {
+            r.get(((r.len() as f64 - 1.0) * f).round() as usize)
+                .copied()
+        };
+        (q(0.25), p.median_ratio(a, b), q(0.75))
+    };
+    let ours = summary("logpolicy", "envfilter");
+    let floor = summary("floor", "envfilter");
+    let over = summary("logpolicy", "floor");
+    let show = |(lo, m, hi): (Option<f64>, Option<f64>, Option<f64>)| {
+        format!(
+            "median {:.3} (quartiles {:.3}-{:.3})",
+            m.unwrap_or(f64::NAN),
+            lo.unwrap_or(f64::NAN),
+            hi.unwrap_or(f64::NAN)
+        )
+    };
+    println!(
+        "(w) named-outside with 42 in flight, {} batches of {} paired rounds: ours vs EnvFilter span filter {} (target 0.4); floor vs EnvFilter {}; ours vs floor {}",
+        WHEN_ROUNDS.0,
+        WHEN_ROUNDS.1,
+        show(ours),
+        show(floor),
+        show(over)
+    );
+    let json = |(lo, m, hi): (Option<f64>, Option<f64>, Option<f64>)| serde_json::json!({"q1": lo, "median": m, "q3": hi});
     serde_json::json!({
-        "ratios": ratios,
-        "median": median,
+        "batches": WHEN_ROUNDS.0,
+        "rounds_per_batch": WHEN_ROUNDS.1,
+        "ns_per_event": {
+            "logpolicy": p.median_ns("logpolicy").map(|v| v / N as f64),
+            "envfilter": p.median_ns("envfilter").map(|v| v / N as f64),
+            "floor": p.median_ns("floor").map(|v| v / N as f64),
+        },
+        "ours_vs_envfilter": json(ours),
         "target": 0.4,
-        "floor_vs_envfilter": {"ratios": floor_ratios, "median": floor_median},
-        "ours_vs_floor": {"ratios": over_floor, "median": over_floor_median},
+        "floor_vs_envfilter": json(floor),
+        "ours_vs_floor": json(over),
     })
 }
 
@@ -304,27 +324,35 @@ fn bench_when(c: &mut Criterion) {
         || env_filter("info,shop::payment[request{user_id=42}]=debug").0,
         in_request(7, payment_debug),
     );
-    // The awake pair again, alternately: a machine whose speed changes between two
-    // processes moves one ratio; the median of the rounds' ratios is reported too.
-    for round in 1..=WHEN_ROUNDS {
-        for (who, make) in [
-            ("logpolicy", (|| ours(WHEN_RULE).0) as fn() -> Dispatch),
+    // The same callsite under a filter that answers at once (the floor), alone, for
+    // profiles of it.
+    global_case(
+        c,
+        "w-when",
+        "named-outside-awake/floor",
+        || Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch)),
+        while_42_in_flight(in_request(7, payment_debug)),
+    );
+    // The awake cases again, sampled in turns (a machine whose speed changes from one
+    // second to the next moves one criterion case against another; see
+    // `report::paired`): this is the row's figure.
+    let paired = report::paired(
+        "w-when",
+        "named-outside-paired",
+        &[
+            ("logpolicy", || ours(WHEN_RULE).0),
             ("envfilter", || {
                 env_filter("info,shop::payment[request{user_id=42}]=debug").0
             }),
             ("floor", || {
                 Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch))
             }),
-        ] {
-            let id = format!("named-outside-rounds/{who}/{round}");
-            global_case(
-                c,
-                "w-when",
-                &id,
-                make,
-                while_42_in_flight(in_request(7, payment_debug)),
-            );
-        }
+        ],
+        WHEN_ROUNDS,
+        while_42_in_flight(in_request(7, payment_debug)),
+    );
+    if let Some(p) = paired {
+        let _ = WHEN_PAIRED.set(p);
     }
     let json = |directives: &'static str| {
         move || {
@@ -786,10 +814,10 @@ fn main() {
             per_iter: n,
         },
         Row {
-            case: "(w) the same, customer 42's requests in flight (condition awake)",
+            case: "(w) the same, customer 42's requests in flight (condition awake), one criterion process each, seconds apart (reported: the paired row is the figure)",
             ours: ("w-when", "named-outside-awake/logpolicy"),
             peer: ("w-when", "named-outside/envfilter"),
-            target: 0.4,
+            target: f64::INFINITY,
             per_iter: n,
         },
         Row {
@@ -961,6 +989,18 @@ fn main() {
         per_iter: 1.0,
     });
     let mut extra = extra;
-    extra["when_named_outside_rounds"] = when_rounds();
-    report::report("filter", &rows, extra);
+    extra["when_named_outside_paired"] = when_rounds();
+    let paired: Vec<report::PairedRow<'_>> = WHEN_PAIRED
+        .get()
+        .map(|p| report::PairedRow {
+            case: "(w) the same named-outside debug!, customer 42's requests in flight (condition awake), sampled in turns with the EnvFilter case (median of the per-round ratios)",
+            paired: p,
+            ours: "logpolicy",
+            peer: "envfilter",
+            target: 0.4,
+            per_iter: n,
+        })
+        .into_iter()
+        .collect();
+    report::report_with("filter", &rows, &paired, extra);
 }

@@ -5,8 +5,10 @@
 #![allow(dead_code)]
 
 use std::hint::black_box;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tracing::Dispatch;
@@ -53,6 +55,253 @@ pub fn global_case(
             }
         }
     }
+}
+
+/// Per-round ns per iteration of cases measured by [`paired`], in turns.
+pub struct Paired {
+    /// Each case's name and its samples, one per round.
+    pub cases: Vec<(&'static str, Vec<f64>)>,
+}
+
+impl Paired {
+    fn samples(&self, name: &str) -> Option<&[f64]> {
+        self.cases
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s.as_slice())
+    }
+
+    /// The median of `name`'s samples, in ns per iteration.
+    pub fn median_ns(&self, name: &str) -> Option<f64> {
+        let mut s = self.samples(name)?.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied()
+    }
+
+    /// `a / b` in each round (the two samples taken one right after the other), sorted.
+    pub fn ratios(&self, a: &str, b: &str) -> Vec<f64> {
+        let (Some(a), Some(b)) = (self.samples(a), self.samples(b)) else {
+            return Vec::new();
+        };
+        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+        r.sort_by(f64::total_cmp);
+        r
+    }
+
+    /// The median of [`ratios`](Self::ratios).
+    pub fn median_ratio(&self, a: &str, b: &str) -> Option<f64> {
+        let r = self.ratios(a, b);
+        r.get(r.len() / 2).copied()
+    }
+}
+
+/// A child of [`paired`], with its pipes.
+type Child = (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+);
+
+/// A case of [`paired`]: its name and its subscriber.
+pub type PairedCase = (&'static str, fn() -> Dispatch);
+
+/// How long one sample of one case of [`paired`] runs.
+const PAIRED_SAMPLE: Duration = Duration::from_millis(20);
+/// How long each case of [`paired`] runs before its first sample.
+const PAIRED_WARM_UP: Duration = Duration::from_millis(500);
+
+/// Benchmarks `f` under each of `cases`' subscribers, each installed as the global
+/// default of its own child process (see [`global_case`]), with the children alive
+/// together and sampled in turns: rounds of one ~20 ms sample per case, one child
+/// running at a time (the others wait on their pipes, all on one CPU), the order
+/// rotated every round. Two cases' samples of one round are a fraction of a second
+/// apart, so a machine whose speed drifts from one second to the next moves both:
+/// compare cases by the median of their per-round ratios ([`Paired::median_ratio`]),
+/// not by medians taken seconds apart. A process's own luck (where its code and data
+/// landed) is sampled too: `batches` sets of fresh children, `rounds` rounds each, all
+/// rounds pooled. `None` when criterion's filter leaves `group/id` out, or a child
+/// failed.
+pub fn paired(
+    group: &str,
+    id: &str,
+    cases: &[PairedCase],
+    (batches, rounds): (usize, usize),
+    mut f: impl FnMut(),
+) -> Option<Paired> {
+    let name = format!("{group}/{id}");
+    if let Ok(case) = std::env::var(CASE_ENV) {
+        // A child: serve the case named, if it is one of these.
+        let (_, make) = cases.iter().find(|(c, _)| case == format!("{name}/{c}"))?;
+        tracing::dispatcher::set_global_default(make())
+            .expect("the child sets the only global default");
+        serve_samples(&mut f);
+    }
+    if !selected(&name) {
+        return None;
+    }
+    let mut samples = vec![Vec::with_capacity(batches * rounds); cases.len()];
+    for _ in 0..batches {
+        match paired_batch(&name, cases, rounds) {
+            Ok(batch) => {
+                for (all, batch) in samples.iter_mut().zip(batch) {
+                    all.extend(batch);
+                }
+            }
+            Err(e) => {
+                eprintln!("paired cases {name}: {e}");
+                return None;
+            }
+        }
+    }
+    let cases = cases.iter().map(|(c, _)| *c).zip(samples).collect();
+    Some(Paired { cases })
+}
+
+/// One batch of [`paired`]: fresh children, warmed up, sampled `rounds` times each;
+/// per case, its ns per iteration in each round.
+fn paired_batch(name: &str, cases: &[PairedCase], rounds: usize) -> std::io::Result<Vec<Vec<f64>>> {
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    for (case, _) in cases {
+        let mut child = pinned(&exe)
+            .args(std::env::args_os().skip(1))
+            .env(CASE_ENV, format!("{name}/{case}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let input = child.stdin.take().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        let output = BufReader::new(child.stdout.take().ok_or(std::io::ErrorKind::BrokenPipe)?);
+        children.push((child, input, output));
+    }
+    // One sample: `n` iterations in the child, its ns per iteration.
+    let sample = |c: &mut Child, n: u64| -> std::io::Result<f64> {
+        writeln!(c.1, "{n}")?;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if c.2.read_line(&mut line)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            if let Some(ns) = line.trim().strip_prefix("sample-ns ") {
+                let ns: f64 = ns.parse().map_err(|_| std::io::ErrorKind::InvalidData)?;
+                return Ok(ns / n as f64);
+            }
+        }
+    };
+    // Warm each child up, and size its samples to about PAIRED_SAMPLE.
+    let mut iters = Vec::new();
+    for c in &mut children {
+        let start = Instant::now();
+        let mut per_iter = sample(c, 1)?;
+        while start.elapsed() < PAIRED_WARM_UP {
+            let n = (0.05e9 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64;
+            per_iter = sample(c, n)?;
+        }
+        iters.push((PAIRED_SAMPLE.as_nanos() as f64 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); cases.len()];
+    for round in 0..rounds {
+        for k in 0..cases.len() {
+            let i = (round + k) % cases.len();
+            samples[i].push(sample(&mut children[i], iters[i])?);
+        }
+    }
+    for (mut child, input, _) in children {
+        drop(input);
+        let _ = child.wait();
+    }
+    Ok(samples)
+}
+
+/// A command that runs `exe` on the machine's last CPU, if `taskset` is there (so that
+/// the cases of [`paired`] are not compared across CPUs that a host may serve
+/// differently), else anywhere.
+fn pinned(exe: &std::path::Path) -> Command {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let taskset = Command::new("taskset")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if taskset && cpus > 1 {
+        let mut c = Command::new("taskset");
+        c.arg("-c").arg((cpus - 1).to_string()).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    }
+}
+
+/// A [`paired`] child: runs `f` as many times as each line on standard input says and
+/// answers `sample-ns <elapsed>`; exits at the end of its input.
+fn serve_samples(f: &mut impl FnMut()) -> ! {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(n) = line.map(|l| l.trim().parse::<u64>().unwrap_or(0)) else {
+            break;
+        };
+        let start = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        let ns = start.elapsed().as_nanos();
+        if writeln!(out, "sample-ns {ns}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    std::process::exit(0)
+}
+
+/// Whether criterion's filter (the positional arguments after `--`, matched as
+/// substrings, as `cargo bench -- <filter>` is mostly used) selects `name`; no filter
+/// selects everything.
+fn selected(name: &str) -> bool {
+    // Criterion's options that take a value (the value is not a filter).
+    const VALUED: &[&str] = &[
+        "--color",
+        "-c",
+        "--save-baseline",
+        "-s",
+        "--baseline",
+        "-b",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--profile-time",
+        "--sample-size",
+        "--warm-up-time",
+        "--measurement-time",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--format",
+        "--plotting-backend",
+        "--output-format",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Listing, or profiling one case: nothing paired runs.
+    if args.iter().any(|a| a == "--list" || a == "--profile-time") {
+        return false;
+    }
+    let mut filters = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if VALUED.contains(&a.as_str()) {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') {
+            filters.push(a.as_str());
+        }
+        i += 1;
+    }
+    filters.is_empty() || filters.iter().any(|f| name.contains(f))
 }
 
 /// Whether this process is a child running one case (it must not print the report).
@@ -108,41 +357,82 @@ pub fn median_ns(group: &str, id: &str) -> Option<f64> {
     v["median"]["point_estimate"].as_f64()
 }
 
+/// A comparison measured by [`paired`]: ours against a peer by the median of their
+/// per-round ratios.
+pub struct PairedRow<'a> {
+    /// What is measured.
+    pub case: &'static str,
+    pub paired: &'a Paired,
+    /// Ours and the peer: case names in `paired`.
+    pub ours: &'static str,
+    pub peer: &'static str,
+    /// The largest acceptable ratio.
+    pub target: f64,
+    /// Operations per iteration.
+    pub per_iter: f64,
+}
+
 /// Prints the table and writes `target/bench/<name>.json`; returns whether every
 /// target was met.
 pub fn report(name: &str, rows: &[Row], extra: serde_json::Value) -> bool {
+    report_with(name, rows, &[], extra)
+}
+
+/// [`report`], with rows measured by [`paired`] after the others.
+pub fn report_with(
+    name: &str,
+    rows: &[Row],
+    paired: &[PairedRow<'_>],
+    extra: serde_json::Value,
+) -> bool {
     let mut all_met = true;
     let mut json_rows = Vec::new();
     println!("\n| case | ours (ns/event) | peer | peer (ns/event) | ratio | target | met |");
     println!("|---|---:|---|---:|---:|---:|---|");
-    for r in rows {
-        let (Some(o), Some(p)) = (median_ns(r.ours.0, r.ours.1), median_ns(r.peer.0, r.peer.1))
-        else {
-            println!("| {} | (not run) | {} | | | | |", r.case, r.peer.1);
+    let measured = rows
+        .iter()
+        .map(|r| {
+            let o = median_ns(r.ours.0, r.ours.1).map(|o| o / r.per_iter);
+            let p = median_ns(r.peer.0, r.peer.1).map(|p| p / r.per_iter);
+            (
+                r.case,
+                r.ours.1,
+                r.peer.1,
+                o.zip(p).map(|(o, p)| (o, p, o / p)),
+                r.target,
+            )
+        })
+        .chain(paired.iter().map(|r| {
+            let o = r.paired.median_ns(r.ours).map(|o| o / r.per_iter);
+            let p = r.paired.median_ns(r.peer).map(|p| p / r.per_iter);
+            let ratio = r.paired.median_ratio(r.ours, r.peer);
+            (
+                r.case,
+                r.ours,
+                r.peer,
+                o.zip(p).zip(ratio).map(|((o, p), q)| (o, p, q)),
+                r.target,
+            )
+        }));
+    for (case, ours, peer, figures, target_ratio) in measured {
+        let Some((o, p, ratio)) = figures else {
+            println!("| {case} | (not run) | {peer} | | | | |");
             continue;
         };
-        let (o, p) = (o / r.per_iter, p / r.per_iter);
-        let ratio = o / p;
-        let met = ratio <= r.target;
-        let target = if r.target.is_finite() {
-            format!("≤ {}", r.target)
+        let met = ratio <= target_ratio;
+        let target = if target_ratio.is_finite() {
+            format!("≤ {target_ratio}")
         } else {
             "—".to_owned()
         };
         all_met &= met;
         println!(
-            "| {} | {:.2} | {} | {:.2} | {:.3} | {} | {} |",
-            r.case,
-            o,
-            r.peer.1,
-            p,
-            ratio,
-            target,
+            "| {case} | {o:.2} | {peer} | {p:.2} | {ratio:.3} | {target} | {} |",
             if met { "yes" } else { "NO" }
         );
         json_rows.push(serde_json::json!({
-            "case": r.case, "ours": r.ours.1, "peer": r.peer.1,
-            "ours_ns": o, "peer_ns": p, "ratio": ratio, "target": r.target.is_finite().then_some(r.target), "met": met,
+            "case": case, "ours": ours, "peer": peer,
+            "ours_ns": o, "peer_ns": p, "ratio": ratio, "target": target_ratio.is_finite().then_some(target_ratio), "met": met,
         }));
     }
     let dir = target_dir().join("bench");
