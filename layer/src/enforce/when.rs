@@ -9,7 +9,12 @@
 //!   span keeps the bit in its mask until it leaves the span).
 //! - A span's bits (an extension): the conditions its own fields satisfy (at creation
 //!   and through `Span::record`) and its parent's bits at its creation.
-//! - The thread's mask: the bits of the span it entered last; restored on exit.
+//! - The thread's mask: the bits of the span it entered last; restored on exit. A
+//!   thread remembers the spans it entered that had no bits until any span gains some,
+//!   so entering a request of another customer again and again is a thread-local read.
+//! - The event path: outside every matching span (mask 0), an event more verbose than
+//!   the filter's unconditional levels is disabled by a level compare and the mask,
+//!   before any per-callsite lookup.
 //! - Dormant conditions: while no thread is in a span that satisfies a condition, the
 //!   callsites only a condition enables are `never` to tracing (a disabled event of a
 //!   named target costs what any disabled event costs). A thread whose mask becomes
