@@ -39,7 +39,7 @@
 //!     (`shop::payment[request{user_id=42}]=debug`); and the same `debug!` inside a
 //!     matching request span, to JSON, against an unconditional `shop::payment=debug`
 //!     (reported). With customer 42's requests in flight, the named-outside pair is
-//!     also measured with its processes sampled in turns (`report::paired`: 5 batches
+//!     also measured with its processes sampled in turns (`report::paired`: 7 batches
 //!     of fresh processes, 15 rounds of one ~20 ms sample each; the row's figure is the
 //!     median of the per-round ratios), with a third case, the floor: a filter that answers at once at the same
 //!     `sometimes` callsite, i.e. tracing's own path, which no filter avoids.
@@ -146,7 +146,7 @@ fn payment_debug() {
 const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
 /// Batches of fresh processes and rounds in each, of the paired named-outside cases
 /// with customer 42 in flight (awake).
-const WHEN_ROUNDS: (usize, usize) = (5, 15);
+const WHEN_ROUNDS: (usize, usize) = (7, 15);
 
 /// The named-outside cases with customer 42 in flight, sampled in turns.
 static WHEN_PAIRED: std::sync::OnceLock<report::Paired> = std::sync::OnceLock::new();
@@ -177,6 +177,7 @@ fn when_rounds() -> serde_json::Value {
             hi.unwrap_or(f64::NAN)
         )
     };
+    let batches = |a: &str, b: &str| p.batch_medians(a, b, WHEN_ROUNDS.1);
     println!(
         "(w) named-outside with 42 in flight, {} batches of {} paired rounds: ours vs EnvFilter span filter {} (target 0.4); floor vs EnvFilter {}; ours vs floor {}",
         WHEN_ROUNDS.0,
@@ -184,6 +185,12 @@ fn when_rounds() -> serde_json::Value {
         show(ours),
         show(floor),
         show(over)
+    );
+    println!(
+        "(w) the same, each batch's median: ours vs EnvFilter {:.3?}; floor vs EnvFilter {:.3?}; ours vs floor {:.3?}",
+        batches("logpolicy", "envfilter"),
+        batches("floor", "envfilter"),
+        batches("logpolicy", "floor")
     );
     let json = |(lo, m, hi): (Option<f64>, Option<f64>, Option<f64>)| serde_json::json!({"q1": lo, "median": m, "q3": hi});
     serde_json::json!({
@@ -198,6 +205,11 @@ fn when_rounds() -> serde_json::Value {
         "target": 0.4,
         "floor_vs_envfilter": json(floor),
         "ours_vs_floor": json(over),
+        "batch_medians": {
+            "ours_vs_envfilter": batches("logpolicy", "envfilter"),
+            "floor_vs_envfilter": batches("floor", "envfilter"),
+            "ours_vs_floor": batches("logpolicy", "floor"),
+        },
     })
 }
 

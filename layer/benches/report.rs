@@ -88,6 +88,22 @@ impl Paired {
         r
     }
 
+    /// The median of `a / b` within each batch of `rounds` rounds (see [`paired`]): how
+    /// much a set of processes' own luck moves the ratio.
+    pub fn batch_medians(&self, a: &str, b: &str, rounds: usize) -> Vec<f64> {
+        let (Some(a), Some(b)) = (self.samples(a), self.samples(b)) else {
+            return Vec::new();
+        };
+        a.chunks(rounds.max(1))
+            .zip(b.chunks(rounds.max(1)))
+            .map(|(a, b)| {
+                let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+                r.sort_by(f64::total_cmp);
+                r[r.len() / 2]
+            })
+            .collect()
+    }
+
     /// The median of [`ratios`](Self::ratios).
     pub fn median_ratio(&self, a: &str, b: &str) -> Option<f64> {
         let r = self.ratios(a, b);
