@@ -33,6 +33,48 @@ pub(crate) struct Redacting<'r, V> {
 }
 
 impl<V: Visit> Redacting<'_, V> {
+    /// When only the callsite's mask decides (no name matching, no value redaction: the
+    /// common case), the marker for a field it hides, else `write`, each a tail call
+    /// with nothing of this visitor's own around it; otherwise `checked`.
+    #[inline(always)]
+    fn by_mask_or(
+        &mut self,
+        field: &Field,
+        checked: impl FnOnce(&mut Self),
+        write: impl FnOnce(&mut V),
+    ) {
+        if self.mask.by_name || self.values {
+            return checked(self);
+        }
+        if field.index() < 32 && self.mask.bits & (1 << field.index()) != 0 {
+            self.counts.by_name += 1;
+            self.inner.record_str(field, REDACTED);
+        } else {
+            write(&mut self.inner);
+        }
+    }
+
+    /// `record_str` with name matching or value redaction on.
+    #[inline(never)]
+    fn record_str_checked(&mut self, field: &Field, value: &str) {
+        if !self.hidden(field) {
+            self.string(field, value);
+        }
+    }
+
+    /// `record_debug` with name matching or value redaction on.
+    #[inline(never)]
+    fn record_debug_checked(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.hidden(field) {
+            return;
+        }
+        if !self.rendered(field, |s| {
+            let _ = write!(s, "{value:?}");
+        }) {
+            self.inner.record_debug(field, value);
+        }
+    }
+
     #[inline]
     fn hidden(&mut self, field: &Field) -> bool {
         let hidden = if self.mask.by_name {
@@ -84,20 +126,19 @@ impl<V: Visit> Redacting<'_, V> {
 
 impl<V: Visit> Visit for Redacting<'_, V> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if !self.hidden(field) {
-            self.string(field, value);
-        }
+        self.by_mask_or(
+            field,
+            |r| r.record_str_checked(field, value),
+            |v| v.record_str(field, value),
+        );
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if self.hidden(field) {
-            return;
-        }
-        if !self.rendered(field, |s| {
-            let _ = write!(s, "{value:?}");
-        }) {
-            self.inner.record_debug(field, value);
-        }
+        self.by_mask_or(
+            field,
+            |r| r.record_debug_checked(field, value),
+            |v| v.record_debug(field, value),
+        );
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
