@@ -148,6 +148,16 @@ const WHEN_RULE: &str = "info,shop::payment=debug@when(user_id=42)";
 /// with customer 42 in flight (awake).
 const WHEN_ROUNDS: (usize, usize) = (7, 15);
 
+/// Rounds of the in-process comparisons sampled in turns ((d') and (g)).
+const INTERLEAVED_ROUNDS: usize = 31;
+
+/// (d'): the 6-field JSON line redacting nothing, with the built-in names, and with one
+/// field's name added, sampled in turns.
+static REDACTION_PAIRED: std::sync::OnceLock<report::Paired> = std::sync::OnceLock::new();
+
+/// (g): the 6-field event in every format, sampled in turns.
+static FORMATS_PAIRED: std::sync::OnceLock<report::Paired> = std::sync::OnceLock::new();
+
 /// The named-outside cases with customer 42 in flight, sampled in turns.
 static WHEN_PAIRED: std::sync::OnceLock<report::Paired> = std::sync::OnceLock::new();
 
@@ -525,21 +535,21 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
                 .with(FormatLayer::new(Format::Json, NullSink).redaction(redaction)),
         )
     };
-    under(
-        c,
-        "d-json",
-        "logpolicy-unredacted",
-        redacting(Redaction::none()),
-        six_fields,
-    );
     let user = FieldName::new("user").expect("name");
-    under(
-        c,
+    let redaction = report::interleaved(
         "d-json",
-        "logpolicy-one-redacted",
-        redacting(Redaction::builtin().with([user])),
+        "redaction",
+        &[
+            ("unredacted", redacting(Redaction::none())),
+            ("builtin", ours()),
+            ("one-redacted", redacting(Redaction::builtin().with([user]))),
+        ],
+        INTERLEAVED_ROUNDS,
         six_fields,
     );
+    if let Some(p) = redaction {
+        let _ = REDACTION_PAIRED.set(p);
+    }
     under(
         c,
         "f-values",
@@ -597,7 +607,7 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     println!("\nbytes per 6-field line: logpolicy {ours_bytes}, fmt JSON {fmt_bytes}");
     println!("logpolicy: {}", ours_text.trim_end());
     println!("fmt JSON:  {}", fmt_text.trim_end());
-    let formats = bench_formats(c);
+    let formats = bench_formats();
     serde_json::json!({
         "bytes_per_line": { "logpolicy": ours_bytes, "fmt-json": fmt_bytes },
         "bytes_per_line_by_format": formats,
@@ -638,7 +648,7 @@ fn bench_trace_context(c: &mut Criterion) {
 }
 
 /// (g): the 6-field event in each format, and the bytes of its line.
-fn bench_formats(c: &mut Criterion) -> serde_json::Value {
+fn bench_formats() -> serde_json::Value {
     let service = Service::named("shop").version("1.4.2");
     let layer = |format: Format| {
         Dispatch::new(
@@ -647,15 +657,16 @@ fn bench_formats(c: &mut Criterion) -> serde_json::Value {
                 .with(FormatLayer::new(format, NullSink).service(&service)),
         )
     };
-    for format in Format::ALL {
-        if format != Format::Json {
-            // `json` again right before each format: each ratio compares neighbours in
-            // time, not a format with a `json` measured a minute earlier (a shared
-            // machine drifts by more than the 5% the target allows).
-            let id = format!("json/before-{}", format.name());
-            under(c, "g-formats", &id, layer(Format::Json), six_fields);
-        }
-        under(c, "g-formats", format.name(), layer(format), six_fields);
+    // Every format sampled in turns with `json`: each ratio compares neighbours in time
+    // (a shared machine drifts by more than the 5% the target allows between criterion
+    // cases).
+    let cases: Vec<(&'static str, Dispatch)> = Format::ALL
+        .into_iter()
+        .map(|format| (format.name(), layer(format)))
+        .collect();
+    if let Some(p) = report::interleaved("g-formats", "all", &cases, INTERLEAVED_ROUNDS, six_fields)
+    {
+        let _ = FORMATS_PAIRED.set(p);
     }
     let mut bytes = serde_json::Map::new();
     println!("\nbytes per 6-field line, by format (service named):");
@@ -796,7 +807,7 @@ fn main() {
     c.final_summary();
 
     let n = N as f64;
-    let mut rows = vec![
+    let rows = vec![
         Row {
             case: "(w) one when rule: disabled debug! of a target it does not name, vs an unconditional raise of the same target",
             ours: ("w-when", "other-target/rule"),
@@ -903,20 +914,6 @@ fn main() {
             per_iter: 1.0,
         },
         Row {
-            case: "(d') 6-field JSON, redaction on, no name matching, vs redacting nothing",
-            ours: ("d-json", "logpolicy"),
-            peer: ("d-json", "logpolicy-unredacted"),
-            target: 1.03,
-            per_iter: 1.0,
-        },
-        Row {
-            case: "(d') 6-field JSON, one field redacted, vs redacting nothing",
-            ours: ("d-json", "logpolicy-one-redacted"),
-            peer: ("d-json", "logpolicy-unredacted"),
-            target: 1.10,
-            per_iter: 1.0,
-        },
-        Row {
             case: "(f) 200-byte message, value shapes on vs off (reported)",
             ours: ("f-values", "on"),
             peer: ("f-values", "off"),
@@ -952,46 +949,8 @@ fn main() {
             per_iter: 1.0,
         },
     ];
-    for (case, id, json) in [
-        (
-            "(g) 6-field event as json-otel vs json",
-            "json-otel",
-            "json/before-json-otel",
-        ),
-        (
-            "(g) 6-field event as json-ecs vs json",
-            "json-ecs",
-            "json/before-json-ecs",
-        ),
-        (
-            "(g) 6-field event as json-gcp vs json",
-            "json-gcp",
-            "json/before-json-gcp",
-        ),
-        (
-            "(g) 6-field event as json-datadog vs json",
-            "json-datadog",
-            "json/before-json-datadog",
-        ),
-        (
-            "(g) 6-field event as logfmt vs json",
-            "logfmt",
-            "json/before-logfmt",
-        ),
-        (
-            "(g) 6-field event as text vs json",
-            "text",
-            "json/before-text",
-        ),
-    ] {
-        rows.push(Row {
-            case,
-            ours: ("g-formats", id),
-            peer: ("g-formats", json),
-            target: 1.05,
-            per_iter: 1.0,
-        });
-    }
+    #[cfg(feature = "opentelemetry")]
+    let mut rows = rows;
     #[cfg(feature = "opentelemetry")]
     rows.push(Row {
         case: "(h) 6-field JSON in a span with an OpenTelemetry context vs without (reported)",
@@ -1002,17 +961,69 @@ fn main() {
     });
     let mut extra = extra;
     extra["when_named_outside_paired"] = when_rounds();
-    let paired: Vec<report::PairedRow<'_>> = WHEN_PAIRED
-        .get()
-        .map(|p| report::PairedRow {
+    let mut paired: Vec<report::PairedRow<'_>> = Vec::new();
+    if let Some(p) = REDACTION_PAIRED.get() {
+        paired.push(report::PairedRow {
+            case: "(d') 6-field JSON, redaction on, no name matching, vs redacting nothing (sampled in turns)",
+            paired: p,
+            ours: "builtin",
+            peer: "unredacted",
+            target: 1.03,
+            per_iter: 1.0,
+        });
+        paired.push(report::PairedRow {
+            case: "(d') 6-field JSON, one field redacted, vs redacting nothing (sampled in turns)",
+            paired: p,
+            ours: "one-redacted",
+            peer: "unredacted",
+            target: 1.10,
+            per_iter: 1.0,
+        });
+    }
+    if let Some(p) = FORMATS_PAIRED.get() {
+        for (case, format) in [
+            (
+                "(g) 6-field event as json-otel vs json (sampled in turns)",
+                Format::JsonOtel,
+            ),
+            (
+                "(g) 6-field event as json-ecs vs json (sampled in turns)",
+                Format::JsonEcs,
+            ),
+            (
+                "(g) 6-field event as json-gcp vs json (sampled in turns)",
+                Format::JsonGcp,
+            ),
+            (
+                "(g) 6-field event as json-datadog vs json (sampled in turns)",
+                Format::JsonDatadog,
+            ),
+            (
+                "(g) 6-field event as logfmt vs json (sampled in turns)",
+                Format::Logfmt,
+            ),
+            (
+                "(g) 6-field event as text vs json (sampled in turns)",
+                Format::Text,
+            ),
+        ] {
+            paired.push(report::PairedRow {
+                case,
+                paired: p,
+                ours: format.name(),
+                peer: Format::Json.name(),
+                target: 1.05,
+                per_iter: 1.0,
+            });
+        }
+    }
+    paired.extend(WHEN_PAIRED.get().map(|p| report::PairedRow {
             case: "(w) the same named-outside debug!, customer 42's requests in flight (condition awake), sampled in turns with the EnvFilter case (median of the per-round ratios)",
             paired: p,
             ours: "logpolicy",
             peer: "envfilter",
             target: 0.4,
             per_iter: n,
-        })
-        .into_iter()
-        .collect();
+        }));
     report::report_with("filter", &rows, &paired, extra);
 }

@@ -229,6 +229,57 @@ fn paired_batch(name: &str, cases: &[PairedCase], rounds: usize) -> std::io::Res
     Ok(samples)
 }
 
+/// Samples `f` under each of `cases`' dispatchers in turns, in this process (each as
+/// the scoped default while its sample runs): `rounds` rounds of one ~20 ms sample per
+/// case, the order rotated every round, after a warm-up of each. For comparisons of
+/// our own configurations whose targets are a few percent: two cases' samples of one
+/// round are a fraction of a second apart, where criterion's cases are seconds apart
+/// and a shared machine drifts by more than such a target between them. `None` when
+/// criterion's filter leaves `group/id` out, or in a child process of another case.
+pub fn interleaved(
+    group: &str,
+    id: &str,
+    cases: &[(&'static str, Dispatch)],
+    rounds: usize,
+    f: fn(),
+) -> Option<Paired> {
+    if is_case_child() || !selected(&format!("{group}/{id}")) {
+        return None;
+    }
+    // One sample: `n` calls of `f` under `d`, its ns per call.
+    let sample = |d: &Dispatch, n: u64| -> f64 {
+        tracing::callsite::rebuild_interest_cache();
+        let ns = tracing::dispatcher::with_default(d, || {
+            tracing::callsite::rebuild_interest_cache();
+            let start = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            start.elapsed().as_nanos() as f64
+        });
+        tracing::callsite::rebuild_interest_cache();
+        ns / n as f64
+    };
+    let mut iters = Vec::new();
+    for (_, d) in cases {
+        let start = Instant::now();
+        let mut per_iter = sample(d, 1);
+        while start.elapsed() < PAIRED_WARM_UP {
+            per_iter = sample(d, (0.05e9 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
+        }
+        iters.push((PAIRED_SAMPLE.as_nanos() as f64 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); cases.len()];
+    for round in 0..rounds {
+        for k in 0..cases.len() {
+            let i = (round + k) % cases.len();
+            samples[i].push(sample(&cases[i].1, iters[i]));
+        }
+    }
+    let cases = cases.iter().map(|(c, _)| *c).zip(samples).collect();
+    Some(Paired { cases })
+}
+
 /// A command that runs `exe` on the machine's last CPU, if `taskset` is there (so that
 /// the cases of [`paired`] are not compared across CPUs that a host may serve
 /// differently), else anywhere.
@@ -273,8 +324,9 @@ fn serve_samples(f: &mut impl FnMut()) -> ! {
     std::process::exit(0)
 }
 
-/// Whether criterion's filter (the positional arguments after `--`, matched as
-/// substrings, as `cargo bench -- <filter>` is mostly used) selects `name`; no filter
+/// Whether criterion's filter (the positional arguments after `--`) selects `name`:
+/// criterion takes a regular expression; this reads it as alternatives (`a|b`) each
+/// matched as a substring, as `cargo bench -- <filter>` is mostly used. No filter
 /// selects everything.
 fn selected(name: &str) -> bool {
     // Criterion's options that take a value (the value is not a filter).
@@ -317,7 +369,11 @@ fn selected(name: &str) -> bool {
         }
         i += 1;
     }
-    filters.is_empty() || filters.iter().any(|f| name.contains(f))
+    filters.is_empty()
+        || filters
+            .iter()
+            .flat_map(|f| f.split('|'))
+            .any(|f| name.contains(f))
 }
 
 /// Whether this process is a child running one case (it must not print the report).
