@@ -10,15 +10,16 @@
 //!     `tracing_subscriber::fmt` JSON;
 //! (d') the same 6-field event with redaction: no field name matching (today's default:
 //!     the built-in list) and one matching (`user` added), each against the same layer
-//!     told to redact nothing;
+//!     told to redact nothing, the three sampled in turns in one process
+//!     (`report::interleaved`: the median of the per-round ratios);
 //! (f) a 200-byte message with value-shape redaction on (bearer tokens, JWTs, keys
 //!     searched in every string) against off;
 //! (e) the 5 lines of one request of the HTTP benchmark's service (`bench/`): ours as
 //!     `logpolicy::init` builds it, into the non-blocking writer (to `/dev/null`), vs
 //!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays;
 //! (g) the same 6-field event in every format (`json-otel`, `json-ecs`, `json-gcp`,
-//!     `json-datadog`, `logfmt`, `text`) against `json` measured right before it, with
-//!     the service named (as `init` names it from `OTEL_SERVICE_NAME`), and the bytes
+//!     `json-datadog`, `logfmt`, `text`) against `json`, all sampled in turns in one
+//!     process (`report::interleaved`), with the service named (as `init` names it from `OTEL_SERVICE_NAME`), and the bytes
 //!     of each line;
 //! (h) with `--features opentelemetry`: the 6-field event in a span that carries an
 //!     OpenTelemetry context (a `tracing-opentelemetry` layer with an SDK tracer that
