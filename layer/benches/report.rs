@@ -234,8 +234,11 @@ fn paired_batch(name: &str, cases: &[PairedCase], rounds: usize) -> std::io::Res
 /// case, the order rotated every round, after a warm-up of each. For comparisons of
 /// our own configurations whose targets are a few percent: two cases' samples of one
 /// round are a fraction of a second apart, where criterion's cases are seconds apart
-/// and a shared machine drifts by more than such a target between them. `None` when
-/// criterion's filter leaves `group/id` out, or in a child process of another case.
+/// and a shared machine drifts by more than such a target between them. The cases'
+/// dispatchers are alive together, and tracing combines their interest in a callsite
+/// (one's `sometimes` makes every one's `sometimes`): only for cases that give every
+/// callsite the same interest; others take [`paired`]. `None` when criterion's filter
+/// leaves `group/id` out, or in a child process of another case.
 pub fn interleaved(
     group: &str,
     id: &str,
