@@ -19,8 +19,8 @@
 //!     `tracing_subscriber::fmt` JSON into a sink: what the request's thread pays;
 //! (g) the same 6-field event in every format (`json-otel`, `json-ecs`, `json-gcp`,
 //!     `json-datadog`, `logfmt`, `text`) against `json`, all sampled in turns in one
-//!     process (`report::interleaved`), with the service named (as `init` names it from `OTEL_SERVICE_NAME`), and the bytes
-//!     of each line;
+//!     process (`report::interleaved`), with the service named (as `init` names it
+//!     from `OTEL_SERVICE_NAME`), and the bytes of each line;
 //! (h) with `--features opentelemetry`: the 6-field event in a span that carries an
 //!     OpenTelemetry context (a `tracing-opentelemetry` layer with an SDK tracer that
 //!     exports nothing, filtered to see spans only, so that its own recording of events
@@ -42,8 +42,9 @@
 //!     (reported). With customer 42's requests in flight, the named-outside pair is
 //!     also measured with its processes sampled in turns (`report::paired`: 7 batches
 //!     of fresh processes, 15 rounds of one ~20 ms sample each; the row's figure is the
-//!     median of the per-round ratios), with a third case, the floor: a filter that answers at once at the same
-//!     `sometimes` callsite, i.e. tracing's own path, which no filter avoids.
+//!     median of the per-round ratios), with a third case, the floor: a filter that
+//!     answers at once at the same `sometimes` callsite, i.e. tracing's own path, which
+//!     no filter avoids.
 //!
 //! Run: `cargo bench -p logpolicy --bench filter`. Prints a markdown table and writes
 //! `target/bench/filter.json`.
@@ -257,6 +258,16 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Floor {
     }
 }
 
+/// EnvFilter with the span filter equivalent to [`WHEN_RULE`], reloadable as ours is.
+fn span_filter() -> Dispatch {
+    env_filter("info,shop::payment[request{user_id=42}]=debug").0
+}
+
+/// [`Floor`] under the same layers as ours.
+fn floor() -> Dispatch {
+    Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch))
+}
+
 /// `f` while another thread is inside a request of customer 42 (entered once, before
 /// the first batch, and held): the `when` condition is awake, as in a service where that
 /// customer's requests are in flight all the time.
@@ -344,7 +355,7 @@ fn bench_when(c: &mut Criterion) {
         c,
         "w-when",
         "named-outside/envfilter",
-        || env_filter("info,shop::payment[request{user_id=42}]=debug").0,
+        span_filter,
         in_request(7, payment_debug),
     );
     // The same callsite under a filter that answers at once (the floor), alone, for
@@ -353,7 +364,7 @@ fn bench_when(c: &mut Criterion) {
         c,
         "w-when",
         "named-outside-awake/floor",
-        || Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch)),
+        floor,
         while_42_in_flight(in_request(7, payment_debug)),
     );
     // The awake cases again, sampled in turns (a machine whose speed changes from one
@@ -364,12 +375,8 @@ fn bench_when(c: &mut Criterion) {
         "named-outside-paired",
         &[
             ("logpolicy", || ours(WHEN_RULE).0),
-            ("envfilter", || {
-                env_filter("info,shop::payment[request{user_id=42}]=debug").0
-            }),
-            ("floor", || {
-                Dispatch::new(tracing_subscriber::registry().with(Floor).with(Touch))
-            }),
+            ("envfilter", span_filter),
+            ("floor", floor),
         ],
         WHEN_ROUNDS,
         while_42_in_flight(in_request(7, payment_debug)),

@@ -80,12 +80,10 @@ impl Paired {
 
     /// `a / b` in each round (the two samples taken one right after the other), sorted.
     pub fn ratios(&self, a: &str, b: &str) -> Vec<f64> {
-        let (Some(a), Some(b)) = (self.samples(a), self.samples(b)) else {
-            return Vec::new();
-        };
-        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
-        r.sort_by(f64::total_cmp);
-        r
+        match (self.samples(a), self.samples(b)) {
+            (Some(a), Some(b)) => sorted_ratios(a, b),
+            _ => Vec::new(),
+        }
     }
 
     /// The median of `a / b` within each batch of `rounds` rounds (see [`paired`]): how
@@ -97,8 +95,7 @@ impl Paired {
         a.chunks(rounds.max(1))
             .zip(b.chunks(rounds.max(1)))
             .map(|(a, b)| {
-                let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
-                r.sort_by(f64::total_cmp);
+                let r = sorted_ratios(a, b);
                 r[r.len() / 2]
             })
             .collect()
@@ -109,6 +106,41 @@ impl Paired {
         let r = self.ratios(a, b);
         r.get(r.len() / 2).copied()
     }
+}
+
+/// `a[i] / b[i]` for each round, sorted.
+fn sorted_ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+    r.sort_by(f64::total_cmp);
+    r
+}
+
+/// Samples `n` cases in turns: warms each up (`sample(i, iterations)` gives case `i`'s
+/// ns per iteration), sizes its samples to about [`PAIRED_SAMPLE`], then takes
+/// `rounds` rounds of one sample per case, the order rotated every round. Per case,
+/// its ns per iteration in each round.
+fn in_turns<E>(
+    n: usize,
+    rounds: usize,
+    mut sample: impl FnMut(usize, u64) -> Result<f64, E>,
+) -> Result<Vec<Vec<f64>>, E> {
+    let mut iters = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = Instant::now();
+        let mut per_iter = sample(i, 1)?;
+        while start.elapsed() < PAIRED_WARM_UP {
+            per_iter = sample(i, (0.05e9 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64)?;
+        }
+        iters.push((PAIRED_SAMPLE.as_nanos() as f64 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); n];
+    for round in 0..rounds {
+        for k in 0..n {
+            let i = (round + k) % n;
+            samples[i].push(sample(i, iters[i])?);
+        }
+    }
+    Ok(samples)
 }
 
 /// A child of [`paired`], with its pipes.
@@ -204,24 +236,7 @@ fn paired_batch(name: &str, cases: &[PairedCase], rounds: usize) -> std::io::Res
             }
         }
     };
-    // Warm each child up, and size its samples to about PAIRED_SAMPLE.
-    let mut iters = Vec::new();
-    for c in &mut children {
-        let start = Instant::now();
-        let mut per_iter = sample(c, 1)?;
-        while start.elapsed() < PAIRED_WARM_UP {
-            let n = (0.05e9 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64;
-            per_iter = sample(c, n)?;
-        }
-        iters.push((PAIRED_SAMPLE.as_nanos() as f64 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
-    }
-    let mut samples = vec![Vec::with_capacity(rounds); cases.len()];
-    for round in 0..rounds {
-        for k in 0..cases.len() {
-            let i = (round + k) % cases.len();
-            samples[i].push(sample(&mut children[i], iters[i])?);
-        }
-    }
+    let samples = in_turns(children.len(), rounds, |i, n| sample(&mut children[i], n))?;
     for (mut child, input, _) in children {
         drop(input);
         let _ = child.wait();
@@ -263,22 +278,9 @@ pub fn interleaved(
         tracing::callsite::rebuild_interest_cache();
         ns / n as f64
     };
-    let mut iters = Vec::new();
-    for (_, d) in cases {
-        let start = Instant::now();
-        let mut per_iter = sample(d, 1);
-        while start.elapsed() < PAIRED_WARM_UP {
-            per_iter = sample(d, (0.05e9 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
-        }
-        iters.push((PAIRED_SAMPLE.as_nanos() as f64 / per_iter.max(1.0)).clamp(1.0, 1e9) as u64);
-    }
-    let mut samples = vec![Vec::with_capacity(rounds); cases.len()];
-    for round in 0..rounds {
-        for k in 0..cases.len() {
-            let i = (round + k) % cases.len();
-            samples[i].push(sample(&cases[i].1, iters[i]));
-        }
-    }
+    let Ok(samples) = in_turns(cases.len(), rounds, |i, n| {
+        Ok::<_, std::convert::Infallible>(sample(&cases[i].1, n))
+    });
     let cases = cases.iter().map(|(c, _)| *c).zip(samples).collect();
     Some(Paired { cases })
 }
@@ -287,13 +289,16 @@ pub fn interleaved(
 /// the cases of [`paired`] are not compared across CPUs that a host may serve
 /// differently), else anywhere.
 fn pinned(exe: &std::path::Path) -> Command {
+    static TASKSET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let taskset = Command::new("taskset")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let taskset = *TASKSET.get_or_init(|| {
+        Command::new("taskset")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
     if taskset && cpus > 1 {
         let mut c = Command::new("taskset");
         c.arg("-c").arg((cpus - 1).to_string()).arg(exe);

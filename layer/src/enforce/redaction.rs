@@ -47,6 +47,13 @@ impl FieldMask {
     pub(crate) fn is_empty(self) -> bool {
         self.bits == 0 && !self.by_name
     }
+
+    /// Whether the bits hide the field at `index` (a callsite matched by name has none:
+    /// see `by_name`).
+    #[inline(always)]
+    pub(crate) fn hides(self, index: usize) -> bool {
+        index < 32 && self.bits & (1 << index) != 0
+    }
 }
 
 impl RedactionSet {

@@ -46,12 +46,18 @@ impl<V: Visit> Redacting<'_, V> {
         if self.mask.by_name || self.values {
             return checked(self);
         }
-        if field.index() < 32 && self.mask.bits & (1 << field.index()) != 0 {
-            self.counts.by_name += 1;
-            self.inner.record_str(field, REDACTED);
+        if self.mask.hides(field.index()) {
+            self.write_marker(field);
         } else {
             write(&mut self.inner);
         }
+    }
+
+    /// The marker in place of a hidden field's value, counted.
+    #[inline(always)]
+    fn write_marker(&mut self, field: &Field) {
+        self.counts.by_name += 1;
+        self.inner.record_str(field, REDACTED);
     }
 
     /// `record_str` with name matching or value redaction on.
@@ -80,11 +86,10 @@ impl<V: Visit> Redacting<'_, V> {
         let hidden = if self.mask.by_name {
             self.set.is_some_and(|s| s.redaction.redacts(field.name()))
         } else {
-            field.index() < 32 && self.mask.bits & (1 << field.index()) != 0
+            self.mask.hides(field.index())
         };
         if hidden {
-            self.counts.by_name += 1;
-            self.inner.record_str(field, REDACTED);
+            self.write_marker(field);
         }
         hidden
     }
