@@ -7,10 +7,11 @@ use tracing_subscriber::prelude::*;
 #[cfg(feature = "admin")]
 use crate::admin::{AdminConfig, AdminError, AdminServer};
 use crate::enforce::{PolicyFilter, PolicyHandle};
-use crate::format::own_line::{write_skipped, write_skipped_directive};
+use crate::format::own_line::{self, write_skipped, write_skipped_directive};
 use crate::format::{
     Format, FormatLayer, ParseFormatError, ResourceError, Service, Style, RESOURCE_ATTRIBUTES_VAR,
 };
+use crate::ledger::Sites;
 use crate::log_bridge::{LogBridge, LogBridgeError};
 use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::writer::{
@@ -127,7 +128,10 @@ pub struct Logging {
     admin: Option<AdminServer>,
     handle: PolicyHandle,
     writer: Writer,
-    _guard: WriterGuard,
+    /// The format of logpolicy's own lines.
+    style: Style,
+    /// Taken when logging stops.
+    guard: Option<WriterGuard>,
 }
 
 impl Logging {
@@ -153,6 +157,15 @@ impl Logging {
         self.writer.stats()
     }
 
+    /// What each callsite cost so far, biggest in bytes first: lines and bytes written,
+    /// events held back by the policy and lines dropped by the writer, per callsite (see
+    /// [`crate::ledger`]). The filter and the writer count in one ledger, so after a
+    /// [`flush`](Logging::flush) the rows' bytes plus [`Sites::own`]'s equal
+    /// [`WriterStats::bytes_written`].
+    pub fn sites(&self) -> Sites {
+        self.handle.sites()
+    }
+
     /// Stops logging as dropping it does (the admin endpoint first, then the writer,
     /// flushed within its `flush_timeout`), and returns the writer's final counters:
     /// every line counted once as written or dropped, with what could not be delivered
@@ -172,10 +185,31 @@ impl Logging {
     /// # std::fs::remove_file(path)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn finish(self) -> WriterStats {
+    pub fn finish(mut self) -> WriterStats {
+        self.stop()
+    }
+
+    /// Stops the admin endpoint, writes the line that names the callsites that wrote
+    /// the most bytes, and stops the writer.
+    fn stop(&mut self) -> WriterStats {
         #[cfg(feature = "admin")]
-        drop(self.admin);
-        self._guard.finish()
+        drop(self.admin.take());
+        let Some(guard) = self.guard.take() else {
+            return self.writer.stats();
+        };
+        let mut line = Vec::with_capacity(512);
+        let sites = self.handle.sites();
+        if own_line::write_top_sites(&mut line, &self.style, self.handle.now(), &sites).is_some() {
+            self.writer
+                .write_line(tracing_core::Level::INFO, true, &line);
+        }
+        guard.finish()
+    }
+}
+
+impl Drop for Logging {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -455,7 +489,12 @@ impl Builder {
             None => None,
         };
         let config = self.writer.unwrap_or_default();
-        let (writer, guard) = Writer::new(config.lines(format, service.clone()))?;
+        // One ledger: the filter counts what it holds back, the writer what it writes
+        // and drops.
+        let config = config
+            .lines(format, service.clone())
+            .ledger(handle.ledger());
+        let (writer, guard) = Writer::new(config)?;
         let style = Style::new(format, &service);
         let now = filter.handle().now();
         for (var, error) in &skipped_directives {
@@ -489,7 +528,8 @@ impl Builder {
             admin,
             handle,
             writer,
-            _guard: guard,
+            style,
+            guard: Some(guard),
         };
         Ok((tracing_core::Dispatch::new(subscriber), logging))
     }

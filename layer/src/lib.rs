@@ -61,6 +61,7 @@ pub mod clock;
 pub mod enforce;
 pub mod format;
 mod init;
+pub mod ledger;
 mod level;
 pub mod log_bridge;
 pub mod policy;

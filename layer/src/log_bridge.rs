@@ -33,6 +33,7 @@ use tracing_core::subscriber::Interest;
 use tracing_core::{dispatcher, Event, Level, Metadata};
 
 use crate::enforce::PolicyHandle;
+use crate::ledger;
 use crate::level;
 
 /// The most distinct `log` targets that get a callsite of their own.
@@ -140,6 +141,11 @@ fn site(target: &str, level: Level) -> &'static LogSite {
         }
     };
     if new {
+        // Its events are counted in the ledger rows of their records (target, file,
+        // line), not in a row of its own.
+        if let Some(meta) = site.meta.get() {
+            ledger::register_log_site(meta);
+        }
         // Outside the lock: a subscriber asked about the callsite may log through `log`.
         callsite::register(site);
     }
@@ -255,14 +261,19 @@ impl log::Log for LogBridge {
         let Some(meta) = site.meta.get() else {
             return;
         };
-        if interest == SOMETIMES && !dispatcher::get_default(|d| d.enabled(meta)) {
-            return;
-        }
-        let fields = meta.fields();
-        if let Some(message) = fields.field("message") {
-            let args: &dyn Value = record.args();
-            Event::dispatch(meta, &fields.value_set(&[(&message, Some(args))]));
-        }
+        // The record's own row in the ledger (by target, file, line and level): what the
+        // filter and the writer count for this record goes there.
+        let row = ledger::record_row(record.target(), record.file(), record.line(), &level);
+        ledger::with_record(row, || {
+            if interest == SOMETIMES && !dispatcher::get_default(|d| d.enabled(meta)) {
+                return;
+            }
+            let fields = meta.fields();
+            if let Some(message) = fields.field("message") {
+                let args: &dyn Value = record.args();
+                Event::dispatch(meta, &fields.value_set(&[(&message, Some(args))]));
+            }
+        });
     }
 
     fn flush(&self) {}

@@ -3,6 +3,8 @@
 use std::io::{self, Write};
 use std::sync::Mutex;
 
+use crate::ledger::{Ledger, RowId};
+
 /// Receives complete, formatted lines (each ends with `\n`).
 ///
 /// `always_keep` says whether the event is at or above the policy's `alwaysKeep`
@@ -23,6 +25,27 @@ use std::sync::Mutex;
 pub trait LineSink: Send + Sync + 'static {
     /// Writes or queues one line.
     fn write_line(&self, level: &tracing_core::Level, always_keep: bool, line: &[u8]);
+
+    /// Writes or queues one line of the callsite whose [ledger](crate::ledger) row is
+    /// `row`. A sink that counts lines per callsite (the [`Writer`](crate::writer::Writer))
+    /// counts it there; by default this is [`LineSink::write_line`].
+    #[inline]
+    fn write_row_line(
+        &self,
+        row: RowId,
+        level: &tracing_core::Level,
+        always_keep: bool,
+        line: &[u8],
+    ) {
+        let _ = row;
+        self.write_line(level, always_keep, line)
+    }
+
+    /// The ledger this sink counts lines in, if it does (the
+    /// [`Writer`](crate::writer::Writer)'s); `None` by default.
+    fn ledger(&self) -> Option<Ledger> {
+        None
+    }
 }
 
 impl<W: Write + Send + 'static> LineSink for Mutex<W> {
@@ -35,6 +58,20 @@ impl<W: Write + Send + 'static> LineSink for Mutex<W> {
 impl<T: LineSink + ?Sized> LineSink for std::sync::Arc<T> {
     fn write_line(&self, level: &tracing_core::Level, always_keep: bool, line: &[u8]) {
         (**self).write_line(level, always_keep, line)
+    }
+
+    fn write_row_line(
+        &self,
+        row: RowId,
+        level: &tracing_core::Level,
+        always_keep: bool,
+        line: &[u8],
+    ) {
+        (**self).write_row_line(row, level, always_keep, line)
+    }
+
+    fn ledger(&self) -> Option<Ledger> {
+        (**self).ledger()
     }
 }
 

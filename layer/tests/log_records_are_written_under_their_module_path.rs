@@ -60,6 +60,7 @@ fn log_records_follow_the_policy() {
             line("DEBUG", TARGET, "handshake with b done"),
             line("TRACE", TARGET, "cipher suite chosen"),
             line("ERROR", TARGET, "certificate of b expires soon"),
+            line("INFO", "logpolicy", "bytes written by callsite"),
         ]
     );
 }
@@ -78,5 +79,11 @@ fn the_bridge_can_be_left_out() {
         return;
     }
     let lines = child_lines("the_bridge_can_be_left_out", "trace");
-    assert_eq!(lines, vec![line("ERROR", "app", "written")]);
+    assert_eq!(
+        lines,
+        vec![
+            line("ERROR", "app", "written"),
+            line("INFO", "logpolicy", "bytes written by callsite"),
+        ]
+    );
 }

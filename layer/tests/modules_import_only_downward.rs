@@ -13,6 +13,7 @@ const ORDER: &[&str] = &[
     "level",
     "clock",
     "sites",
+    "ledger",
     "policy",
     "enforce",
     "sink",

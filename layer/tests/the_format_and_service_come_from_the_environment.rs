@@ -47,7 +47,7 @@ fn bad_values_are_reported_and_the_defaults_apply() {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
     assert_eq!(lines[0]["msg"], "skipped an invalid format");
     assert_eq!(lines[0]["source"], "LOGPOLICY_FORMAT");
     assert_eq!(
@@ -67,6 +67,8 @@ fn bad_values_are_reported_and_the_defaults_apply() {
     assert_eq!(lines[0]["level"], "WARN");
     assert_eq!(lines[2]["msg"], "listening");
     assert_eq!(lines[2]["port"], 8080);
+    // The line written when logging stops names the service too.
+    assert_eq!(lines[3]["msg"], "bytes written by callsite");
 }
 
 #[test]
@@ -83,7 +85,13 @@ fn the_format_named_is_the_one_written() {
         ],
     );
     let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("ts=")).collect();
-    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines.len(), 2, "{out}");
+    // When logging stops: the callsites that wrote the most bytes, flattened as logfmt
+    // keys (no space, `=` or quote in a key).
+    assert!(
+        lines[1].contains(" target=logpolicy ") && lines[1].contains(" bytes.shop::http@"),
+        "{out}"
+    );
     let rest = lines[0].split_once(' ').unwrap().1;
     assert_eq!(
         rest,

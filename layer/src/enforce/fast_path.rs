@@ -9,8 +9,9 @@ use tracing_core::Metadata;
 
 use super::filter::Shared;
 use super::limits::{BurstDecision, BurstWindow, Notice};
-use super::stats::{RuleCounters, StatsCells};
+use super::stats::{Reason, RuleCounters, StatsCells};
 use super::when;
+use crate::ledger::{self, Col};
 use crate::level::Level;
 use crate::policy::Burst;
 use crate::sites::{self, WordSlot};
@@ -154,7 +155,11 @@ impl Shared {
                 return true;
             } else if w < 1 << 16 && w & 3 == FastWord::SAMPLED {
                 if let Some(rule) = self.rules.get((w >> 2) as usize).and_then(OnceLock::get) {
-                    return rule.keep(meta.level());
+                    if rule.keep(meta.level()) {
+                        return true;
+                    }
+                    self.sampled_out(meta);
+                    return false;
                 }
             }
         }
@@ -257,6 +262,15 @@ impl Shared {
         )
     }
 
+    /// Counts an event of `meta` sampled out in its callsite's ledger row (out of line:
+    /// the path that keeps the event stays as short as it was).
+    #[inline(never)]
+    fn sampled_out(&self, meta: &Metadata<'_>) {
+        let row = ledger::row_of(meta);
+        self.ledger
+            .add(row, Col::policy(Reason::Sampled as usize), 1);
+    }
+
     #[inline]
     fn decide(&self, v: &Verdict, meta: &Metadata<'_>) -> bool {
         if !v.enabled {
@@ -264,6 +278,7 @@ impl Shared {
         }
         if let Some(rule) = &v.rule {
             if !rule.keep(meta.level()) {
+                self.sampled_out(meta);
                 return false;
             }
         }
@@ -278,6 +293,8 @@ impl Shared {
             }
             if let BurstDecision::Drop { first } = decision {
                 StatsCells::add(&self.stats.burst, meta.level(), 1);
+                let row = ledger::row_of_static(callsite.meta);
+                self.ledger.add(row, Col::policy(Reason::Burst as usize), 1);
                 if first {
                     self.notices.push(Notice::BurstStarted {
                         meta: callsite.meta,

@@ -22,6 +22,7 @@ use super::limits::{Budget, BurstWindow, Notices};
 use super::stats::{RuleCounters, Stats, StatsCells};
 use super::when;
 use crate::clock::{Clock, SystemClock};
+use crate::ledger::{Ledger, Sites};
 use crate::policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Scope,
 };
@@ -67,6 +68,9 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) stats: Arc<StatsCells>,
+    /// Per callsite: what this filter held back (and, when the writer shares it, what
+    /// was written and dropped).
+    pub(super) ledger: Ledger,
     /// Callsites registered with the filter (static metadata only): their burst state.
     pub(super) callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
     /// Sampling rules the lock-free path reaches by slot (kept for the filter's life, so
@@ -220,6 +224,7 @@ impl PolicyFilter {
             }),
             clock,
             stats,
+            ledger: Ledger::new(),
             callsites: RwLock::new(HashMap::new()),
             rules: (0..RULE_SLOTS).map(|_| OnceLock::new()).collect(),
             next_rule: AtomicUsize::new(0),
@@ -255,6 +260,10 @@ impl PolicyFilter {
     }
 
     fn interest(&self, meta: &'static Metadata<'static>) -> Interest {
+        if meta.is_event() {
+            // Every event callsite gets its row in the ledger when it registers.
+            crate::ledger::row_of_static(meta);
+        }
         let compiled = self.shared.compiled.load();
         let conditional = compiled.is_conditional(meta);
         let when_awake = conditional && self.shared.awake.load(Ordering::SeqCst);
@@ -389,6 +398,30 @@ impl PolicyHandle {
     /// [`with_policy`](crate::FormatLayer::with_policy).
     pub fn stats(&self) -> Stats {
         self.shared.stats.snapshot()
+    }
+
+    /// The ledger this filter counts in, per callsite, what it held back (sampled,
+    /// burst, budget); the [`Writer`](crate::writer::Writer) that [`crate::init`] sets
+    /// up counts what it writes and drops in the same one (see [`crate::ledger`]).
+    pub fn ledger(&self) -> Ledger {
+        self.shared.ledger.clone()
+    }
+
+    /// What each callsite cost, biggest in bytes first: [`Ledger::sites`] of
+    /// [`PolicyHandle::ledger`].
+    ///
+    /// ```
+    /// let logging = logpolicy::Builder::new().directives("info,@sample(app)=1/4").try_init().unwrap();
+    /// for i in 0..8 {
+    ///     tracing::info!(target: "app", i, "tick");
+    /// }
+    /// logging.flush(std::time::Duration::from_secs(5));
+    /// let sites = logging.handle().sites();
+    /// let tick = sites.rows.iter().find(|r| r.name.starts_with("event") && r.target == "app").unwrap();
+    /// assert_eq!((tick.counts.lines, tick.counts.sampled), (2, 6));
+    /// ```
+    pub fn sites(&self) -> Sites {
+        self.shared.ledger.sites()
     }
 
     /// The time on this filter's clock.

@@ -26,6 +26,7 @@ use super::request::{self, Held, HoldCheck, RequestLimits, RequestState};
 use super::stats::{Reason, StatsCells};
 use super::summary::{NotWritten, Summary, DEFAULT_SUMMARY_INTERVAL_SECS};
 use crate::clock::Clock;
+use crate::ledger::{Col, Ledger, RowId};
 use crate::level::Level;
 use crate::policy::Redaction;
 
@@ -85,6 +86,7 @@ pub(crate) struct Holder<'a, S: LookupSpan<'a>> {
     level: tracing_core::Level,
     limits: &'a RequestLimits,
     stats: &'a StatsCells,
+    ledger: &'a Ledger,
 }
 
 impl OutputGate {
@@ -193,7 +195,7 @@ impl OutputGate {
         let Some(sh) = self.shared() else { return };
         let state = span.extensions_mut().remove::<RequestState>();
         if let Some(state) = state {
-            state.discard(&sh.stats, &self.tracked);
+            state.discard(&sh.stats, &self.tracked, &sh.ledger);
         }
     }
 
@@ -270,7 +272,7 @@ impl<'a> Linked<'a> {
         // What the request held, written first and counted as written.
         let release = || {
             let mut held = request::promote(event, ctx)?;
-            for (lvl, _) in held.lines() {
+            for (lvl, _, _) in held.lines() {
                 StatsCells::sub(&sh.stats.held, &lvl, 1);
                 StatsCells::add(&sh.stats.written, &lvl, 1);
             }
@@ -297,6 +299,7 @@ impl<'a> Linked<'a> {
                             level: *level,
                             limits: &self.gate.requests,
                             stats: &sh.stats,
+                            ledger: &sh.ledger,
                         })
                     }
                 }
@@ -326,16 +329,17 @@ impl<'a> Linked<'a> {
         }
     }
 
-    /// An event of `level` was not written, for `reason`: counts it.
+    /// An event of `level` and ledger row `row` was not written, for `reason`: counts it.
     #[inline]
-    pub(crate) fn dropped(self, level: &tracing_core::Level, reason: Reason) {
+    pub(crate) fn dropped(self, level: &tracing_core::Level, row: RowId, reason: Reason) {
         let sh = self.sh;
-        let row = match reason {
+        let counts = match reason {
             Reason::Sampled => &sh.stats.sampled,
             Reason::Burst => &sh.stats.burst,
             Reason::Budget => &sh.stats.budget,
         };
-        StatsCells::add(row, level, 1);
+        StatsCells::add(counts, level, 1);
+        sh.ledger.add(row, Col::policy(reason as usize), 1);
     }
 
     /// After a line was written at `now`: the summary of events not written, when it is
@@ -353,20 +357,25 @@ impl<'a, S> Holder<'a, S>
 where
     S: Subscriber + LookupSpan<'a>,
 {
-    /// Holds the event's formatted `line` with its request, and counts it (and the older
-    /// lines dropped to make room, as sampled).
-    pub(crate) fn hold(self, line: &[u8]) {
+    /// Holds the event's formatted `line` (ledger row `row`) with its request, and
+    /// counts it (and the older lines dropped to make room, as sampled).
+    pub(crate) fn hold(self, line: &[u8], row: RowId) {
         let stats = self.stats;
-        match request::store(&self.span, self.limits, self.level, line) {
+        let sampled = Col::policy(Reason::Sampled as usize);
+        match request::store(&self.span, self.limits, self.level, row, line) {
             Some(evicted) => {
                 StatsCells::add(&stats.held, &self.level, 1);
-                for lvl in evicted {
+                for (lvl, row) in evicted {
                     StatsCells::sub(&stats.held, &lvl, 1);
                     StatsCells::add(&stats.sampled, &lvl, 1);
+                    self.ledger.add(row, sampled, 1);
                 }
             }
             // The request stopped holding lines meanwhile.
-            None => StatsCells::add(&stats.sampled, &self.level, 1),
+            None => {
+                StatsCells::add(&stats.sampled, &self.level, 1);
+                self.ledger.add(row, sampled, 1);
+            }
         }
     }
 }

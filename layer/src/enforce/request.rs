@@ -11,7 +11,8 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 use super::compiled::Compiled;
-use super::stats::StatsCells;
+use super::stats::{Reason, StatsCells};
+use crate::ledger::{Col, Ledger, RowId};
 
 /// Bounds on what request-scope sampling holds.
 ///
@@ -53,19 +54,20 @@ impl Default for RequestLimits {
 /// (one allocation per request, not per line) and their levels and lengths.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    lines: VecDeque<(tracing_core::Level, usize)>,
+    /// Per line: its level, its ledger row and its length.
+    lines: VecDeque<(tracing_core::Level, RowId, usize)>,
     bytes: VecDeque<u8>,
 }
 
 impl Held {
-    /// The lines, oldest first, with their levels.
-    pub(crate) fn lines(&mut self) -> impl Iterator<Item = (tracing_core::Level, &[u8])> {
+    /// The lines, oldest first, with their levels and ledger rows.
+    pub(crate) fn lines(&mut self) -> impl Iterator<Item = (tracing_core::Level, RowId, &[u8])> {
         let bytes: &[u8] = self.bytes.make_contiguous();
         let mut at = 0;
-        self.lines.iter().map(move |&(level, len)| {
+        self.lines.iter().map(move |&(level, row, len)| {
             let line = &bytes[at..at + len];
             at += len;
-            (level, line)
+            (level, row, line)
         })
     }
 
@@ -74,11 +76,11 @@ impl Held {
         self.bytes.len()
     }
 
-    /// Drops the oldest line; returns its level.
-    fn pop_oldest(&mut self) -> Option<tracing_core::Level> {
-        let (level, len) = self.lines.pop_front()?;
+    /// Drops the oldest line; returns its level and row.
+    fn pop_oldest(&mut self) -> Option<(tracing_core::Level, RowId)> {
+        let (level, row, len) = self.lines.pop_front()?;
         self.bytes.drain(..len);
-        Some(level)
+        Some((level, row))
     }
 }
 
@@ -155,11 +157,12 @@ impl RequestState {
     }
 
     /// The request ended: what it still holds was sampled out.
-    pub(super) fn discard(self, stats: &StatsCells, tracked: &AtomicUsize) {
+    pub(super) fn discard(self, stats: &StatsCells, tracked: &AtomicUsize, ledger: &Ledger) {
         if let Some(held) = self.holder {
-            for (level, _) in held.lines {
+            for (level, row, _) in held.lines {
                 StatsCells::sub(&stats.held, &level, 1);
                 StatsCells::add(&stats.sampled, &level, 1);
+                ledger.add(row, Col::policy(Reason::Sampled as usize), 1);
             }
         }
         if self.tracked {
@@ -238,15 +241,17 @@ where
     }
 }
 
-/// Holds `line` (of an event of `level`) with the request of `span`, dropping its oldest
-/// lines to make room; returns the levels of the lines dropped (the line itself, if it
-/// can never fit), or `None` when the request no longer holds lines.
+/// Holds `line` (of an event of `level`, ledger row `row`) with the request of `span`,
+/// dropping its oldest lines to make room; returns the levels and rows of the lines
+/// dropped (the line itself, if it can never fit), or `None` when the request no longer
+/// holds lines.
 pub(super) fn store<'a, S>(
     span: &SpanRef<'a, S>,
     limits: &RequestLimits,
     level: tracing_core::Level,
+    row: RowId,
     line: &[u8],
-) -> Option<Vec<tracing_core::Level>>
+) -> Option<Vec<(tracing_core::Level, RowId)>>
 where
     S: Subscriber + LookupSpan<'a>,
 {
@@ -257,19 +262,19 @@ where
     let mut evicted = Vec::new();
     if line.len() > limits.max_bytes || limits.max_lines == 0 {
         // The line itself does not fit: it counts as held, then evicted.
-        evicted.push(level);
+        evicted.push((level, row));
         return Some(evicted);
     }
     while held.lines.len() + 1 > limits.max_lines
         || held.bytes.len() + line.len() > limits.max_bytes
     {
-        let Some(level) = held.pop_oldest() else {
+        let Some(oldest) = held.pop_oldest() else {
             break;
         };
-        evicted.push(level);
+        evicted.push(oldest);
     }
     held.bytes.extend(line.iter().copied());
-    held.lines.push_back((level, line.len()));
+    held.lines.push_back((level, row, line.len()));
     Some(evicted)
 }
 

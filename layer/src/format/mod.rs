@@ -823,12 +823,15 @@ impl<K: LineSink> FormatLayer<K> {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let now = self.clock.since_epoch();
-        let level = event.metadata().level();
+        let meta = event.metadata();
+        let level = meta.level();
+        // The callsite's row in the ledger: the line is counted there by the writer.
+        let row = crate::ledger::row_of_static(meta);
         let Some(gate) = self.gate.linked() else {
             // No policy linked: every event is written.
             self.format_into(buf, event, ctx, now, self.gate.active_redaction());
             self.sink
-                .write_line(level, self.gate.keeps_always(level), buf);
+                .write_row_line(row, level, self.gate.keeps_always(level), buf);
             return;
         };
         if let Some(notices) = gate.take_notices() {
@@ -841,12 +844,12 @@ impl<K: LineSink> FormatLayer<K> {
         match gate.decide(event, ctx, now) {
             Decision::Write(mut write) => {
                 if let Some(held) = write.context.as_mut() {
-                    for (lvl, line) in held.lines() {
-                        self.sink.write_line(&lvl, true, line);
+                    for (lvl, held_row, line) in held.lines() {
+                        self.sink.write_row_line(held_row, &lvl, true, line);
                     }
                 }
                 let redacted = self.format_into(buf, event, ctx, now, write.redaction);
-                self.sink.write_line(level, write.always_keep, buf);
+                self.sink.write_row_line(row, level, write.always_keep, buf);
                 gate.written(&write, level, buf.len());
                 self.gate.redacted(redacted.by_name, redacted.by_value);
                 if let Some(summary) = gate.summary_due(now) {
@@ -858,9 +861,9 @@ impl<K: LineSink> FormatLayer<K> {
             Decision::Hold(holder) => {
                 let redacted = self.format_into(buf, event, ctx, now, holder.redaction);
                 self.gate.redacted(redacted.by_name, redacted.by_value);
-                holder.hold(buf);
+                holder.hold(buf, row);
             }
-            Decision::Drop(reason) => gate.dropped(level, reason),
+            Decision::Drop(reason) => gate.dropped(level, row, reason),
         }
     }
 }

@@ -109,7 +109,13 @@ fn write_nested_field(
         buf.push(b'{');
         let mut sep = "";
         for (name, n) in pairs {
-            let _ = write!(Raw(buf), "{sep}{quote}{name}{quote}:{n}");
+            let _ = write!(Raw(buf), "{sep}{quote}");
+            if quote.is_empty() {
+                buf.extend_from_slice(name.as_bytes());
+            } else {
+                write_escaped(buf, name);
+            }
+            let _ = write!(Raw(buf), "{quote}:{n}");
             sep = ",";
         }
         buf.push(b'}');
@@ -135,7 +141,13 @@ fn write_nested_field(
 fn write_logfmt_field(buf: &mut Vec<u8>, k: &str, v: &Val<'_>) {
     let mut counts = |pairs: &mut dyn Iterator<Item = (&str, u64)>| {
         for (name, n) in pairs {
-            let _ = write!(Raw(buf), " {k}.{name}={n}");
+            let _ = write!(Raw(buf), " {k}.");
+            // Characters that would end a key are written as `_`.
+            buf.extend(name.bytes().map(|b| match b {
+                b' ' | b'=' | b'"' | 0..=0x1f | 0x7f => b'_',
+                b => b,
+            }));
+            let _ = write!(Raw(buf), "={n}");
         }
     };
     match v {
@@ -345,6 +357,52 @@ pub(crate) fn write_not_written(
         "events not written",
         &fields,
     );
+}
+
+/// The callsites that wrote the most bytes, at most this many, in the line written when
+/// logging stops.
+pub(crate) const TOP_SITES: usize = 5;
+
+/// Appends the line written when logging stops, naming the [`TOP_SITES`] callsites that
+/// wrote the most bytes, e.g. in JSON
+/// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"bytes written by callsite","bytes":{"shop::cart@src/cart.rs:42":51234,…},"lines":{…},"total_bytes":73310}`
+/// (each callsite as `target@file:line`, biggest first); `None` when nothing was written.
+pub(crate) fn write_top_sites(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    sites: &crate::ledger::Sites,
+) -> Option<()> {
+    let top: Vec<(String, u64, u64)> = sites
+        .top(TOP_SITES)
+        .map(|s| {
+            let name = match (s.file, s.line) {
+                (Some(f), Some(l)) => format!("{}@{f}:{l}", s.target),
+                (Some(f), None) => format!("{}@{f}", s.target),
+                _ => s.target.to_owned(),
+            };
+            (name, s.counts.lines, s.counts.bytes)
+        })
+        .collect();
+    if top.is_empty() {
+        return None;
+    }
+    let bytes: Vec<(&str, u64)> = top.iter().map(|(n, _, b)| (n.as_str(), *b)).collect();
+    let lines: Vec<(&str, u64)> = top.iter().map(|(n, l, _)| (n.as_str(), *l)).collect();
+    write_own_line(
+        buf,
+        style,
+        now,
+        tracing_core::Level::INFO,
+        "bytes written by callsite",
+        &[
+            ("bytes", Val::Counts(&bytes)),
+            ("lines", Val::Counts(&lines)),
+            ("total_bytes", Val::Num(sites.totals.bytes)),
+            ("total_lines", Val::Num(sites.totals.lines)),
+        ],
+    );
+    Some(())
 }
 
 /// Appends the writer's report of dropped lines, e.g. in JSON

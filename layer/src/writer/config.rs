@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::format::{Format, Service};
+use crate::ledger::Ledger;
 
 /// The smallest accepted [`WriterConfig::capacity_bytes`]: 4 KiB.
 pub const MIN_CAPACITY_BYTES: usize = 4 * 1024;
@@ -315,6 +316,11 @@ pub struct WriterConfig {
     pub format: Format,
     /// The service those lines name (see [`Service`]). Default: none.
     pub service: Service,
+    /// The per-callsite ledger the writer counts each line in (see [`crate::ledger`]).
+    /// Default: a ledger of its own; [`crate::init`] gives it the filter's
+    /// ([`PolicyHandle::ledger`](crate::PolicyHandle::ledger)), so that one ledger holds
+    /// what the policy held back and what the writer wrote and dropped.
+    pub ledger: Ledger,
 }
 
 impl Default for WriterConfig {
@@ -330,6 +336,7 @@ impl Default for WriterConfig {
             clock: Arc::new(SystemClock),
             format: Format::Json,
             service: Service::default(),
+            ledger: Ledger::default(),
         }
     }
 }
@@ -405,6 +412,13 @@ impl WriterConfig {
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Sets [`WriterConfig::ledger`].
+    #[must_use]
+    pub fn ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = ledger;
         self
     }
 

@@ -191,6 +191,7 @@ use std::time::{Duration, Instant};
 
 use tracing_core::Level;
 
+use crate::ledger::{Col, Ledger, RowId};
 use crate::level::level_index;
 use crate::sink::LineSink;
 use queue::Fit;
@@ -326,6 +327,12 @@ impl Writer {
     /// # Ok::<(), logpolicy::writer::WriterError>(())
     /// ```
     pub fn write_line(&self, level: Level, always_keep: bool, line: &[u8]) -> bool {
+        self.write_row_line(RowId::OWN, level, always_keep, line)
+    }
+
+    /// [`Writer::write_line`] for a line of the callsite whose ledger row is `row` (see
+    /// [`crate::ledger`]): the line is counted there once written or dropped.
+    pub fn write_row_line(&self, row: RowId, level: Level, always_keep: bool, line: &[u8]) -> bool {
         let li = level_index(level);
         let sh = &*self.shared;
         let never_wait = !always_keep && sh.overflow == Overflow::Drop;
@@ -337,6 +344,8 @@ impl Writer {
             // The queue is (or just was) full: refuse without touching the lock, so a
             // flood behind a paused reader never makes callers queue for it.
             sh.lockless_drops[LOCKLESS_QUEUE_FULL][li].fetch_add(1, Ordering::AcqRel);
+            sh.ledger
+                .add(row, Col::writer(DropReason::QueueFull.index()), 1);
             return false;
         }
         let mut st = match sh.lock_within(sh.lock_spin) {
@@ -350,7 +359,7 @@ impl Writer {
                 // runs again.
                 let may_post = sh.overflow == Overflow::Drop
                     && (!always_keep || sh.reserve_full == ReserveFull::Drop);
-                if may_post && sh.post(li, always_keep, line) {
+                if may_post && sh.post(li, row, always_keep, line) {
                     return true;
                 }
                 let mut st = sh.lock();
@@ -360,6 +369,8 @@ impl Writer {
             None => {
                 // The output is behind too: waiting could take a time slice.
                 sh.lockless_drops[LOCKLESS_CONTENDED][li].fetch_add(1, Ordering::AcqRel);
+                sh.ledger
+                    .add(row, Col::writer(DropReason::Contended.index()), 1);
                 return false;
             }
         };
@@ -368,7 +379,7 @@ impl Writer {
             sh.drain_posted(&mut st);
         }
         st.levels[li].emitted += 1;
-        if !st.closed && st.queue.try_append(li, line, always_keep) {
+        if !st.closed && st.queue.try_append(li, row, line, always_keep) {
             sh.publish_queued(&st);
             return sh.accepted(st, li);
         }
@@ -377,7 +388,7 @@ impl Writer {
         let mut waited = false;
         loop {
             if st.closed {
-                st.count_drop(li, DropReason::Shutdown, 1, false);
+                sh.count_drop(&mut st, li, row, DropReason::Shutdown, false);
                 return false;
             }
             let fit = st.queue.fit(line.len(), always_keep);
@@ -392,7 +403,7 @@ impl Writer {
             }
             let wait = match fit {
                 Fit::Now => {
-                    st.queue.push(li, line, always_keep);
+                    st.queue.push(li, row, line, always_keep);
                     sh.publish_queued(&st);
                     return sh.accepted(st, li);
                 }
@@ -411,7 +422,7 @@ impl Writer {
             };
             match wait {
                 Wait::No => {
-                    if st.count_drop(li, full, 1, true) {
+                    if sh.count_drop(&mut st, li, row, full, true) {
                         sh.wake_writer(&mut st);
                     }
                     return false;
@@ -427,7 +438,7 @@ impl Writer {
                 Wait::Until(until) => {
                     let now = Instant::now();
                     if now >= until {
-                        if st.count_drop(li, full, 1, true) {
+                        if sh.count_drop(&mut st, li, row, full, true) {
                             sh.wake_writer(&mut st);
                         }
                         return false;
@@ -512,6 +523,12 @@ impl Writer {
     /// ```
     pub fn stats(&self) -> WriterStats {
         self.shared.lock_folded().snapshot()
+    }
+
+    /// The ledger this writer counts each line in, by its callsite (see
+    /// [`crate::ledger`]): [`Ledger::sites`] reads it.
+    pub fn ledger(&self) -> Ledger {
+        self.shared.ledger.clone()
     }
 
     /// The format and service of the lines the writer writes itself.
@@ -643,7 +660,8 @@ impl WriterGuard {
         }
         // The thread is blocked in a write the kernel could not make non-blocking: count
         // what it holds as `Shutdown` and leave it to end with the process.
-        let lines = st.queue.abandon();
+        let shutdown = Col::writer(DropReason::Shutdown.index());
+        let lines = st.queue.abandon(|row, n| sh.ledger.add(row, shutdown, n));
         sh.publish_queued(&st);
         for (li, n) in lines.iter().enumerate() {
             st.count_drop(li, DropReason::Shutdown, *n, true);
@@ -694,6 +712,15 @@ impl LineSink for Writer {
     #[inline]
     fn write_line(&self, level: &Level, always_keep: bool, line: &[u8]) {
         Writer::write_line(self, *level, always_keep, line);
+    }
+
+    #[inline]
+    fn write_row_line(&self, row: RowId, level: &Level, always_keep: bool, line: &[u8]) {
+        Writer::write_row_line(self, row, *level, always_keep, line);
+    }
+
+    fn ledger(&self) -> Option<Ledger> {
+        Some(self.shared.ledger.clone())
     }
 }
 

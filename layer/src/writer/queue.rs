@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use crate::ledger::RowId;
 use crate::level::LEVELS;
 
 /// Whether a line can enter the queue.
@@ -26,6 +27,8 @@ struct Span {
     start: u32,
     len: u32,
     level: u8,
+    /// The ledger's row of the line (see [`crate::ledger`]).
+    row: RowId,
 }
 
 /// What an `alwaysKeep` line costs the byte budget on top of its bytes: its [`Span`].
@@ -40,11 +43,58 @@ const KEEP_RECORDS_RETAINED: usize = 64;
 /// short the lines.
 const MARK_BYTES_PER_LINE: usize = 12;
 
-/// A line's entry in [`Chunk::ends`]: where it ends in its chunk (at most 64 KiB, so
-/// in 29 bits) and its level.
+/// A line's entry in [`Chunk::ends`]: the ledger's row of the line (12 bits), where it
+/// ends in its chunk (at most 64 KiB, so in 17 bits) and its level (3 bits).
 #[inline]
-fn mark(end: usize, level: usize) -> u32 {
-    ((end as u32) << 3) | level as u32
+fn mark(end: usize, level: usize, row: RowId) -> u32 {
+    ((row.index() as u32) << 20) | ((end as u32) << 3) | level as u32
+}
+
+/// Where the line of mark `m` ends in its chunk.
+#[inline]
+fn mark_end(m: u32) -> usize {
+    ((m >> 3) & 0x1_ffff) as usize
+}
+
+/// The level index of the line of mark `m`.
+#[inline]
+fn mark_level(m: u32) -> usize {
+    (m & 7) as usize
+}
+
+/// The ledger's row of the line of mark `m`.
+#[inline]
+fn mark_row(m: u32) -> RowId {
+    RowId::from_index((m >> 20) as usize)
+}
+
+/// Calls `f(row, len, whole)` for every line that ends in `batch`, in order: its
+/// ledger row, its length (all its pieces' for a line longer than a chunk), and whether
+/// the output took every byte of it, when it took the batch's first `delivered` bytes
+/// (`None`: all of them).
+pub(crate) fn for_each_line(
+    batch: &[Chunk],
+    delivered: Option<u64>,
+    mut f: impl FnMut(RowId, usize, bool),
+) {
+    let mut at = 0u64;
+    let mut carried = 0usize;
+    for chunk in batch {
+        let len = chunk.data.len() as u64;
+        let all = delivered.is_none_or(|d| at + len <= d);
+        let mut prev = 0usize;
+        for &m in &chunk.ends {
+            let end = mark_end(m);
+            let whole = all || delivered.is_some_and(|d| at + end as u64 <= d);
+            f(mark_row(m), carried + end - prev, whole);
+            carried = 0;
+            prev = end;
+        }
+        if chunk.continues {
+            carried += chunk.data.len();
+        }
+        at += len;
+    }
 }
 
 /// The lines of a batch that got out whole when only its first `delivered` bytes did,
@@ -59,7 +109,7 @@ pub(crate) fn split_delivered(batch: &[Chunk], delivered: u64) -> Split {
             add(&mut split.written, chunk.line_count());
         } else {
             for &m in &chunk.ends {
-                let (end, level) = (u64::from(m >> 3), (m & 7) as usize);
+                let (end, level) = (mark_end(m) as u64, mark_level(m));
                 if at + end <= delivered {
                     split.written[level] += 1;
                 } else {
@@ -123,17 +173,18 @@ impl Chunk {
 
     /// Appends a whole line that fits (at most a chunk's size in all).
     #[inline]
-    fn append(&mut self, level: usize, line: &[u8], always_keep: bool) {
+    fn append(&mut self, level: usize, row: RowId, line: &[u8], always_keep: bool) {
         let start = self.data.len();
         self.data.extend_from_slice(line);
         self.lines[level] += 1;
-        self.ends.push(mark(self.data.len(), level));
+        self.ends.push(mark(self.data.len(), level, row));
         if always_keep {
             // Both fit in u32: a chunk is at most 64 KiB.
             self.keep.push(Span {
                 start: start as u32,
                 len: line.len() as u32,
                 level: level as u8,
+                row,
             });
         }
     }
@@ -376,17 +427,23 @@ impl Queue {
     /// steady flow: what [`Queue::fit`] then [`Queue::push`] would do, without `fit`'s
     /// look at the spare chunks. Returns `false`, changing nothing, otherwise.
     #[inline]
-    pub(crate) fn try_append(&mut self, level: usize, line: &[u8], always_keep: bool) -> bool {
+    pub(crate) fn try_append(
+        &mut self,
+        level: usize,
+        row: RowId,
+        line: &[u8],
+        always_keep: bool,
+    ) -> bool {
         let len = line.len();
         if !self.tail_has_room(len) || !self.admits(self.line_cost(len, always_keep), always_keep) {
             return false;
         }
-        self.push(level, line, always_keep);
+        self.push(level, row, line, always_keep);
         true
     }
 
     /// Appends a line that [`Queue::fit`] said fits now.
-    pub(crate) fn push(&mut self, level: usize, line: &[u8], always_keep: bool) {
+    pub(crate) fn push(&mut self, level: usize, row: RowId, line: &[u8], always_keep: bool) {
         let len = line.len();
         if len <= self.chunk_size {
             if !self.tail_has_room(len) {
@@ -394,7 +451,7 @@ impl Queue {
                 self.pending.push_back(chunk);
             }
             if let Some(tail) = self.pending.back_mut() {
-                tail.append(level, line, always_keep);
+                tail.append(level, row, line, always_keep);
             }
         } else {
             let mut rest = line;
@@ -407,7 +464,7 @@ impl Queue {
                 chunk.continues = !rest.is_empty();
                 if rest.is_empty() {
                     chunk.lines[level] += 1;
-                    chunk.ends.push(mark(chunk.data.len(), level));
+                    chunk.ends.push(mark(chunk.data.len(), level, row));
                 }
                 self.pending.push_back(chunk);
             }
@@ -466,7 +523,11 @@ impl Queue {
     /// order, into as few chunks as they fit; emptied chunks are freed. Until a batch is
     /// written, lines below `alwaysKeep` then do not fit. Returns the lines dropped, per
     /// level. Copies only the remaining `alwaysKeep` lines' bytes.
-    pub(crate) fn evict_below(&mut self, level: usize) -> [u64; LEVELS] {
+    pub(crate) fn evict_below(
+        &mut self,
+        level: usize,
+        mut dropped: impl FnMut(RowId),
+    ) -> [u64; LEVELS] {
         let mut evicted = [0u64; LEVELS];
         if self.pending_lines[..level.min(LEVELS)]
             .iter()
@@ -489,6 +550,25 @@ impl Queue {
         }
         if evicted.iter().all(|&n| n == 0) {
             return evicted;
+        }
+        for chunk in self.pending.iter().filter(|c| !c.piece) {
+            // The `alwaysKeep` lines are a subsequence of the lines, in order: a line
+            // that is the next of them (same end, row and level) stays if its level does.
+            let mut spans = chunk.keep.iter().peekable();
+            for &m in &chunk.ends {
+                let is_span = spans.peek().is_some_and(|s| {
+                    (s.start + s.len) as usize == mark_end(m)
+                        && s.row == mark_row(m)
+                        && usize::from(s.level) == mark_level(m)
+                });
+                let stays = is_span && mark_level(m) >= level;
+                if is_span {
+                    spans.next();
+                }
+                if !stays {
+                    dropped(mark_row(m));
+                }
+            }
         }
         self.refusing_below_keep = true;
         let chunks = self.pending.make_contiguous();
@@ -523,7 +603,12 @@ impl Queue {
     /// a whole chunk is; lines of a higher level, the batch in flight and pieces of long
     /// lines stay. Each chunk touched is compacted in place (at most a chunk's bytes
     /// copied). Returns the lines dropped, per level (none if nothing could go).
-    pub(crate) fn evict_oldest(&mut self, level: usize, need: usize) -> [u64; LEVELS] {
+    pub(crate) fn evict_oldest(
+        &mut self,
+        level: usize,
+        need: usize,
+        mut dropped: impl FnMut(RowId),
+    ) -> [u64; LEVELS] {
         let mut evicted = [0u64; LEVELS];
         let mut freed = 0usize;
         for i in 0..self.pending.len() {
@@ -549,6 +634,7 @@ impl Queue {
                 if usize::from(span.level) <= level && (need == 0 || chunk_freed < budget) {
                     chunk_freed += len + KEEP_RECORD_BYTES;
                     gone[usize::from(span.level)] += 1;
+                    dropped(span.row);
                     continue;
                 }
                 chunk.data.copy_within(start..start + len, fill);
@@ -564,7 +650,9 @@ impl Queue {
             chunk.ends.clear();
             for span in &chunk.keep {
                 let end = (span.start + span.len) as usize;
-                chunk.ends.push(mark(end, usize::from(span.level)));
+                chunk
+                    .ends
+                    .push(mark(end, usize::from(span.level), span.row));
             }
             for (l, g) in chunk.lines.iter_mut().zip(gone) {
                 *l -= g as u32;
@@ -642,8 +730,15 @@ impl Queue {
 
     /// Gives up on everything queued (the guard's flush timed out): returns the lines per
     /// level. The in-flight batch's chunks stay with the writer thread.
-    pub(crate) fn abandon(&mut self) -> [u64; LEVELS] {
+    pub(crate) fn abandon(&mut self, mut dropped: impl FnMut(RowId, u64)) -> [u64; LEVELS] {
         let lines = self.queued_lines();
+        // The batch in flight is in the writer thread's hands: it counts in the ledger
+        // what got out of it, if its write ever returns.
+        for chunk in &self.pending {
+            for &m in &chunk.ends {
+                dropped(mark_row(m), 1);
+            }
+        }
         for mut chunk in self.pending.drain(..) {
             chunk.reset();
             self.free.push(chunk);
@@ -700,7 +795,9 @@ fn pack(
             });
             chunks[w].lines[usize::from(span.level)] += 1;
             fill += len;
-            chunks[w].ends.push(mark(fill, usize::from(span.level)));
+            chunks[w]
+                .ends
+                .push(mark(fill, usize::from(span.level), span.row));
         }
         if r > w {
             chunks[r].data.clear();
@@ -730,12 +827,12 @@ mod tests {
         let line = [b'x'; 1024];
         for _ in 0..3 {
             assert_eq!(q.fit(1024, false), Fit::Now);
-            q.push(2, &line, false);
+            q.push(2, RowId::OWN, &line, false);
         }
         assert_eq!(q.fit(1, false), Fit::Later);
         let keep = 1024 - KEEP_RECORD_BYTES;
         assert_eq!(q.fit(keep, true), Fit::Now);
-        q.push(4, &line[..keep], true);
+        q.push(4, RowId::OWN, &line[..keep], true);
         assert_eq!(q.fit(1, true), Fit::Later);
         assert_eq!(q.queued_bytes(), 4096);
         assert_eq!(q.queued_lines(), [0, 0, 3, 0, 1]);
@@ -746,7 +843,7 @@ mod tests {
     #[test]
     fn in_flight_bytes_count_until_finished() {
         let mut q = Queue::new(4096, 4096);
-        q.push(2, &[b'a'; 4000], false);
+        q.push(2, RowId::OWN, &[b'a'; 4000], false);
         let mut batch = Vec::new();
         assert_eq!(q.take(&mut batch), 4000);
         assert_eq!(q.fit(100, true), Fit::Later);
@@ -763,7 +860,7 @@ mod tests {
         let mut q = Queue::new(capacity, capacity);
         let chunk = q.chunk_len();
         for _ in 0..(capacity / 2) / 1000 {
-            q.push(2, &[b'i'; 1000], false);
+            q.push(2, RowId::OWN, &[b'i'; 1000], false);
         }
         let mut batch = Vec::new();
         let taken = q.take(&mut batch);
@@ -779,7 +876,7 @@ mod tests {
             clear_chunks(&mut rest);
             q.finish(&mut rest, true);
         }
-        q.push(2, &vec![b'L'; capacity / 4 + 10], false);
+        q.push(2, RowId::OWN, &vec![b'L'; capacity / 4 + 10], false);
         assert_eq!(q.take(&mut batch), capacity / 4 + 10);
         assert_eq!(bytes(&batch).len(), capacity / 4 + 10);
     }
@@ -793,14 +890,14 @@ mod tests {
             let line = format!("{}-{i:05}\n", if keep { "ERROR" } else { "info" });
             let level = if keep { 4 } else { 2 };
             if q.fit(line.len(), keep) == Fit::Now {
-                q.push(level, line.as_bytes(), keep);
+                q.push(level, RowId::OWN, line.as_bytes(), keep);
                 if keep {
                     expected.extend_from_slice(line.as_bytes());
                 }
             }
         }
         let before = q.queued_lines();
-        let evicted = q.evict_below(4);
+        let evicted = q.evict_below(4, |_| {});
         assert_eq!(evicted[4], 0);
         assert_eq!(evicted[2], before[2]);
         assert_eq!(q.queued_lines(), [0, 0, 0, 0, before[4]]);
@@ -808,7 +905,7 @@ mod tests {
         assert_eq!(q.pending_bytes(), expected.len() + 11 * KEEP_RECORD_BYTES);
         assert_eq!(q.pending.len(), 1, "packed into one chunk");
         // Nothing left to evict.
-        assert_eq!(q.evict_below(4), [0; LEVELS]);
+        assert_eq!(q.evict_below(4, |_| {}), [0; LEVELS]);
         // Lines below alwaysKeep are refused until a batch is written; errors still fit.
         assert!(q.refusing_below_keep());
         assert_eq!(q.fit(10, false), Fit::Later);
@@ -818,7 +915,7 @@ mod tests {
         clear_chunks(&mut batch);
         q.finish(&mut batch, false);
         assert_eq!(q.fit(10, false), Fit::Later, "a failed write ends nothing");
-        q.push(4, b"ERROR-again\n", true);
+        q.push(4, RowId::OWN, b"ERROR-again\n", true);
         q.take(&mut batch);
         clear_chunks(&mut batch);
         q.finish(&mut batch, true);
@@ -828,10 +925,10 @@ mod tests {
     #[test]
     fn empty_lines_are_counted_through_an_eviction() {
         let mut q = Queue::new(64 * 1024, 48 * 1024);
-        q.push(4, b"", true);
-        q.push(2, b"info\n", false);
-        q.push(3, b"", true);
-        assert_eq!(q.evict_below(3), [0, 0, 1, 0, 0]);
+        q.push(4, RowId::OWN, b"", true);
+        q.push(2, RowId::OWN, b"info\n", false);
+        q.push(3, RowId::OWN, b"", true);
+        assert_eq!(q.evict_below(3, |_| {}), [0, 0, 1, 0, 0]);
         assert_eq!(q.queued_lines(), [0, 0, 0, 1, 1]);
         let mut batch = Vec::new();
         q.take(&mut batch);
@@ -870,7 +967,7 @@ mod tests {
                         let keep = op == 1;
                         let line = line_of(next, keep, len);
                         if q.fit(line.len(), keep) == Fit::Now {
-                            q.push(if keep { 4 } else { 2 }, &line, keep);
+                            q.push(if keep { 4 } else { 2 }, RowId::OWN, &line, keep);
                             queued.push((next, keep));
                             lens.insert(next, line.len());
                             next += 1;
@@ -886,7 +983,7 @@ mod tests {
                         clear_chunks(&mut batch);
                         add(&mut written_lines, q.finish(&mut batch, true));
                     }
-                    4 => add(&mut evicted_lines, q.evict_below(4)),
+                    4 => add(&mut evicted_lines, q.evict_below(4, |_| {})),
                     6 | 7 => {
                         // The fast path: appends exactly when the line fits and the
                         // last chunk has room for it, and otherwise changes nothing.
@@ -895,7 +992,7 @@ mod tests {
                         let fits = q.fit(line.len(), keep) == Fit::Now;
                         let before = (q.queued_bytes(), q.queued_lines(), q.allocated_chunks());
                         let level = if keep { 4 } else { 2 };
-                        let appended = q.try_append(level, &line, keep);
+                        let appended = q.try_append(level, RowId::OWN, &line, keep);
                         prop_assert!(!appended || fits);
                         if !appended {
                             prop_assert_eq!(
@@ -903,7 +1000,7 @@ mod tests {
                                 (q.queued_bytes(), q.queued_lines(), q.allocated_chunks())
                             );
                             if fits {
-                                q.push(level, &line, keep);
+                                q.push(level, RowId::OWN, &line, keep);
                             }
                         }
                         if appended || fits {
@@ -990,16 +1087,16 @@ mod tests {
                         line.resize(line.len() + len, b'a' + (next % 26) as u8);
                         line.push(b'\n');
                         if q.fit(line.len(), keep) == Fit::Now {
-                            q.push(level, &line, keep);
+                            q.push(level, RowId::OWN, &line, keep);
                             pushed[level] += 1;
                             expected.insert(next, line);
                             next += 1;
                         }
                     }
-                    3 => add(&mut dropped, q.evict_below(3 + at.index(2))),
+                    3 => add(&mut dropped, q.evict_below(3 + at.index(2), |_| {})),
                     4 => {
                         let level = 3 + at.index(2);
-                        add(&mut dropped, q.evict_oldest(level, len * 4));
+                        add(&mut dropped, q.evict_oldest(level, len * 4, |_| {}));
                     }
                     5 | 6 => {
                         if batch.is_empty() && q.pending_bytes() > 0 {
@@ -1013,7 +1110,7 @@ mod tests {
                         if !batch.is_empty() {
                             deliver(&mut batch, &mut q, Some(at), &mut written, &mut dropped, &mut reader, &mut torn);
                         }
-                        add(&mut dropped, q.abandon());
+                        add(&mut dropped, q.abandon(|_, _| {}));
                         break;
                     }
                 }

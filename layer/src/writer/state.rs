@@ -13,6 +13,7 @@ use super::stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, 
 use super::summary::{self, Unreported};
 use crate::clock::Clock;
 use crate::format::Style;
+use crate::ledger::{Col, Ledger, RowId};
 use crate::level::LEVELS;
 
 /// The drop reasons counted without the lock, and their index in `Shared::lockless_drops`.
@@ -30,6 +31,7 @@ pub(super) const POST_MAX_LINE: usize = 8 * 1024;
 #[derive(Debug)]
 pub(super) struct Posted {
     li: u8,
+    row: RowId,
     always_keep: bool,
     line: Box<[u8]>,
 }
@@ -78,6 +80,8 @@ pub(super) struct Shared {
     pub(super) closing: AtomicBool,
     /// The format and service of the writer's own lines.
     pub(super) style: Style,
+    /// Where each line is counted, by its callsite's row.
+    pub(super) ledger: Ledger,
 }
 
 /// Counters of one level, `dropped` indexed by [`DropReason::ALL`] order.
@@ -233,6 +237,7 @@ impl Shared {
             clock,
             format,
             service,
+            ledger,
             ..
         } = config;
         let output_is_stderr = matches!(output, super::config::Output::Stderr);
@@ -283,6 +288,7 @@ impl Shared {
             clock,
             output_is_stderr,
             style: Style::new(format, &service),
+            ledger,
             posted: Box::new(crossbeam_queue::ArrayQueue::new(POST_SLOTS)),
             posting: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
@@ -330,7 +336,7 @@ impl Shared {
     /// preempted its holder): the caller does not sleep until that thread runs again.
     /// Returns `false` (the caller then waits for the lock) when the line is longer than
     /// [`POST_MAX_LINE`], [`POST_SLOTS`] lines wait already, or the writer is closing.
-    pub(super) fn post(&self, li: usize, always_keep: bool, line: &[u8]) -> bool {
+    pub(super) fn post(&self, li: usize, row: RowId, always_keep: bool, line: &[u8]) -> bool {
         if line.len() > POST_MAX_LINE {
             return false;
         }
@@ -340,6 +346,7 @@ impl Shared {
                 .posted
                 .push(Posted {
                     li: li as u8,
+                    row,
                     always_keep,
                     line: line.into(),
                 })
@@ -367,22 +374,22 @@ impl Shared {
             let li = usize::from(p.li);
             st.levels[li].emitted += 1;
             st.lock_handoffs += 1;
-            self.queue_now(st, li, &p.line, p.always_keep);
+            self.queue_now(st, li, p.row, &p.line, p.always_keep);
             any = true;
         }
         any
     }
 
     /// Queues `line` now, or drops and counts it.
-    fn queue_now(&self, st: &mut State, li: usize, line: &[u8], always_keep: bool) {
+    fn queue_now(&self, st: &mut State, li: usize, row: RowId, line: &[u8], always_keep: bool) {
         if st.closed {
-            st.count_drop(li, DropReason::Shutdown, 1, false);
+            self.count_drop(st, li, row, DropReason::Shutdown, false);
             return;
         }
         loop {
             match st.queue.fit(line.len(), always_keep) {
                 Fit::Now => {
-                    st.queue.push(li, line, always_keep);
+                    st.queue.push(li, row, line, always_keep);
                     self.publish_queued(st);
                     st.count_accepted(li);
                     return;
@@ -395,7 +402,22 @@ impl Shared {
                 Fit::Later | Fit::Never => break,
             }
         }
-        st.count_drop(li, DropReason::full(always_keep), 1, true);
+        self.count_drop(st, li, row, DropReason::full(always_keep), true);
+    }
+
+    /// Counts one line of level `li` and ledger row `row` dropped for `reason` (see
+    /// [`State::count_drop`]).
+    #[inline]
+    pub(super) fn count_drop(
+        &self,
+        st: &mut State,
+        li: usize,
+        row: RowId,
+        reason: DropReason,
+        reportable: bool,
+    ) -> bool {
+        self.ledger.add(row, Col::writer(reason.index()), 1);
+        st.count_drop(li, reason, 1, reportable)
     }
 
     /// Makes room for an `alwaysKeep` line of level `li` and `len` bytes that found the
@@ -403,13 +425,18 @@ impl Shared {
     /// with [`ReserveFull::Drop`], the oldest of its own. Returns whether anything was
     /// evicted (then try to fit it again).
     pub(super) fn evict_for(&self, st: &mut State, li: usize, len: usize) -> bool {
-        let below = st.queue.evict_below(li);
+        let evicted = Col::writer(DropReason::Evicted.index());
+        let below = st
+            .queue
+            .evict_below(li, |row| self.ledger.add(row, evicted, 1));
         if self.count_evicted(st, below) {
             return true;
         }
         if self.reserve_full == ReserveFull::Drop {
             let need = st.queue.shortfall(len, true);
-            let older = st.queue.evict_oldest(li, need);
+            let older = st
+                .queue
+                .evict_oldest(li, need, |row| self.ledger.add(row, evicted, 1));
             return self.count_evicted(st, older);
         }
         false
@@ -467,6 +494,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::super::{Output, Writer, WriterConfig};
+    use crate::ledger::RowId;
     use std::time::Duration;
     use tracing_core::Level;
 
@@ -508,10 +536,15 @@ mod tests {
         let (writer, guard) = Writer::new(WriterConfig::new(Output::File(path.clone()))).unwrap();
         {
             let _held = writer.shared.lock();
-            assert!(writer.shared.post(2, false, b"queued before the close\n"));
+            assert!(writer
+                .shared
+                .post(2, RowId::OWN, false, b"queued before the close\n"));
         }
         let stats = guard.finish();
-        assert!(!writer.shared.post(2, false, b"too late\n"), "closed");
+        assert!(
+            !writer.shared.post(2, RowId::OWN, false, b"too late\n"),
+            "closed"
+        );
         assert_eq!(stats.lock_handoffs, 1);
         assert_eq!(stats.written_total(), 1);
         assert!(stats.is_balanced());

@@ -10,6 +10,7 @@ use super::queue::{self, clear_chunks, fresh_chunk};
 use super::state::{Shared, State};
 use super::stats::{DropReason, ExitReport};
 use super::summary;
+use crate::ledger::{Col, RowId};
 
 /// How often an idle writer thread looks for drops counted without the lock, so that they
 /// are reported even if nothing else is logged.
@@ -148,12 +149,15 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
             (split, stopped_inside)
         });
         torn = split.is_some_and(|(_, t)| t);
+        count_in_ledger(shared, &batch, &head, &outcome, report.is_some());
         clear_chunks(&mut batch);
 
         st = shared.lock();
         st.writer_busy = false;
         if st.abandoned {
-            // The guard counted this batch as `Shutdown`; count nothing more.
+            // The guard counted this batch as `Shutdown`; count nothing more but the
+            // bytes that got out (the ledger has them).
+            st.bytes_written += outcome.bytes;
             return;
         }
         st.write_syscalls += outcome.syscalls;
@@ -230,6 +234,48 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
     }
 }
 
+/// Counts a batch the output took (all of it, or its first `outcome.bytes` bytes with
+/// `head` before it) in the ledger, by the thread that wrote it (no other thread writes
+/// its counters): each line that got out whole in its callsite's row, each other line as
+/// dropped for the reason the worker counts it, and everything else the output took (the
+/// writer's own summary line and torn-line marker, the part of a line cut by a failure)
+/// in the row of logpolicy's own lines.
+fn count_in_ledger(
+    shared: &Shared,
+    batch: &[queue::Chunk],
+    head: &[u8],
+    outcome: &output::WriteOutcome,
+    summary: bool,
+) {
+    let counter = shared.ledger.local_counter();
+    let lost = Col::writer(if outcome.stopped {
+        DropReason::Shutdown.index()
+    } else {
+        DropReason::OutputClosed.index()
+    });
+    let delivered = outcome
+        .error
+        .as_ref()
+        .map(|_| outcome.bytes.saturating_sub(head.len() as u64));
+    let mut line_bytes = 0u64;
+    queue::for_each_line(batch, delivered, |row, len, whole| {
+        if whole {
+            counter.add(row, Col::Lines as usize, 1);
+            counter.add(row, Col::Bytes as usize, len as u64);
+            line_bytes += len as u64;
+        } else {
+            counter.add(row, lost, 1);
+        }
+    });
+    let summary_out = summary && outcome.bytes >= head.len() as u64;
+    counter.add(RowId::OWN, Col::Lines as usize, u64::from(summary_out));
+    counter.add(
+        RowId::OWN,
+        Col::Bytes as usize,
+        outcome.bytes.saturating_sub(line_bytes),
+    );
+}
+
 /// The thread's end: what is still queued is counted as [`DropReason::Shutdown`], and
 /// if any drop was not reported yet, one last summary line says so: in-band if the
 /// output takes it at once, else on stderr if that does, else nowhere but the counters
@@ -242,7 +288,10 @@ fn last_words<'a>(
 ) {
     // (Nothing is handed over any longer: the guard closed and drained that first.)
     st.fold(&shared.lockless_drops);
-    let lines = st.queue.abandon();
+    let shutdown = Col::writer(DropReason::Shutdown.index());
+    let lines = st
+        .queue
+        .abandon(|row, n| shared.ledger.add(row, shutdown, n));
     for (li, n) in lines.iter().enumerate() {
         st.count_drop(li, DropReason::Shutdown, *n, true);
     }
@@ -264,6 +313,10 @@ fn last_words<'a>(
         st.exit_report = if to_output {
             st.summary_lines += 1;
             st.bytes_written += line.len() as u64;
+            shared.ledger.add(RowId::OWN, Col::Lines as usize, 1);
+            shared
+                .ledger
+                .add(RowId::OWN, Col::Bytes as usize, line.len() as u64);
             ExitReport::InBand
         } else if to_stderr {
             ExitReport::Stderr

@@ -1,0 +1,934 @@
+//! The ledger: what each callsite costs, in lines and bytes written and in events not
+//! written (and why), counted at the source, exactly.
+//!
+//! Every event callsite gets one row the first time `tracing` registers it (a callsite
+//! registers the first time it runs, whether its level is enabled or not, so a row with
+//! no lines is a callsite that ran and was never written). A row names the callsite
+//! (target, level, name, file, line, module path) and counts:
+//!
+//! - `lines` and `bytes` **written**: counted by the [`Writer`](crate::writer::Writer)'s
+//!   thread once the output took the line, with the exact length of the line in
+//!   whatever format it was written;
+//! - events **not written**, per reason: `sampled`, `burst`, `budget` (the policy's
+//!   decisions), and the writer's drops (`queue_full`, `reserve_full`, `output_closed`,
+//!   `shutdown`, `contended`, `evicted`: see [`DropReason`](crate::writer::DropReason)).
+//!
+//! Records of the `log` crate (through [`LogBridge`](crate::LogBridge)) get rows of
+//! their own, by target, file, line and level, in the same table.
+//!
+//! The table is bounded: at most [`MAX_ROWS`] rows, two of them reserved: one row,
+//! `other`, counts every callsite past the cap (nothing is lost: it is counted there),
+//! and one counts the lines written without a callsite: logpolicy's own lines (policy
+//! changes, summaries of what was not written, warnings about settings), reported as
+//! [`Sites::own`].
+//!
+//! # Exact
+//!
+//! Each written line is counted once, by the writer's thread, in the row of the callsite
+//! that emitted it (the row travels with the line through the queue), so after a flush
+//! the rows' bytes plus [`Sites::own`]'s equal
+//! [`WriterStats::bytes_written`](crate::writer::WriterStats::bytes_written), and their
+//! lines equal the writer's written lines. Read under load, the two differ by at most
+//! the lines in flight (taken by the writer's thread and not yet counted). A line cut
+//! by a failing output counts as dropped (`output_closed`); its bytes that got out are
+//! counted in [`Sites::own`]'s bytes, with the writer's own markers.
+//!
+//! # Cost model
+//!
+//! - A **disabled** event never reaches the ledger: nothing is added to that path.
+//! - A **written** event costs its emitting thread one lookup of its row (a probe of a
+//!   process-wide lock-free table keyed by the callsite's address, a load and a compare)
+//!   and 12 bits in the line's mark in the queue (which already holds its end and
+//!   level). No thread but the writer's writes a counter for it: the writer's thread adds
+//!   the line and its bytes to its own copy of the row after the write.
+//! - An event **not written** is counted by the thread that decided so, in that
+//!   thread's own copy of the row (a thread-local lookup, a load and a store: no atomic
+//!   read-modify-write, no cache line shared with another thread).
+//! - A **read** ([`Ledger::sites`]) folds every thread's copy (threads that ended are
+//!   folded once, when they end).
+//!
+//! Memory: the process-wide index takes 128 KiB (two tables of 8,192 slots of 16
+//! bytes) plus 64 KiB of row names; a row's names are kept once (callsite names are
+//! `'static`; a `log` row's target and file are copied once, so at most about 1 MiB
+//! for 4,094 of them). Counters are allocated 64 rows at a time (5.5 KiB), per thread
+//! that counts in those rows.
+//!
+//! # Examples
+//!
+//! ```
+//! use logpolicy::writer::{Output, WriterConfig};
+//!
+//! let path = std::env::temp_dir().join(format!("ledger-doc-{}.log", std::process::id()));
+//! let (dispatch, logging) = logpolicy::Builder::new()
+//!     .directives("info")
+//!     .writer(WriterConfig::new(Output::File(path.clone())))
+//!     .build()?;
+//! tracing::dispatcher::with_default(&dispatch, || {
+//!     for i in 0..3 {
+//!         tracing::info!(target: "shop::cart", item = i, "added");
+//!     }
+//!     tracing::debug!(target: "shop::cart", "not enabled: counted nowhere");
+//! });
+//! assert!(logging.flush(std::time::Duration::from_secs(5)));
+//! let sites = logging.sites();
+//! let cart = sites.rows.iter().find(|r| r.target == "shop::cart" && r.counts.lines > 0).unwrap();
+//! assert_eq!(cart.counts.lines, 3);
+//! assert_eq!(cart.level, logpolicy::Level::Info);
+//! assert!(cart.name.starts_with("event ") && cart.file.is_some() && cart.line.is_some());
+//! // Exact: every byte the writer wrote is in a row or in logpolicy's own lines.
+//! let written = logging.writer_stats().bytes_written;
+//! assert_eq!(sites.totals.bytes + sites.own.bytes, written);
+//! assert_eq!(std::fs::metadata(&path)?.len(), written);
+//! # drop(logging);
+//! # std::fs::remove_file(path)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use tracing_core::Metadata;
+
+use crate::level::Level;
+use crate::sites::{self, WordSlot};
+
+/// The most rows a process's ledger has, the two reserved ones included (`other` and
+/// logpolicy's own lines): row ids fit in 12 bits.
+pub const MAX_ROWS: usize = 4096;
+
+/// Slots of each index table: twice the rows, so probes stay short.
+const INDEX_SLOTS: usize = 2 * MAX_ROWS;
+
+/// Rows whose counters are allocated together.
+const PAGE_ROWS: usize = 64;
+const PAGES: usize = MAX_ROWS / PAGE_ROWS;
+
+/// A row of the ledger: a callsite, a `log` record's site, `other` or logpolicy's own
+/// lines. Opaque: it is what a [`LineSink`](crate::LineSink) is told about a line's
+/// origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowId(u16);
+
+impl RowId {
+    /// Callsites past the cap.
+    pub const OTHER: RowId = RowId(0);
+    /// Lines written without a callsite: logpolicy's own.
+    pub const OWN: RowId = RowId(1);
+    const FIRST: usize = 2;
+
+    /// The row's index (below [`MAX_ROWS`]).
+    #[inline(always)]
+    pub(crate) const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The row of index `i` (its low 12 bits).
+    #[inline(always)]
+    pub(crate) const fn from_index(i: usize) -> RowId {
+        RowId((i % MAX_ROWS) as u16)
+    }
+}
+
+/// What a row counts, in column order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Col {
+    Lines = 0,
+    Bytes = 1,
+    /// The policy's reasons follow (sampled, burst, budget: see [`Col::policy`]).
+    Sampled = 2,
+    /// The writer's drop reasons follow, in [`DropReason`](crate::writer::DropReason)'s order.
+    WriterDrops = 5,
+}
+
+/// Columns: lines, bytes, the policy's three reasons and the writer's six.
+pub(crate) const COLS: usize = 11;
+
+impl Col {
+    /// The column of the policy's reason `i` (sampled, burst, budget).
+    #[inline]
+    pub(crate) const fn policy(i: usize) -> usize {
+        Col::Sampled as usize + i
+    }
+
+    /// The column of the writer's drop reason `i` (see `DropReason::index`).
+    #[inline]
+    pub(crate) const fn writer(i: usize) -> usize {
+        Col::WriterDrops as usize + i
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The process-wide index: callsite -> row, and each row's names.
+
+/// Where a row's line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteKind {
+    /// A `tracing` event callsite.
+    Event,
+    /// A `log` record's site (target, file, line), through the bridge.
+    Log,
+}
+
+/// The names of a row.
+#[derive(Debug)]
+struct RowInfo {
+    kind: SiteKind,
+    target: &'static str,
+    level: Level,
+    name: &'static str,
+    file: Option<&'static str>,
+    line: Option<u32>,
+    module_path: Option<&'static str>,
+}
+
+static BY_CALLSITE: [WordSlot; INDEX_SLOTS] = [const { WordSlot::free() }; INDEX_SLOTS];
+static BY_RECORD: [WordSlot; INDEX_SLOTS] = [const { WordSlot::free() }; INDEX_SLOTS];
+static INFO: [OnceLock<&'static RowInfo>; MAX_ROWS] = [const { OnceLock::new() }; MAX_ROWS];
+static NEXT: AtomicUsize = AtomicUsize::new(RowId::FIRST);
+/// Callsites and `log` sites counted in `other` (no row left, or no slot in the index).
+static OVERFLOWED: AtomicU64 = AtomicU64::new(0);
+
+/// An index word: the row's index + 1 (0: none yet), with [`LOG_SITE`] for a callsite of
+/// the `log` bridge, whose records' rows are per record site.
+const LOG_SITE: u64 = 1 << 32;
+/// A row being given (by the thread that claimed the slot).
+const CLAIMED: u64 = u64::MAX;
+
+thread_local! {
+    /// The row of the `log` record this thread is dispatching (index + 1; 0: none).
+    static RECORD_ROW: Cell<u16> = const { Cell::new(0) };
+}
+
+/// The row of an event of `meta`: its callsite's, or for a `log` bridge callsite the
+/// row of the record being dispatched; [`RowId::OTHER`] for metadata never registered.
+#[inline]
+pub(crate) fn row_of(meta: &Metadata<'_>) -> RowId {
+    let key = meta as *const Metadata<'_> as usize;
+    match sites::find_word(&BY_CALLSITE, key) {
+        Some(word) => decode(word.load(Ordering::Acquire)).unwrap_or_else(|| wait_for(word)),
+        None => RowId::OTHER,
+    }
+}
+
+/// The row of an event of the registered callsite `meta`, given now if it has none yet
+/// (another thread may be registering it).
+#[inline]
+pub(crate) fn row_of_static(meta: &'static Metadata<'static>) -> RowId {
+    let key = meta as *const Metadata<'_> as usize;
+    if let Some(word) = sites::find_word(&BY_CALLSITE, key) {
+        if let Some(row) = decode(word.load(Ordering::Acquire)) {
+            return row;
+        }
+    }
+    register(meta)
+}
+
+#[inline(always)]
+fn decode(w: u64) -> Option<RowId> {
+    if w & LOG_SITE != 0 && w != CLAIMED {
+        let r = RECORD_ROW.with(Cell::get);
+        return Some(if r == 0 {
+            RowId::OTHER
+        } else {
+            RowId::from_index(usize::from(r) - 1)
+        });
+    }
+    if w == 0 || w == CLAIMED {
+        return None;
+    }
+    Some(RowId::from_index((w - 1) as usize))
+}
+
+/// Waits for the thread that claimed `word` to give its row (a few instructions, unless
+/// that thread was preempted).
+#[cold]
+fn wait_for(word: &AtomicU64) -> RowId {
+    for spin in 0.. {
+        if let Some(row) = decode(word.load(Ordering::Acquire)) {
+            return row;
+        }
+        if spin < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    RowId::OTHER
+}
+
+/// Gives the event callsite `meta` a row (if it has none), when `tracing` registers it.
+#[cold]
+pub(crate) fn register(meta: &'static Metadata<'static>) -> RowId {
+    let info = || RowInfo {
+        kind: SiteKind::Event,
+        target: meta.target(),
+        level: Level::of(meta.level()),
+        name: meta.name(),
+        file: meta.file(),
+        line: meta.line(),
+        module_path: meta.module_path(),
+    };
+    let key = meta as *const Metadata<'_> as usize;
+    if !meta.is_event() {
+        return RowId::OTHER;
+    }
+    give(&BY_CALLSITE, key, info)
+}
+
+/// Marks a callsite of the `log` bridge: its events are counted in the rows of their
+/// records (see [`record_row`]).
+pub(crate) fn register_log_site(meta: &'static Metadata<'static>) {
+    let key = meta as *const Metadata<'_> as usize;
+    if let Some(word) = sites::find_or_insert_word(&BY_CALLSITE, key) {
+        word.store(LOG_SITE, Ordering::Release);
+    }
+}
+
+/// The row of a `log` record of `target` at `file`:`line`, level `level`.
+pub(crate) fn record_row(
+    target: &str,
+    file: Option<&str>,
+    line: Option<u32>,
+    level: &tracing_core::Level,
+) -> RowId {
+    let key = record_key(target, file, line, level);
+    if let Some(word) = sites::find_word(&BY_RECORD, key) {
+        if let Some(row) = decode(word.load(Ordering::Acquire)) {
+            return row;
+        }
+    }
+    let info = || RowInfo {
+        kind: SiteKind::Log,
+        target: Box::leak(target.into()),
+        level: Level::of(level),
+        name: "log record",
+        file: file.map(|f| &*Box::leak(f.into())),
+        line,
+        module_path: None,
+    };
+    give(&BY_RECORD, key, info)
+}
+
+/// Runs `f` (the dispatch of a `log` record) with `row` as the row of the bridge's
+/// callsites on this thread.
+pub(crate) fn with_record<R>(row: RowId, f: impl FnOnce() -> R) -> R {
+    let before = RECORD_ROW.with(|r| r.replace(row.0 + 1));
+    let out = f();
+    RECORD_ROW.with(|r| r.set(before));
+    out
+}
+
+/// A key for a record site: FNV-1a over its parts (never 0, never a callsite's key:
+/// it lives in its own table).
+fn record_key(
+    target: &str,
+    file: Option<&str>,
+    line: Option<u32>,
+    level: &tracing_core::Level,
+) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    };
+    eat(target.as_bytes());
+    eat(file.unwrap_or("").as_bytes());
+    eat(&line.unwrap_or(u32::MAX).to_le_bytes());
+    eat(&[crate::level::level_index(*level) as u8]);
+    (h as usize) | 8
+}
+
+/// Gives `key` in `table` a row built from `info`, once (the thread that claims the
+/// slot gives it; others wait for it). `OTHER` when the slots near it or the rows are
+/// all taken.
+fn give(table: &'static [WordSlot], key: usize, info: impl FnOnce() -> RowInfo) -> RowId {
+    let Some(word) = sites::find_or_insert_word(table, key) else {
+        OVERFLOWED.fetch_add(1, Ordering::Relaxed);
+        return RowId::OTHER;
+    };
+    match word.compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(_) => return wait_for(word),
+    }
+    let i = NEXT.fetch_add(1, Ordering::AcqRel);
+    let row = if i < MAX_ROWS {
+        let _ = INFO[i].set(Box::leak(Box::new(info())));
+        RowId::from_index(i)
+    } else {
+        NEXT.store(MAX_ROWS, Ordering::Release);
+        OVERFLOWED.fetch_add(1, Ordering::Relaxed);
+        RowId::OTHER
+    };
+    word.store(row.index() as u64 + 1, Ordering::Release);
+    row
+}
+
+// ---------------------------------------------------------------------------------
+// Counters: per ledger, per thread.
+
+type Page = [[AtomicU64; COLS]; PAGE_ROWS];
+
+/// One thread's counters of one ledger (or the folded counters of ended threads):
+/// pages of rows allocated on first use.
+#[derive(Debug)]
+struct Rows {
+    pages: [OnceLock<Box<Page>>; PAGES],
+}
+
+impl Rows {
+    fn new() -> Self {
+        Rows {
+            pages: [const { OnceLock::new() }; PAGES],
+        }
+    }
+
+    #[inline(always)]
+    fn cells(&self, row: RowId) -> &[AtomicU64; COLS] {
+        let i = row.index();
+        let page = self.pages[i / PAGE_ROWS].get_or_init(new_page);
+        &page[i % PAGE_ROWS]
+    }
+
+    /// Adds `n` to a column, by the one thread that writes these counters: a load and
+    /// a store, no read-modify-write.
+    #[inline(always)]
+    fn bump(&self, row: RowId, col: usize, n: u64) {
+        let c = &self.cells(row)[col];
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Adds `n` from any thread.
+    fn add_shared(&self, row: RowId, col: usize, n: u64) {
+        self.cells(row)[col].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds these counters into `into` (per row index).
+    fn fold_into(&self, into: &mut [[u64; COLS]]) {
+        for (p, page) in self.pages.iter().enumerate() {
+            let Some(page) = page.get() else { continue };
+            for (r, cells) in page.iter().enumerate() {
+                let row = &mut into[p * PAGE_ROWS + r];
+                for (sum, c) in row.iter_mut().zip(cells) {
+                    *sum += c.load(Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Adds these counters into `into`, from any thread.
+    fn fold_into_shared(&self, into: &Rows) {
+        for (p, page) in self.pages.iter().enumerate() {
+            let Some(page) = page.get() else { continue };
+            for (r, cells) in page.iter().enumerate() {
+                let row = RowId::from_index(p * PAGE_ROWS + r);
+                for (col, c) in cells.iter().enumerate() {
+                    let n = c.load(Ordering::Relaxed);
+                    if n > 0 {
+                        into.add_shared(row, col, n);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn new_page() -> Box<Page> {
+    Box::new([const { [const { AtomicU64::new(0) }; COLS] }; PAGE_ROWS])
+}
+
+/// What a ledger shares with the threads that count in it.
+#[derive(Debug)]
+struct Shared {
+    id: usize,
+    started_at: SystemTime,
+    /// The counters of the threads that count in this ledger now.
+    threads: Mutex<Vec<Arc<Rows>>>,
+    /// The counters of threads that ended, and counts made while a thread's own were
+    /// not reachable (during its exit).
+    retired: Rows,
+}
+
+impl Shared {
+    /// Folds an ending thread's counters into `retired`, under the lock readers take.
+    fn retire(&self, rows: &Arc<Rows>) {
+        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        rows.fold_into_shared(&self.retired);
+        threads.retain(|t| !Arc::ptr_eq(t, rows));
+    }
+}
+
+/// A thread's counters in each ledger it counted in.
+#[derive(Default)]
+struct ThreadLedgers(Vec<(usize, Weak<Shared>, Arc<Rows>)>);
+
+impl Drop for ThreadLedgers {
+    fn drop(&mut self) {
+        for (_, ledger, rows) in self.0.drain(..) {
+            if let Some(ledger) = ledger.upgrade() {
+                ledger.retire(&rows);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static MINE: RefCell<ThreadLedgers> = RefCell::new(ThreadLedgers::default());
+}
+
+/// The per-callsite counters of one logging setup (a filter and the writer it writes
+/// through share one; see the [module documentation](self)).
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    shared: Arc<Shared>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new()
+    }
+}
+
+impl Ledger {
+    /// An empty ledger, started now.
+    pub fn new() -> Self {
+        static IDS: AtomicUsize = AtomicUsize::new(1);
+        Ledger {
+            shared: Arc::new(Shared {
+                id: IDS.fetch_add(1, Ordering::Relaxed),
+                started_at: SystemTime::now(),
+                threads: Mutex::new(Vec::new()),
+                retired: Rows::new(),
+            }),
+        }
+    }
+
+    /// Whether `self` and `other` are the same ledger.
+    pub fn same(&self, other: &Ledger) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Adds `n` to column `col` of `row`, in this thread's copy.
+    #[inline]
+    pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
+        let id = self.shared.id;
+        let done = MINE.try_with(|mine| {
+            let Ok(mine) = mine.try_borrow() else {
+                return false;
+            };
+            match mine.0.first() {
+                Some((i, _, rows)) if *i == id => {
+                    rows.bump(row, col, n);
+                    true
+                }
+                _ => false,
+            }
+        });
+        if done != Ok(true) {
+            self.add_slow(row, col, n);
+        }
+    }
+
+    /// [`Ledger::add`] when this ledger is not the thread's first, or the thread is
+    /// ending.
+    #[cold]
+    fn add_slow(&self, row: RowId, col: usize, n: u64) {
+        let rows = self.local();
+        match rows {
+            Some(rows) => rows.bump(row, col, n),
+            None => self.shared.retired.add_shared(row, col, n),
+        }
+    }
+
+    /// This thread's counters in this ledger (made and moved to the front now), or
+    /// `None` while the thread is ending.
+    fn local(&self) -> Option<Arc<Rows>> {
+        let id = self.shared.id;
+        MINE.try_with(|mine| {
+            let mut mine = mine.try_borrow_mut().ok()?;
+            // Forget the ledgers that are gone.
+            mine.0.retain(|(_, l, _)| l.strong_count() > 0);
+            let at = match mine.0.iter().position(|(i, _, _)| *i == id) {
+                Some(at) => at,
+                None => {
+                    let rows = Arc::new(Rows::new());
+                    self.shared
+                        .threads
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(rows.clone());
+                    mine.0.push((id, Arc::downgrade(&self.shared), rows));
+                    mine.0.len() - 1
+                }
+            };
+            mine.0.swap(0, at);
+            Some(mine.0[0].2.clone())
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// A counter of this thread's own for many adds in a row (the writer's thread
+    /// counting a batch): `None` while the thread is ending (then use [`Ledger::add`]).
+    pub(crate) fn local_counter(&self) -> LocalCounter {
+        LocalCounter {
+            rows: self.local(),
+            ledger: self.clone(),
+        }
+    }
+
+    /// When the ledger started counting.
+    pub fn started_at(&self) -> SystemTime {
+        self.shared.started_at
+    }
+
+    /// Every row's counts now, per row index.
+    fn counts(&self) -> Vec<[u64; COLS]> {
+        let mut sums = vec![[0u64; COLS]; MAX_ROWS];
+        let threads = self
+            .shared
+            .threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for t in threads.iter() {
+            t.fold_into(&mut sums);
+        }
+        self.shared.retired.fold_into(&mut sums);
+        sums
+    }
+
+    /// A snapshot of every row, biggest in bytes first (see [`Sites`]).
+    pub fn sites(&self) -> Sites {
+        let counts = self.counts();
+        let read_at = SystemTime::now();
+        let mut rows = Vec::new();
+        let given = NEXT.load(Ordering::Acquire).min(MAX_ROWS);
+        let mut totals = SiteCounts::default();
+        for (i, cells) in counts.iter().enumerate().take(given).skip(RowId::FIRST) {
+            let Some(info) = INFO[i].get() else { continue };
+            let counts = SiteCounts::of(cells);
+            totals.add(&counts);
+            rows.push(Site {
+                kind: info.kind,
+                target: info.target,
+                level: info.level,
+                name: info.name,
+                file: info.file,
+                line: info.line,
+                module_path: info.module_path,
+                counts,
+            });
+        }
+        let other = SiteCounts::of(&counts[RowId::OTHER.index()]);
+        totals.add(&other);
+        rows.sort_by(|a, b| {
+            b.counts
+                .bytes
+                .cmp(&a.counts.bytes)
+                .then(b.counts.events().cmp(&a.counts.events()))
+                .then(a.target.cmp(b.target))
+                .then(a.file.cmp(&b.file))
+                .then(a.line.cmp(&b.line))
+        });
+        Sites {
+            started_at: self.shared.started_at,
+            read_at,
+            rows,
+            other,
+            other_sites: OVERFLOWED.load(Ordering::Relaxed),
+            own: SiteCounts::of(&counts[RowId::OWN.index()]),
+            totals,
+        }
+    }
+}
+
+/// A thread's own counters of a ledger, held for many adds (see
+/// [`Ledger::local_counter`]).
+pub(crate) struct LocalCounter {
+    rows: Option<Arc<Rows>>,
+    ledger: Ledger,
+}
+
+impl LocalCounter {
+    #[inline]
+    pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
+        match &self.rows {
+            Some(rows) => rows.bump(row, col, n),
+            None => self.ledger.shared.retired.add_shared(row, col, n),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The snapshot.
+
+/// What one row counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SiteCounts {
+    /// Lines written (the output took every byte).
+    pub lines: u64,
+    /// Their bytes, exactly as written.
+    pub bytes: u64,
+    /// Not written: sampled out (event or request sampling).
+    pub sampled: u64,
+    /// Not written: over the callsite's burst limit.
+    pub burst: u64,
+    /// Not written: over the byte budget.
+    pub budget: u64,
+    /// Dropped by the writer: its share of the queue was full.
+    pub queue_full: u64,
+    /// Dropped by the writer: an `alwaysKeep` line found the reserve full.
+    pub reserve_full: u64,
+    /// Dropped by the writer: the output refused it.
+    pub output_closed: u64,
+    /// Dropped by the writer: still queued at shutdown.
+    pub shutdown: u64,
+    /// Dropped by the writer: the queue's lock was held while the output was behind.
+    pub contended: u64,
+    /// Dropped by the writer: evicted from the queue for a more severe line.
+    pub evicted: u64,
+}
+
+impl SiteCounts {
+    fn of(c: &[u64; COLS]) -> Self {
+        SiteCounts {
+            lines: c[0],
+            bytes: c[1],
+            sampled: c[2],
+            burst: c[3],
+            budget: c[4],
+            queue_full: c[5],
+            reserve_full: c[6],
+            output_closed: c[7],
+            shutdown: c[8],
+            contended: c[9],
+            evicted: c[10],
+        }
+    }
+
+    fn add(&mut self, o: &SiteCounts) {
+        self.lines += o.lines;
+        self.bytes += o.bytes;
+        self.sampled += o.sampled;
+        self.burst += o.burst;
+        self.budget += o.budget;
+        self.queue_full += o.queue_full;
+        self.reserve_full += o.reserve_full;
+        self.output_closed += o.output_closed;
+        self.shutdown += o.shutdown;
+        self.contended += o.contended;
+        self.evicted += o.evicted;
+    }
+
+    /// Events held back by the policy (sampled, burst, budget).
+    pub fn held_back(&self) -> u64 {
+        self.sampled + self.burst + self.budget
+    }
+
+    /// Lines the writer dropped, for any reason.
+    pub fn dropped(&self) -> u64 {
+        self.queue_full
+            + self.reserve_full
+            + self.output_closed
+            + self.shutdown
+            + self.contended
+            + self.evicted
+    }
+
+    /// Events not written, for any reason.
+    pub fn not_written(&self) -> u64 {
+        self.held_back() + self.dropped()
+    }
+
+    /// Events the levels let through and that were decided: written or not. (Events in
+    /// flight, queued or held with their request, are counted once they are.)
+    pub fn events(&self) -> u64 {
+        self.lines + self.not_written()
+    }
+}
+
+/// One row of the ledger: a callsite and what it counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Site {
+    /// A `tracing` event or a `log` record.
+    pub kind: SiteKind,
+    /// The target.
+    pub target: &'static str,
+    /// The callsite's level.
+    pub level: Level,
+    /// The callsite's name (`tracing`'s, e.g. `event src/cart.rs:42`; `log record` for
+    /// `log`).
+    pub name: &'static str,
+    /// The source file, when known.
+    pub file: Option<&'static str>,
+    /// The line in it, when known.
+    pub line: Option<u32>,
+    /// The module path, when known (`tracing` callsites).
+    pub module_path: Option<&'static str>,
+    /// What it counted.
+    #[serde(flatten)]
+    pub counts: SiteCounts,
+}
+
+/// A target the process knows (some callsite of it registered), and what its callsites
+/// counted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetSites {
+    /// The target.
+    pub target: &'static str,
+    /// The levels its callsites have, least verbose first.
+    pub levels: Vec<Level>,
+    /// How many callsites (rows) it has.
+    pub callsites: usize,
+    /// What they counted, added up.
+    #[serde(flatten)]
+    pub counts: SiteCounts,
+}
+
+/// A snapshot of a [`Ledger`]: every row, biggest in bytes first.
+#[derive(Debug, Clone)]
+pub struct Sites {
+    /// When the ledger started counting (a later value in a second read: the counters
+    /// started again, as after a restart).
+    pub started_at: SystemTime,
+    /// When this snapshot was read: two snapshots make rates.
+    pub read_at: SystemTime,
+    /// One row per callsite given a row, biggest in bytes first (rows of callsites of
+    /// other ledgers in the process, with nothing counted here, included: callsites are
+    /// the process's).
+    pub rows: Vec<Site>,
+    /// What callsites past the cap counted.
+    pub other: SiteCounts,
+    /// How many callsites and `log` sites are counted in `other`.
+    pub other_sites: u64,
+    /// logpolicy's own lines (and bytes of lines cut by a failing output).
+    pub own: SiteCounts,
+    /// The rows and `other` added up (not `own`).
+    pub totals: SiteCounts,
+}
+
+impl Sites {
+    /// Every target, biggest in bytes first, with the levels of its callsites.
+    ///
+    /// ```
+    /// let ledger = logpolicy::ledger::Ledger::new();
+    /// let targets = ledger.sites().targets();
+    /// assert!(targets.windows(2).all(|w| w[0].counts.bytes >= w[1].counts.bytes));
+    /// ```
+    pub fn targets(&self) -> Vec<TargetSites> {
+        let mut by: std::collections::BTreeMap<&'static str, TargetSites> = Default::default();
+        for row in &self.rows {
+            let t = by.entry(row.target).or_insert_with(|| TargetSites {
+                target: row.target,
+                levels: Vec::new(),
+                callsites: 0,
+                counts: SiteCounts::default(),
+            });
+            if !t.levels.contains(&row.level) {
+                t.levels.push(row.level);
+            }
+            t.callsites += 1;
+            t.counts.add(&row.counts);
+        }
+        let mut out: Vec<TargetSites> = by.into_values().collect();
+        for t in &mut out {
+            t.levels.sort();
+        }
+        out.sort_by(|a, b| {
+            b.counts
+                .bytes
+                .cmp(&a.counts.bytes)
+                .then(a.target.cmp(b.target))
+        });
+        out
+    }
+
+    /// The `n` rows that wrote the most bytes (rows that wrote nothing left out).
+    pub fn top(&self, n: usize) -> impl Iterator<Item = &Site> {
+        self.rows.iter().filter(|r| r.counts.bytes > 0).take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_counts_in_its_own_copy_and_its_counts_outlive_it() {
+        let ledger = Ledger::new();
+        let row = RowId::from_index(7);
+        ledger.add(row, Col::Lines as usize, 2);
+        let l = ledger.clone();
+        std::thread::spawn(move || {
+            l.add(row, Col::Lines as usize, 3);
+            l.add(row, Col::Bytes as usize, 30);
+        })
+        .join()
+        .unwrap();
+        let counts = ledger.counts();
+        assert_eq!(counts[7][Col::Lines as usize], 5);
+        assert_eq!(counts[7][Col::Bytes as usize], 30);
+        // The ended thread's copy was folded and forgotten.
+        assert_eq!(ledger.shared.threads.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn two_ledgers_on_one_thread_keep_their_counts_apart() {
+        let a = Ledger::new();
+        let b = Ledger::new();
+        let row = RowId::from_index(9);
+        for _ in 0..3 {
+            a.add(row, 0, 1);
+            b.add(row, 0, 10);
+        }
+        assert_eq!(a.counts()[9][0], 3);
+        assert_eq!(b.counts()[9][0], 30);
+        drop(b);
+        a.add(row, 0, 1);
+        assert_eq!(a.counts()[9][0], 4);
+    }
+
+    #[test]
+    fn record_keys_differ_by_every_part() {
+        let info = tracing_core::Level::INFO;
+        let k = |t, f, l, lv| record_key(t, f, l, lv);
+        let base = k("a", Some("f.rs"), Some(1), &info);
+        assert_ne!(base, k("b", Some("f.rs"), Some(1), &info));
+        assert_ne!(base, k("a", Some("g.rs"), Some(1), &info));
+        assert_ne!(base, k("a", Some("f.rs"), Some(2), &info));
+        assert_ne!(
+            base,
+            k("a", Some("f.rs"), Some(1), &tracing_core::Level::WARN)
+        );
+        // Parts do not run into each other.
+        assert_ne!(
+            k("ab", Some(""), None, &info),
+            k("a", Some("b"), None, &info)
+        );
+        assert_eq!(base, k("a", Some("f.rs"), Some(1), &info));
+    }
+
+    #[test]
+    fn a_record_site_keeps_its_row() {
+        let warn = tracing_core::Level::WARN;
+        let a = record_row("ledger::test::a", Some("x.rs"), Some(3), &warn);
+        assert_eq!(
+            a,
+            record_row("ledger::test::a", Some("x.rs"), Some(3), &warn)
+        );
+        assert_ne!(
+            a,
+            record_row("ledger::test::a", Some("x.rs"), Some(4), &warn)
+        );
+        assert_ne!(a, RowId::OTHER);
+        let info = INFO[a.index()].get().unwrap();
+        assert_eq!(info.target, "ledger::test::a");
+        assert_eq!(info.kind, SiteKind::Log);
+        assert_eq!(info.level, Level::Warn);
+    }
+}
