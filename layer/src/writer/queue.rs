@@ -840,6 +840,71 @@ mod tests {
         assert_eq!(q.fit(4097 - KEEP_RECORD_BYTES, true), Fit::Never);
     }
 
+    /// The rows and lengths [`for_each_line`] gives for `batch`, written or not.
+    fn lines_of(batch: &[Chunk], delivered: Option<u64>) -> Vec<(usize, usize, bool)> {
+        let mut out = Vec::new();
+        for_each_line(batch, delivered, |row, len, whole| {
+            out.push((row.index(), len, whole))
+        });
+        out
+    }
+
+    #[test]
+    fn each_line_keeps_its_row_and_length_through_pieces_and_a_cut() {
+        let capacity = 128 * 1024; // chunks of 4 KiB
+        let mut q = Queue::new(capacity, capacity);
+        let row = RowId::from_index;
+        q.push(2, row(7), b"seven
+", false);
+        q.push(2, row(4095), &[b'L'; 10_000], false); // three pieces
+        q.push(4, row(9), b"nine!
+", true);
+        let mut batch = Vec::new();
+        q.take(&mut batch);
+        let taken = bytes(&batch).len() as u64;
+        assert_eq!(taken, 10_012);
+        assert_eq!(
+            lines_of(&batch, None),
+            [(7, 6, true), (4095, 10_000, true), (9, 6, true)]
+        );
+        // The output took all but the last byte: the last line is not whole.
+        assert_eq!(
+            lines_of(&batch, Some(taken - 1)),
+            [(7, 6, true), (4095, 10_000, true), (9, 6, false)]
+        );
+        // It stopped inside the long line.
+        assert_eq!(
+            lines_of(&batch, Some(5000)),
+            [(7, 6, true), (4095, 10_000, false), (9, 6, false)]
+        );
+    }
+
+    #[test]
+    fn evictions_and_abandon_name_the_rows_of_the_lines_they_drop() {
+        let mut q = Queue::new(64 * 1024, 48 * 1024);
+        let row = RowId::from_index;
+        q.push(2, row(10), b"info a
+", false);
+        q.push(4, row(11), b"error b
+", true);
+        q.push(3, row(12), b"warn c
+", true);
+        q.push(2, row(13), b"info d
+", false);
+        q.push(4, row(14), b"", true);
+        let mut dropped = Vec::new();
+        // Below error: the infos and the warning go, whichever chunk they are in.
+        assert_eq!(q.evict_below(4, |r| dropped.push(r.index())), [0, 0, 2, 1, 0]);
+        assert_eq!(dropped, [10, 12, 13]);
+        dropped.clear();
+        // The oldest errors: the first goes (a whole chunk wanted).
+        assert_eq!(q.evict_oldest(4, 1, |r| dropped.push(r.index())), [0, 0, 0, 0, 1]);
+        assert_eq!(dropped, [11]);
+        let mut abandoned = Vec::new();
+        q.abandon(|r, n| abandoned.push((r.index(), n)));
+        assert_eq!(abandoned, [(14, 1)]);
+    }
+
     #[test]
     fn in_flight_bytes_count_until_finished() {
         let mut q = Queue::new(4096, 4096);
