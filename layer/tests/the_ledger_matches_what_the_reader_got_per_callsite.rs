@@ -82,6 +82,30 @@ fn child() {
             })
         })
         .collect();
+    // Reads under load: the ledger never counts less than the writer had written before
+    // the read, nor more than it had written after it plus one batch in flight (a
+    // quarter of the queue, taken by the writer's thread and not yet counted in its
+    // `bytes_written`).
+    let reads = {
+        let handle = logging.handle().clone();
+        let writer_stats = {
+            let logging = &logging;
+            move || logging.writer_stats().bytes_written
+        };
+        let (mut n, mut off) = (0u64, Vec::new());
+        while !threads.iter().all(|t| t.is_finished()) {
+            let before = writer_stats();
+            let sites = handle.sites();
+            let after = writer_stats();
+            let ledger = sites.totals.bytes + sites.own.bytes;
+            if ledger < before || ledger > after + (1 << 20) / 4 {
+                off.push((before, ledger, after));
+            }
+            n += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (n, off)
+    };
     let mut emitted = [0u64; SITES.len()];
     for t in threads {
         for (e, n) in emitted.iter_mut().zip(t.join().unwrap()) {
@@ -109,6 +133,8 @@ fn child() {
         })
         .collect();
     let report = json!({
+        "reads_under_load": reads.0,
+        "reads_off": format!("{:?}", reads.1),
         "emitted": emitted,
         "rows": rows,
         "own_lines": sites.own.lines,
@@ -233,6 +259,14 @@ fn tally(got: &mut Got, line: &[u8]) {
 
 fn check(got: &Got, report: &Value) {
     assert!(got.malformed.is_empty(), "malformed: {:?}", got.malformed);
+    assert_eq!(
+        report["reads_off"], "[]",
+        "reads under load outside [written before, written after + a batch]"
+    );
+    eprintln!(
+        "{} reads under load, all within bounds",
+        report["reads_under_load"]
+    );
     let n = |v: &Value| v.as_u64().unwrap();
     let emitted: Vec<u64> = report["emitted"]
         .as_array()
