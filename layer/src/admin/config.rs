@@ -24,6 +24,18 @@ pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
 /// identity check is what keeps a document for one pod out of another.
 pub const ANY_POD_ENV: &str = "LOGPOLICY_ADMIN_ANY_POD";
 
+/// How many targets `/metrics` lists by name in `logpolicy_target_lines_total` and
+/// `logpolicy_target_bytes_total` (default [`DEFAULT_METRIC_TARGETS`]); the rest are
+/// summed under `target="other"`. `0` lists none.
+pub const METRIC_TARGETS_ENV: &str = "LOGPOLICY_METRIC_TARGETS";
+
+/// The targets `/metrics` lists by name unless told otherwise.
+pub const DEFAULT_METRIC_TARGETS: usize = 50;
+
+/// The most targets `/metrics` may be told to list by name: each costs up to five
+/// series per family.
+pub const MAX_METRIC_TARGETS: usize = 1000;
+
 /// Why the admin endpoint could not be configured or started.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -267,6 +279,7 @@ pub struct AdminConfig {
     pub(crate) pod: PodIdentity,
     pub(crate) any_pod: bool,
     pub(crate) limits: AdminLimits,
+    pub(crate) metric_targets: usize,
 }
 
 impl AdminConfig {
@@ -278,6 +291,7 @@ impl AdminConfig {
             pod: PodIdentity::default(),
             any_pod: false,
             limits: AdminLimits::default(),
+            metric_targets: DEFAULT_METRIC_TARGETS,
         }
     }
 
@@ -293,6 +307,7 @@ impl AdminConfig {
             pod: PodIdentity::default(),
             any_pod: false,
             limits: AdminLimits::default(),
+            metric_targets: DEFAULT_METRIC_TARGETS,
         })
     }
 
@@ -317,7 +332,17 @@ impl AdminConfig {
         } else {
             return Err(AdminError::NoTrustedKeys);
         };
-        let config = config.pod(PodIdentity::from_env());
+        let mut config = config.pod(PodIdentity::from_env());
+        if let Some(n) = std::env::var(METRIC_TARGETS_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            config.metric_targets =
+                parse_metric_targets(&n).map_err(|message| AdminError::Env {
+                    var: METRIC_TARGETS_ENV,
+                    message,
+                })?;
+        }
         Ok(Some(
             match std::env::var(ANY_POD_ENV).ok().as_deref().map(str::trim) {
                 None | Some("" | "0" | "false") => config,
@@ -393,6 +418,33 @@ impl AdminConfig {
         &self.limits
     }
 
+    /// How many targets `/metrics` lists by name in `logpolicy_target_lines_total` and
+    /// `logpolicy_target_bytes_total` (default [`DEFAULT_METRIC_TARGETS`], at most
+    /// [`MAX_METRIC_TARGETS`]: more is taken as that). The first `n` targets to write
+    /// anything by the time of a scrape, biggest in bytes first, are listed, and stay
+    /// listed for the life of the endpoint (series do not come and go); every other
+    /// target is summed under `target="other"`. `0`: only `other`.
+    ///
+    /// ```
+    /// use logpolicy::admin::AdminConfig;
+    /// use logpolicy::wire::{SigningKey, TrustedKeys};
+    ///
+    /// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys).metric_targets(5);
+    /// assert_eq!(config.metric_targets_ref(), 5);
+    /// ```
+    #[must_use]
+    pub fn metric_targets(mut self, n: usize) -> Self {
+        self.metric_targets = n.min(MAX_METRIC_TARGETS);
+        self
+    }
+
+    /// How many targets `/metrics` lists by name (see
+    /// [`metric_targets`](Self::metric_targets)).
+    pub fn metric_targets_ref(&self) -> usize {
+        self.metric_targets
+    }
+
     /// The address to listen on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -413,9 +465,47 @@ pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// The value of [`METRIC_TARGETS_ENV`]: a whole number from 0 to [`MAX_METRIC_TARGETS`].
+pub(crate) fn parse_metric_targets(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    match s.parse::<usize>() {
+        Ok(n) if n <= MAX_METRIC_TARGETS => Ok(n),
+        _ => Err(format!(
+            "invalid value {s:?} (expected a whole number of targets from 0 to {MAX_METRIC_TARGETS}, e.g. {DEFAULT_METRIC_TARGETS})"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metric_targets() {
+        assert_eq!(parse_metric_targets(" 2 "), Ok(2));
+        assert_eq!(parse_metric_targets("0"), Ok(0));
+        assert_eq!(
+            parse_metric_targets("1000"),
+            Ok(MAX_METRIC_TARGETS),
+            "the most allowed"
+        );
+        for bad in ["-1", "1001", "ten", "2.5", "1e3"] {
+            let e = parse_metric_targets(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("{bad:?}")) && e.contains("from 0 to 1000"),
+                "{e}"
+            );
+        }
+        let e = AdminError::Env {
+            var: METRIC_TARGETS_ENV,
+            message: parse_metric_targets("x").unwrap_err(),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("LOGPOLICY_METRIC_TARGETS: invalid value \"x\""),
+            "{e}"
+        );
+    }
 
     #[test]
     fn addresses() {

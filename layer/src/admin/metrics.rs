@@ -1,6 +1,26 @@
 //! `GET /metrics`: Prometheus (OpenMetrics) text, read from the live counters at each
 //! scrape.
+//!
+//! # Per target
+//!
+//! `logpolicy_target_lines_total{target,level}` and
+//! `logpolicy_target_bytes_total{target,level}` add up the ledger's rows (see
+//! [`crate::ledger`]) by target and callsite level, for a bounded set of targets that
+//! only grows ([`ListedTargets`]): at each scrape the targets already listed stay, and
+//! free places (up to [`AdminConfig::metric_targets`](super::AdminConfig::metric_targets),
+//! default 50) go to the targets that wrote the most bytes so far. A listed target has
+//! one series per level its callsites have. Every other target is summed under
+//! `target="other"`, one series per level, always present. Two more series have an
+//! empty `level` (absent in Prometheus), where the ledger counts without a level:
+//! `target="other"` for callsites past the ledger's row cap, and `target="logpolicy"`
+//! for logpolicy's own lines (policy changes, summaries, warnings). So after a flush
+//! the bytes series add up to `logpolicy_writer_bytes_written_total`. The names `other`
+//! and `logpolicy` are never given to a target of the service (one so named is summed
+//! under `other`).
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
 
 use prometheus_client::collector::Collector;
@@ -12,7 +32,8 @@ use prometheus_client::registry::Registry;
 
 use super::service::{Admin, Reply};
 use crate::enforce::Stats;
-use crate::level::LEVEL_NAMES;
+use crate::ledger::{Sites, TargetSites};
+use crate::level::{Level, LEVEL_NAMES};
 use crate::writer::{DropReason, WriterStats};
 
 /// The content type of the metrics text.
@@ -28,6 +49,134 @@ struct Snapshot {
     next_expiry: Option<i64>,
     active_layers: usize,
     requests: Vec<(u16, u64)>,
+    targets: Vec<TargetSeries>,
+}
+
+/// The label value of the targets not listed, and of callsites past the row cap.
+const OTHER_TARGET: &str = "other";
+/// The label value of logpolicy's own lines.
+const OWN_TARGET: &str = "logpolicy";
+
+/// The targets `/metrics` lists by name: at most `max`, and once listed, listed for the
+/// endpoint's life, so that series do not come and go from scrape to scrape.
+#[derive(Debug)]
+pub(crate) struct ListedTargets {
+    max: usize,
+    listed: Mutex<Vec<&'static str>>,
+}
+
+impl ListedTargets {
+    pub(crate) fn new(max: usize) -> Self {
+        ListedTargets {
+            max,
+            listed: Mutex::new(Vec::with_capacity(max.min(64))),
+        }
+    }
+
+    /// Keeps the targets listed and gives the free places to the targets of `targets`
+    /// that wrote the most bytes (a target that wrote nothing is not listed); returns
+    /// the targets listed now.
+    pub(crate) fn update(&self, targets: &[TargetSites]) -> Vec<&'static str> {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        if listed.len() < self.max {
+            let mut candidates: Vec<&TargetSites> = targets
+                .iter()
+                .filter(|t| {
+                    t.counts.bytes > 0 && t.target != OTHER_TARGET && t.target != OWN_TARGET
+                })
+                .filter(|t| !listed.contains(&t.target))
+                .collect();
+            candidates.sort_by(|a, b| {
+                b.counts
+                    .bytes
+                    .cmp(&a.counts.bytes)
+                    .then(a.target.cmp(b.target))
+            });
+            let free = self.max - listed.len();
+            listed.extend(candidates.iter().take(free).map(|t| t.target));
+        }
+        listed.clone()
+    }
+}
+
+/// One series of the per-target families.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TargetSeries {
+    /// The label value, escaped.
+    target: String,
+    /// The level's name, or empty where the ledger does not know it.
+    level: &'static str,
+    lines: u64,
+    bytes: u64,
+}
+
+/// The per-target series of `sites` for the targets `listed` (in target order, each by
+/// level, most severe first), then `other` by level, then the two series without a
+/// level (see the [module documentation](self)).
+fn target_series(sites: &Sites, listed: &[&'static str]) -> Vec<TargetSeries> {
+    const EVENT_LEVELS: [Level; 5] = [
+        Level::Error,
+        Level::Warn,
+        Level::Info,
+        Level::Debug,
+        Level::Trace,
+    ];
+    let mut named: BTreeMap<(&'static str, Level), (u64, u64)> = BTreeMap::new();
+    let mut rest: BTreeMap<Level, (u64, u64)> = BTreeMap::new();
+    for row in &sites.rows {
+        let sum = if listed.contains(&row.target) {
+            named.entry((row.target, row.level)).or_default()
+        } else {
+            rest.entry(row.level).or_default()
+        };
+        sum.0 += row.counts.lines;
+        sum.1 += row.counts.bytes;
+    }
+    let mut out: Vec<TargetSeries> = named
+        .into_iter()
+        .map(|((target, level), (lines, bytes))| TargetSeries {
+            target: label_value(target).into_owned(),
+            level: level.as_str(),
+            lines,
+            bytes,
+        })
+        .collect();
+    for level in EVENT_LEVELS {
+        let (lines, bytes) = rest.get(&level).copied().unwrap_or_default();
+        out.push(TargetSeries {
+            target: OTHER_TARGET.into(),
+            level: level.as_str(),
+            lines,
+            bytes,
+        });
+    }
+    for (target, counts) in [(OTHER_TARGET, &sites.other), (OWN_TARGET, &sites.own)] {
+        out.push(TargetSeries {
+            target: target.into(),
+            level: "",
+            lines: counts.lines,
+            bytes: counts.bytes,
+        });
+    }
+    out
+}
+
+/// `s` as an OpenMetrics label value: `\`, `"` and newlines escaped (the encoder writes
+/// label values as they are; a `log` record's target may hold anything).
+fn label_value(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The label value of the level at index `i` of a per-level table.
@@ -142,6 +291,24 @@ impl Collector for Snapshot {
             )?;
             ConstCounter::new(w.rotations).encode(m)?;
         }
+        for (name, help, value) in [
+            (
+                "logpolicy_target_lines",
+                "Lines written, by target and callsite level (a bounded set of targets, the rest as other; see the docs)",
+                (|t: &TargetSeries| t.lines) as fn(&TargetSeries) -> u64,
+            ),
+            (
+                "logpolicy_target_bytes",
+                "Bytes written, by target and callsite level (a bounded set of targets, the rest as other; see the docs)",
+                |t: &TargetSeries| t.bytes,
+            ),
+        ] {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for t in &self.targets {
+                let labels = [("target", t.target.as_str()), ("level", t.level)];
+                ConstCounter::new(value(t)).encode(m.encode_family(&labels)?)?;
+            }
+        }
         if let Some(v) = self.version {
             let m = enc.encode_descriptor(
                 "logpolicy_policy_version",
@@ -192,6 +359,8 @@ impl Collector for Snapshot {
 pub(crate) fn render(admin: &Admin) -> Reply {
     let handle = admin.handle();
     let effective = handle.effective();
+    let sites = handle.sites();
+    let listed = admin.metric_targets().update(&sites.targets());
     let snapshot = Snapshot {
         stats: handle.stats(),
         writer: admin.writer().map(|w| w.stats()),
@@ -204,6 +373,7 @@ pub(crate) fn render(admin: &Admin) -> Reply {
         }),
         active_layers: effective.sources.len(),
         requests: admin.requests().to_vec(),
+        targets: target_series(&sites, &listed),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
@@ -217,5 +387,61 @@ pub(crate) fn render(admin: &Admin) -> Reply {
             signed: false,
         },
         Err(_) => Reply::error(500, "metrics_failed", "the metrics could not be encoded"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::SiteCounts;
+
+    fn target(name: &'static str, bytes: u64) -> TargetSites {
+        TargetSites {
+            target: name,
+            levels: vec![Level::Info],
+            callsites: 1,
+            counts: SiteCounts {
+                lines: 1,
+                bytes,
+                ..SiteCounts::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_listed_target_stays_listed_and_free_places_go_to_the_biggest() {
+        let listed = ListedTargets::new(2);
+        assert_eq!(
+            listed.update(&[target("a", 10), target("quiet", 0)]),
+            ["a"],
+            "a target that wrote nothing takes no place"
+        );
+        assert_eq!(
+            listed.update(&[target("a", 10), target("b", 30), target("c", 20)]),
+            ["a", "b"]
+        );
+        // c and d grow past a and b: the listed stay.
+        assert_eq!(
+            listed.update(&[
+                target("d", 900),
+                target("c", 500),
+                target("b", 30),
+                target("a", 10)
+            ]),
+            ["a", "b"]
+        );
+        assert!(ListedTargets::new(0).update(&[target("a", 1)]).is_empty());
+        assert!(
+            ListedTargets::new(5)
+                .update(&[target("other", 9), target("logpolicy", 9)])
+                .is_empty(),
+            "the two reserved label values are never a target's"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert!(matches!(label_value("shop::http"), Cow::Borrowed(_)));
+        assert_eq!(label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

@@ -17,6 +17,7 @@
 //! | `POD_NAME` | The pod's `metadata.name`; checked like the uid. Required. |
 //! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |
 //! | `LOGPOLICY_ADMIN_ANY_POD` | `1` or `true`: start without the three above (outside Kubernetes); a field not known is not checked. |
+//! | `LOGPOLICY_METRIC_TARGETS` | How many targets `/metrics` names in `logpolicy_target_lines_total` and `logpolicy_target_bytes_total` (default 50, at most 1000; `0`: only `other`). A value that is not a whole number in range is an error naming the variable. |
 //!
 //! With the address set and no trusted key, starting fails: such an endpoint could
 //! never accept a push. Without the pod's uid, name and namespace it fails too
@@ -43,6 +44,27 @@
 //!   after the response follows it.
 //! - `DELETE /logpolicy`: a signed document whose `layers` is empty or absent: back to
 //!   the baseline. It is versioned like a `PUT` (the version held becomes its version).
+//! - `GET /logpolicy/sites`: what each callsite cost ([`SitesView`](crate::wire::SitesView),
+//!   from the [ledger](crate::ledger)): every callsite the process ran, with its lines
+//!   and bytes written and its events not written by reason; `other` (callsites past
+//!   the row cap), `own` (logpolicy's own lines), `totals` (the rows and `other`),
+//!   the writer's totals, and every target with its callsites' levels, the level in
+//!   force for it now and its counts. `startedAt` and `readAt` (RFC 3339, and in Unix
+//!   milliseconds) make two reads a rate. Every peer gets the same view (counts and
+//!   callsite names are not secrets; no field value is in it). Shortened:
+//!
+//!   ```json
+//!   {"startedAt": "2026-11-29T20:00:00.120000000Z", "startedAtUnixMs": 1795982400120,
+//!    "readAt": "2026-11-29T20:06:15.250000000Z", "readAtUnixMs": 1795982775250,
+//!    "maxRows": 4096, "writer": {"linesWritten": 12, "bytesWritten": 2048},
+//!    "totals": {"lines": 11, "bytes": 1900, "sampled": 30, "burst": 0, "budget": 0, "queueFull": 0, …},
+//!    "own": {"lines": 1, "bytes": 148, …}, "other": {"sites": 0, "lines": 0, "bytes": 0, …},
+//!    "targets": [{"target": "shop::http", "levels": ["info"], "levelNow": "info",
+//!                 "callsites": 1, "lines": 11, "bytes": 1900, "sampled": 30, …}],
+//!    "rows": [{"kind": "event", "target": "shop::http", "level": "info",
+//!              "name": "event src/http.rs:42", "file": "src/http.rs", "line": 42,
+//!              "modulePath": "shop::http", "lines": 11, "bytes": 1900, "sampled": 30, …}]}
+//!   ```
 //! - `GET /metrics`: Prometheus (OpenMetrics) text: `logpolicy_events_total{level,outcome}`
 //!   (outcome `written`, `sampled`, `burst`, `budget`), `logpolicy_events_held{level}`,
 //!   `logpolicy_writer_bytes_written_total`, `logpolicy_writer_queue_bytes`,
@@ -53,7 +75,13 @@
 //!   `logpolicy_policy_active_layers`,
 //!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
 //!   `logpolicy_admin_requests_total{status}` (every request and every connection that
-//!   ended without one, see below).
+//!   ended without one, see below), `logpolicy_target_lines_total{target,level}` and
+//!   `logpolicy_target_bytes_total{target,level}`: the ledger's lines and bytes written
+//!   for at most `LOGPOLICY_METRIC_TARGETS` targets (default 50), the first that wrote
+//!   the most bytes, each listed for good once listed (series do not come and go); the
+//!   rest summed under `target="other"`, and logpolicy's own lines under
+//!   `target="logpolicy"` with an empty `level`, so that the bytes add up to
+//!   `logpolicy_writer_bytes_written_total` (see [`AdminConfig::metric_targets`]).
 //! - `GET /healthz`: `{"status":"ok"}`.
 //!
 //! # Statuses
@@ -170,7 +198,8 @@ mod service;
 
 pub use config::{
     AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, ANY_POD_ENV,
-    POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV,
+    DEFAULT_METRIC_TARGETS, MAX_METRIC_TARGETS, METRIC_TARGETS_ENV, POD_NAMESPACE_ENV,
+    POD_NAME_ENV, POD_UID_ENV,
 };
 pub use server::AdminServer;
 

@@ -11,12 +11,14 @@ use super::config::{AdminConfig, KeySource, PodIdentity};
 use crate::clock::format_rfc3339;
 use crate::enforce::{LayerChange, PolicyHandle};
 use crate::format::own_line::{write_layer_change, write_push_refused};
+use crate::ledger::MAX_ROWS;
 use crate::policy::{
     EffectivePolicy, LayerSpec, Policy, PolicyError, PolicyLayer, BASELINE_SOURCE,
 };
 use crate::wire::{
-    self, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyDocument,
-    PolicyView, ViewScope, MAX_DOCUMENT_VERSION,
+    self, unix_ms, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView,
+    OtherSitesView, PolicyDocument, PolicyView, SiteView, SitesView, TargetView, ViewScope,
+    WriterTotals, MAX_DOCUMENT_VERSION,
 };
 use crate::writer::Writer;
 
@@ -102,6 +104,8 @@ pub(crate) enum Route {
     GetPolicy,
     PutPolicy,
     DeletePolicy,
+    /// `GET /logpolicy/sites`: what each callsite cost.
+    GetSites,
     Metrics,
     Health,
     NotFound,
@@ -116,9 +120,10 @@ impl Route {
             ("/logpolicy", "PUT") => Route::PutPolicy,
             ("/logpolicy", "DELETE") => Route::DeletePolicy,
             ("/logpolicy", _) => Route::MethodNotAllowed(policy),
+            ("/logpolicy/sites", "GET" | "HEAD") => Route::GetSites,
             ("/metrics", "GET" | "HEAD") => Route::Metrics,
             ("/healthz", "GET" | "HEAD") => Route::Health,
-            ("/metrics" | "/healthz", _) => Route::MethodNotAllowed(get_only),
+            ("/logpolicy/sites" | "/metrics" | "/healthz", _) => Route::MethodNotAllowed(get_only),
             _ => Route::NotFound,
         }
     }
@@ -144,6 +149,8 @@ pub(crate) struct Admin {
     /// When the last refused push was written to the output, and the refusals since.
     refusals: Mutex<Refusals>,
     requests: [AtomicU64; STATUSES.len()],
+    /// The targets `/metrics` lists by name (sticky, bounded).
+    metric_targets: super::metrics::ListedTargets,
 }
 
 /// At most one line a second says a push was refused: a client that sends refused
@@ -192,6 +199,7 @@ impl Admin {
             held: Mutex::new(None),
             refusals: Mutex::new(Refusals::default()),
             requests: Default::default(),
+            metric_targets: super::metrics::ListedTargets::new(config.metric_targets),
         }
     }
 
@@ -218,6 +226,10 @@ impl Admin {
 
     pub(crate) fn writer(&self) -> Option<&Writer> {
         self.writer.as_ref()
+    }
+
+    pub(crate) fn metric_targets(&self) -> &super::metrics::ListedTargets {
+        &self.metric_targets
     }
 
     pub(crate) fn held_version(&self) -> Option<u64> {
@@ -318,6 +330,9 @@ impl Admin {
     ) -> Reply {
         match route {
             Route::GetPolicy => Reply::json(200, &self.view(viewer)),
+            // Every viewer gets the same: counts and callsite names are not secrets,
+            // and the ledger holds no field value.
+            Route::GetSites => Reply::json(200, &self.sites_view()),
             Route::PutPolicy | Route::DeletePolicy => {
                 let reply = self.push(signature, body, route == Route::DeletePolicy);
                 if reply.status >= 400 {
@@ -330,7 +345,7 @@ impl Admin {
             Route::NotFound => Reply::error(
                 404,
                 "not_found",
-                "no such path: the endpoint serves /logpolicy, /metrics and /healthz",
+                "no such path: the endpoint serves /logpolicy, /logpolicy/sites, /metrics and /healthz",
             ),
             Route::MethodNotAllowed(allow) => Reply {
                 allow: Some(allow),
@@ -503,6 +518,43 @@ impl Admin {
         }
     }
 
+    /// The body of `GET /logpolicy/sites`, the same for every viewer: the ledger's
+    /// rows, `other`, `own` and totals, its start and the time of this read, the
+    /// writer's totals (when the endpoint has a writer, read after the ledger: a line
+    /// written in between is in the writer's and not yet in the ledger's), and every
+    /// target with the level in force for it now.
+    pub(crate) fn sites_view(&self) -> SitesView {
+        let sites = self.handle.sites();
+        let writer = self.writer.as_ref().map(|w| {
+            let stats = w.stats();
+            WriterTotals {
+                lines_written: stats.written_total(),
+                bytes_written: stats.bytes_written,
+            }
+        });
+        let effective = self.handle.effective();
+        SitesView {
+            started_at: sites.started_at,
+            started_at_unix_ms: unix_ms(sites.started_at),
+            read_at: sites.read_at,
+            read_at_unix_ms: unix_ms(sites.read_at),
+            max_rows: MAX_ROWS,
+            writer,
+            totals: (&sites.totals).into(),
+            own: (&sites.own).into(),
+            other: OtherSitesView {
+                sites: sites.other_sites,
+                counts: (&sites.other).into(),
+            },
+            targets: sites
+                .targets()
+                .iter()
+                .map(|t| TargetView::new(t, effective.level_for(t.target)))
+                .collect(),
+            rows: sites.rows.iter().map(SiteView::from).collect(),
+        }
+    }
+
     fn view_with(&self, held: Option<&Held>, unchanged: Option<bool>) -> PolicyView {
         let policy = self.handle.policy();
         let effective = self.handle.effective();
@@ -637,6 +689,14 @@ mod tests {
             Route::MethodNotAllowed("GET, HEAD")
         );
         assert_eq!(Route::of("GET", "/logpolicy/"), Route::NotFound);
+        assert_eq!(Route::of("GET", "/logpolicy/sites"), Route::GetSites);
+        assert_eq!(Route::of("HEAD", "/logpolicy/sites"), Route::GetSites);
+        assert_eq!(
+            Route::of("PUT", "/logpolicy/sites"),
+            Route::MethodNotAllowed("GET, HEAD")
+        );
+        assert_eq!(Route::of("GET", "/logpolicy/sites/"), Route::NotFound);
+        assert!(!Route::GetSites.takes_body());
         assert!(Route::of("DELETE", "/logpolicy").takes_body());
     }
 }

@@ -53,8 +53,9 @@
 //!
 //! # Replies
 //!
-//! The endpoint's answers are typed too ([`ErrorReply`], [`PolicyView`]): the pod
-//! writes them, the operator reads them. A `409` carries the version the pod holds
+//! The endpoint's answers are typed too ([`ErrorReply`], [`PolicyView`], and
+//! [`SitesView`] for `GET /logpolicy/sites`): the pod writes them, the operator and the
+//! plugin read them. A `409` carries the version the pod holds
 //! (`heldVersion`).
 //!
 //! # Keys
@@ -91,6 +92,7 @@ mod document;
 mod keys;
 mod reply;
 mod signature;
+mod sites;
 
 pub use document::{
     DocumentError, DocumentErrorKind, PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS,
@@ -106,4 +108,8 @@ pub use keys::{
 pub use reply::{EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView, ViewScope};
 pub use signature::{
     sign, verify, VerifyError, SIGNATURE_HEADER, SIGNATURE_SCHEME, SIGNING_CONTEXT,
+};
+pub(crate) use sites::unix_ms;
+pub use sites::{
+    CallsiteKind, CountsView, OtherSitesView, SiteView, SitesView, TargetView, WriterTotals,
 };
