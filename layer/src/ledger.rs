@@ -1,9 +1,13 @@
 //! The ledger: what each callsite costs, in lines and bytes written and in events not
 //! written (and why), counted at the source, exactly.
 //!
-//! Every event callsite gets one row the first time `tracing` registers it (a callsite
-//! registers the first time it runs, whether its level is enabled or not, so a row with
-//! no lines is a callsite that ran and was never written). A row names the callsite
+//! Every event callsite gets one row the first time `tracing` registers it. A callsite
+//! registers the first time it runs at a level no more verbose than the most verbose
+//! level the policy enables for any target (`tracing`'s max level): under `info,
+//! shop::db=debug`, every `debug!` callsite that runs registers, enabled for its target
+//! or not (a row with no lines is a callsite that ran and was never written), while under
+//! plain `info` a `debug!` callsite stops at that one comparison, registers nothing and
+//! has no row until some target is raised to `debug`. A row names the callsite
 //! (target, level, name, file, line, module path) and counts:
 //!
 //! - `lines` and `bytes` **written**: counted by the [`Writer`](crate::writer::Writer)'s
@@ -405,6 +409,21 @@ impl Rows {
         c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 
+    /// Adds `lines` and `bytes` written, by the one thread that writes these counters.
+    #[inline(always)]
+    fn bump_written(&self, row: RowId, lines: u64, bytes: u64) {
+        let c = self.cells(row);
+        let (l, b) = (&c[Col::Lines as usize], &c[Col::Bytes as usize]);
+        l.store(
+            l.load(Ordering::Relaxed).wrapping_add(lines),
+            Ordering::Relaxed,
+        );
+        b.store(
+            b.load(Ordering::Relaxed).wrapping_add(bytes),
+            Ordering::Relaxed,
+        );
+    }
+
     /// Adds `n` from any thread.
     fn add_shared(&self, row: RowId, col: usize, n: u64) {
         self.cells(row)[col].fetch_add(n, Ordering::Relaxed);
@@ -662,6 +681,22 @@ impl LocalCounter {
         match &self.rows {
             Some(rows) => rows.bump(row, col, n),
             None => self.ledger.shared.retired.add_shared(row, col, n),
+        }
+    }
+
+    /// Adds `lines` written of `bytes` to `row` (nothing when `lines` is 0).
+    #[inline]
+    pub(crate) fn add_written(&self, row: RowId, lines: u64, bytes: u64) {
+        if lines == 0 {
+            return;
+        }
+        match &self.rows {
+            Some(rows) => rows.bump_written(row, lines, bytes),
+            None => {
+                let retired = &self.ledger.shared.retired;
+                retired.add_shared(row, Col::Lines as usize, lines);
+                retired.add_shared(row, Col::Bytes as usize, bytes);
+            }
         }
     }
 }

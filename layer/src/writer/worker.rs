@@ -258,15 +258,24 @@ fn count_in_ledger(
         .as_ref()
         .map(|_| outcome.bytes.saturating_sub(head.len() as u64));
     let mut line_bytes = 0u64;
+    // Lines of one callsite come in runs (a callsite logs in loops, and the queue keeps
+    // each thread's lines in order): a run is counted once, so a line costs a compare
+    // and two adds.
+    let (mut run_row, mut run_lines, mut run_bytes) = (RowId::OTHER, 0u64, 0u64);
     queue::for_each_line(batch, delivered, |row, len, whole| {
-        if whole {
-            counter.add(row, Col::Lines as usize, 1);
-            counter.add(row, Col::Bytes as usize, len as u64);
-            line_bytes += len as u64;
-        } else {
+        if !whole {
             counter.add(row, lost, 1);
+            return;
         }
+        line_bytes += len as u64;
+        if row != run_row {
+            counter.add_written(run_row, run_lines, run_bytes);
+            (run_row, run_lines, run_bytes) = (row, 0, 0);
+        }
+        run_lines += 1;
+        run_bytes += len as u64;
     });
+    counter.add_written(run_row, run_lines, run_bytes);
     let summary_out = summary && outcome.bytes >= head.len() as u64;
     counter.add(RowId::OWN, Col::Lines as usize, u64::from(summary_out));
     counter.add(
