@@ -1,7 +1,8 @@
 //! An operator started with the chart's `maxDuration=1m` refuses a LogPolicy without an
 //! expiry, or with a longer one (`Ready=False`, reason `Invalid`, naming `spec.duration`,
 //! the limit and how to lift it; an `InvalidSpec` Event) and pushes nothing of it; a
-//! policy within the limit applies.
+//! policy within the limit applies, and so does one without an expiry that can only make
+//! pods write less (sampling, a byte budget: the limit is for raises).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers: a failure is a test failure
 
@@ -83,4 +84,17 @@ async fn policies_longer_than_the_operators_limit_are_refused() {
     for refused in ["shop::db", "shop::http", "shop::cart"] {
         assert!(!directives.contains(refused), "{refused} in {directives}");
     }
+
+    // A standing saving (no expiry, no level set): applied despite the limit.
+    s.apply(
+        "apiVersion: logpolicy.dev/v1alpha1\nkind: LogPolicy\nmetadata: {name: saving}\nspec:\n  selector: {matchLabels: {app: shop}}\n  sampling:\n  - {target: \"shop::http\", keepOneIn: 10}\n  maxBytesPerSecond: 1048576\n",
+    )
+    .unwrap();
+    s.wait_condition("saving", "Applied", "True", 10 * SEC)
+        .unwrap();
+    let directives = pods[0].directives().unwrap();
+    assert!(
+        directives.contains("@sample(shop::http)=1/10"),
+        "{directives}"
+    );
 }

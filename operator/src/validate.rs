@@ -85,6 +85,39 @@ pub struct ValidatedPolicy {
 }
 
 impl ValidatedPolicy {
+    /// Whether it can only make the pods it selects write less, so that it may stand
+    /// without an expiry whatever the operator's `--max-duration` (which is there so that
+    /// a raise cannot be forgotten): it sets no level (no `defaultLevel`, no `targets`,
+    /// no `when`), leaves `alwaysKeep` alone, unredacts nothing, and every sampling entry
+    /// keeps one in 2 or more (one in 1 keeps every event: it can only undo a baseline's
+    /// sampling). Burst limits and a byte budget only ever drop lines.
+    ///
+    /// ```
+    /// use logpolicy_operator::validate::validate;
+    /// let spec = |v: serde_json::Value| serde_json::from_value(v).unwrap();
+    /// let saving = validate(&spec(serde_json::json!({
+    ///     "selector": {"matchLabels": {"app": "shop"}},
+    ///     "sampling": [{"target": "shop::http", "keepOneIn": 10}],
+    ///     "maxBytesPerSecond": 1048576,
+    /// }))).unwrap();
+    /// assert!(saving.only_lowers());
+    /// let raise = validate(&spec(serde_json::json!({
+    ///     "selector": {"matchLabels": {"app": "shop"}},
+    ///     "targets": [{"target": "shop::payment", "level": "debug"}],
+    /// }))).unwrap();
+    /// assert!(!raise.only_lowers());
+    /// ```
+    pub fn only_lowers(&self) -> bool {
+        let d = &self.layer.directives;
+        d.default_level.is_none()
+            && d.targets.is_empty()
+            && d.when.is_empty()
+            && d.when_sampling.is_empty()
+            && d.always_keep.is_none()
+            && d.unredact.is_empty()
+            && d.sampling.iter().all(|s| s.keep_one_in.get() > 1)
+    }
+
     /// The levels it sets as directives, e.g. `info,shop::payment=debug` (the default
     /// level first, then each target), cut to at most [`MAX_LEVELS_LEN`] bytes; `None`
     /// when it sets no level.
@@ -340,7 +373,7 @@ pub fn check_lifetime(
     let Some(max) = limit.0 else {
         return Ok(());
     };
-    let lift = "(the operator's --max-duration; the chart's value maxDuration, \"\" for no limit, lifts it for standing policies)";
+    let lift = "(the operator's --max-duration; the chart's value maxDuration, \"\" for no limit, lifts it for standing policies; a policy that only samples, limits bursts or caps bytes, setting no level, may stand without it)";
     match expiry {
         Expiry::Never => Err(FieldError::new(
             "spec.duration",

@@ -1228,3 +1228,58 @@ fn under_a_limit_a_policy_without_an_expiry_is_refused_and_the_last_valid_one_st
         names(&[("web-1", &["shop/debug"])])
     );
 }
+
+#[test]
+fn under_a_limit_a_policy_that_only_lowers_may_stand_and_one_that_raises_may_not() {
+    let limit: crate::validate::MaxDuration = "24h".parse().unwrap();
+    let mut index = Index::with_max_duration(limit);
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    ack_all(&mut index, t0());
+
+    // Sampling, a burst limit and a byte budget, no expiry: applied, standing.
+    let saving = serde_json::json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "sampling": [{"target": "shop::http", "keepOneIn": 10}],
+        "burst": {"perSecond": 100, "thenOneIn": 10},
+        "maxBytesPerSecond": 1048576,
+    });
+    index.apply_policy(policy("saving", saving.clone()), t0());
+    assert_eq!(
+        pushed(&mut index, t0()),
+        names(&[("web-1", &["shop/saving"])])
+    );
+    assert!(index
+        .policy_view(&pkey("saving"))
+        .unwrap()
+        .errors
+        .is_empty());
+
+    // What can make a pod write more keeps the limit, each for its own reason.
+    let raises = [
+        ("defaultLevel", serde_json::json!("info")),
+        (
+            "targets",
+            serde_json::json!([{"target": "shop", "level": "debug"}]),
+        ),
+        ("alwaysKeep", serde_json::json!("error")),
+        (
+            "sampling",
+            serde_json::json!([{"target": "shop::http", "keepOneIn": 1}]),
+        ),
+    ];
+    for (field, value) in raises {
+        let mut spec = saving.clone();
+        spec[field] = value;
+        let name = format!("raise-{}", field.to_lowercase());
+        index.apply_policy(policy(&name, spec), t0());
+        let view = index.policy_view(&pkey(&name)).unwrap();
+        let fields: Vec<&str> = view.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.duration"], "{field}");
+        assert!(
+            view.errors[0].message.contains("only samples"),
+            "the reason says what may stand: {}",
+            view.errors[0].message
+        );
+    }
+    assert!(pushed(&mut index, t0()).is_empty());
+}
