@@ -854,11 +854,9 @@ mod tests {
         let capacity = 128 * 1024; // chunks of 4 KiB
         let mut q = Queue::new(capacity, capacity);
         let row = RowId::from_index;
-        q.push(2, row(7), b"seven
-", false);
+        q.push(2, row(7), b"seven\n", false);
         q.push(2, row(4095), &[b'L'; 10_000], false); // three pieces
-        q.push(4, row(9), b"nine!
-", true);
+        q.push(4, row(9), b"nine!\n", true);
         let mut batch = Vec::new();
         q.take(&mut batch);
         let taken = bytes(&batch).len() as u64;
@@ -883,22 +881,24 @@ mod tests {
     fn evictions_and_abandon_name_the_rows_of_the_lines_they_drop() {
         let mut q = Queue::new(64 * 1024, 48 * 1024);
         let row = RowId::from_index;
-        q.push(2, row(10), b"info a
-", false);
-        q.push(4, row(11), b"error b
-", true);
-        q.push(3, row(12), b"warn c
-", true);
-        q.push(2, row(13), b"info d
-", false);
+        q.push(2, row(10), b"info a\n", false);
+        q.push(4, row(11), b"error b\n", true);
+        q.push(3, row(12), b"warn c\n", true);
+        q.push(2, row(13), b"info d\n", false);
         q.push(4, row(14), b"", true);
         let mut dropped = Vec::new();
         // Below error: the infos and the warning go, whichever chunk they are in.
-        assert_eq!(q.evict_below(4, |r| dropped.push(r.index())), [0, 0, 2, 1, 0]);
+        assert_eq!(
+            q.evict_below(4, |r| dropped.push(r.index())),
+            [0, 0, 2, 1, 0]
+        );
         assert_eq!(dropped, [10, 12, 13]);
         dropped.clear();
         // The oldest errors: the first goes (a whole chunk wanted).
-        assert_eq!(q.evict_oldest(4, 1, |r| dropped.push(r.index())), [0, 0, 0, 0, 1]);
+        assert_eq!(
+            q.evict_oldest(4, 1, |r| dropped.push(r.index())),
+            [0, 0, 0, 0, 1]
+        );
         assert_eq!(dropped, [11]);
         let mut abandoned = Vec::new();
         q.abandon(|r, n| abandoned.push((r.index(), n)));
