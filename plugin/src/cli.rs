@@ -1,4 +1,5 @@
-//! The command line: `kubectl logpolicy raise|list|status|extend|revert|effective|completion`.
+//! The command line: `kubectl logpolicy
+//! raise|list|status|extend|revert|effective|top|targets|completion`.
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -10,6 +11,7 @@ use crate::flags::{
     parse_level, parse_policy_name, parse_reason, parse_redact, parse_sample, parse_target,
     parse_when, PolicyDuration,
 };
+use crate::fleet::By;
 use crate::output::Format;
 use crate::selector::{parse_label_selector, WorkloadRef};
 
@@ -41,6 +43,26 @@ Examples:
 
   # Print the LogPolicy it would create, and create nothing
   kubectl logpolicy raise deploy/shop --target shop::payment=debug --dry-run";
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  # Every opted-in pod of the namespace, by target, over 10 seconds
+  kubectl logpolicy top -n shop
+
+  # The callsites of deploy/shop's pods that write the most, over 30 seconds
+  kubectl logpolicy top deploy/shop --by callsite --window 30s
+
+  # Each pod of every namespace, refreshed every 10 seconds until Ctrl-C
+  kubectl logpolicy top -A --by pod --watch
+
+  # As JSON (rates as numbers per second, shares from 0 to 1)
+  kubectl logpolicy top -l app=shop -o json";
+
+const TARGETS_EXAMPLES: &str = "\
+Examples:
+  kubectl logpolicy targets deploy/shop
+  kubectl logpolicy targets -l app=shop -o yaml
+  kubectl logpolicy targets -A";
 
 /// `kubectl logpolicy`.
 #[derive(Debug, Parser)]
@@ -89,6 +111,14 @@ pub enum Command {
     /// What a pod enforces now, and the LogPolicies it comes from.
     #[command(after_help = "Examples:\n  kubectl logpolicy effective shop-7d9c5b-x2x4q -n shop")]
     Effective(EffectiveArgs),
+    /// What the pods' logging costs now: lines and bytes per second by target, callsite
+    /// or pod, and what policy held back or the writer dropped.
+    #[command(after_help = TOP_EXAMPLES)]
+    Top(TopArgs),
+    /// Every target the pods know: its callsites' levels, the level in force now, and on
+    /// how many pods.
+    #[command(after_help = TARGETS_EXAMPLES)]
+    Targets(TargetsArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  kubectl logpolicy completion bash > /etc/bash_completion.d/kubectl-logpolicy\n  kubectl logpolicy completion zsh > \"${fpath[1]}/_kubectl-logpolicy\"\n  kubectl logpolicy completion fish > ~/.config/fish/completions/kubectl-logpolicy.fish"
@@ -215,6 +245,77 @@ pub struct EffectiveArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
+}
+
+/// Which pods a fleet command (`top`, `targets`) reads: a workload's, a selector's, or
+/// every opted-in pod of the namespace (of every namespace with `-A`).
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("pods").args(["workload", "selector"])))]
+pub struct PodsArgs {
+    /// The workload whose pods to read: deploy/NAME, sts/NAME, ds/NAME or rs/NAME
+    /// (default: every pod that opted in).
+    pub workload: Option<WorkloadRef>,
+    /// The pods to read, by label, in kubectl's syntax: a=b,c!=d,e in (x,y),!f,g.
+    #[arg(short = 'l', long = "selector", value_parser = parse_label_selector)]
+    pub selector: Option<LabelSelector>,
+    /// The pods of every namespace.
+    #[arg(short = 'A', long, conflicts_with = "workload")]
+    pub all_namespaces: bool,
+}
+
+/// `top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Which pods.
+    #[command(flatten)]
+    pub pods: PodsArgs,
+    /// The time between the two reads the rates come from (1s to 1h); with --watch, the
+    /// time between refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_window)]
+    pub window: PolicyDuration,
+    /// One row per target, per callsite (file:line, level, target) or per pod.
+    #[arg(long, value_enum, default_value_t)]
+    pub by: By,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+    /// Refresh every window until Ctrl-C, each row with its bytes per second over the
+    /// last minute (with -o json or yaml: one document per refresh).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// With --watch, stop after this many refreshes.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+    pub watch_count: Option<u64>,
+}
+
+/// `targets`.
+#[derive(Debug, Args)]
+pub struct TargetsArgs {
+    /// Which pods.
+    #[command(flatten)]
+    pub pods: PodsArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+/// The shortest and longest `top --window`.
+pub const WINDOW_RANGE: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(3600),
+);
+
+/// `--window`: a duration from 1s to 1h.
+pub fn parse_window(s: &str) -> Result<PolicyDuration, String> {
+    let d: PolicyDuration = s.parse()?;
+    let (min, max) = WINDOW_RANGE;
+    if d.value < min || d.value > max {
+        return Err(format!(
+            "{:?}: the window must be from 1s to 1h (the pods' read times are in milliseconds, and counts need time to grow)",
+            d.text
+        ));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -376,5 +477,87 @@ mod tests {
             help.contains("kubectl logpolicy raise deploy/shop"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn top_and_targets_take_a_workload_a_selector_or_every_opted_in_pod() {
+        let Command::Top(t) = parse(&["top"]).unwrap().command else {
+            panic!()
+        };
+        assert!(t.pods.workload.is_none() && t.pods.selector.is_none());
+        assert_eq!(t.window.value, Duration::from_secs(10));
+        assert_eq!(
+            (t.by, t.output, t.watch),
+            (By::Target, Format::Table, false)
+        );
+        let Command::Top(t) = parse(&[
+            "top",
+            "deploy/shop",
+            "--window",
+            "30s",
+            "--by",
+            "callsite",
+            "-o",
+            "json",
+            "--watch",
+            "--watch-count",
+            "2",
+            "-n",
+            "shop",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert_eq!(t.pods.workload.unwrap().to_string(), "deploy/shop");
+        assert_eq!(t.window.value, Duration::from_secs(30));
+        assert_eq!((t.by, t.output), (By::Callsite, Format::Json));
+        assert_eq!((t.watch, t.watch_count), (true, Some(2)));
+        let Command::Top(t) = parse(&["top", "-A", "-l", "app=shop", "--by", "pod"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert!(t.pods.all_namespaces && t.pods.selector.is_some() && t.by == By::Pod);
+        let Command::Targets(t) = parse(&["targets", "sts/ledger", "-o", "yaml"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(t.pods.workload.unwrap().to_string(), "sts/ledger");
+        assert_eq!(t.output, Format::Yaml);
+        for (args, says) in [
+            (&["top", "deploy/shop", "-A"][..], "cannot be used with"),
+            (
+                &["top", "deploy/shop", "-l", "a=b"][..],
+                "cannot be used with",
+            ),
+            (&["top", "--window", "500ms"][..], "from 1s to 1h"),
+            (&["top", "--window", "2h"][..], "from 1s to 1h"),
+            (&["top", "--by", "level"][..], "level"),
+            (&["top", "--watch-count", "3"][..], "--watch"),
+            (&["top", "--watch", "--watch-count", "0"][..], "0"),
+            (&["targets", "deploy/shop", "-A"][..], "cannot be used with"),
+            (&["targets", "pod/x"][..], "\"pod\" is not a workload kind"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            let text = err.to_string();
+            assert!(text.contains(says), "{args:?}: {text}");
+        }
+        for command in ["top", "targets"] {
+            let help = Cli::command()
+                .find_subcommand_mut(command)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            assert!(
+                help.contains(&format!("kubectl logpolicy {command} ")),
+                "{help}"
+            );
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The Kubernetes side: the client (kubectl's kubeconfig, context and namespace), the
-//! pods a selector picks, the operator's Lease, and a pod's admin endpoint.
+//! pods a selector or a workload picks, the operator's Lease, and a pod's admin
+//! endpoint (any of its paths: [`Kube::pod_get`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -16,10 +18,11 @@ use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use logpolicy_operator::{DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
+use serde::de::DeserializeOwned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::exit::{api_failure, Failure, Result};
-use crate::selector::selector_string;
+use crate::selector::{selector_string, workload_selector, Workload, WorkloadKind, WorkloadRef};
 
 /// The Lease the operator's replicas elect a leader with (`--leader-election`).
 pub const LEASE_NAME: &str = "logpolicy-operator";
@@ -124,8 +127,27 @@ pub struct Selected {
 impl Kube {
     /// The pods of the namespace that `selector` matches (not those being deleted).
     pub async fn selected_pods(&self, selector: &LabelSelector) -> Result<Selected> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let selector = selector_string(selector);
+        self.pods(Some(selector), false).await
+    }
+
+    /// The pods that `selector` matches (not those being deleted), in the namespace or,
+    /// with `all_namespaces`, in every namespace (then named `namespace/name` in
+    /// [`Selected::opted_in`] and [`Selected::not_opted_in`]). Without a selector: the
+    /// pods that opted in (listed by the opt-in label, so none is `not_opted_in`).
+    pub async fn pods(
+        &self,
+        selector: Option<&LabelSelector>,
+        all_namespaces: bool,
+    ) -> Result<Selected> {
+        let api: Api<Pod> = if all_namespaces {
+            Api::all(self.client.clone())
+        } else {
+            Api::namespaced(self.client.clone(), &self.namespace)
+        };
+        let selector = match selector {
+            Some(s) => selector_string(s),
+            None => format!("{OPT_IN_LABEL}=true"),
+        };
         let list = api
             .list(&ListParams::default().labels(&selector))
             .await
@@ -136,13 +158,54 @@ impl Kube {
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .partition(|p| opted_in(&p.metadata));
-        let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+        let name = |p: &Pod| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            match (&p.metadata.namespace, all_namespaces) {
+                (Some(ns), true) => format!("{ns}/{name}"),
+                _ => name,
+            }
+        };
         opted_in.sort_by_key(name);
         not_opted_in.sort_by_key(name);
         out.opted_in = opted_in.iter().map(name).collect();
         out.not_opted_in = not_opted_in.iter().map(name).collect();
         out.opted_in_pods = opted_in;
         Ok(out)
+    }
+
+    /// The `spec.selector` of a workload of the namespace, read from the API; an error
+    /// names the workload when it cannot be read or its selector is empty.
+    pub async fn workload_selector(&self, w: &WorkloadRef) -> Result<LabelSelector> {
+        let (c, ns) = (self.client.clone(), self.namespace.as_str());
+        let what = format!("{w} in namespace {ns}");
+        let fail = |e| api_failure(&what, e);
+        let workload = match w.kind {
+            WorkloadKind::Deployment => Workload::Deployment(
+                Api::<Deployment>::namespaced(c, ns)
+                    .get(&w.name)
+                    .await
+                    .map_err(fail)?,
+            ),
+            WorkloadKind::StatefulSet => Workload::StatefulSet(
+                Api::<StatefulSet>::namespaced(c, ns)
+                    .get(&w.name)
+                    .await
+                    .map_err(fail)?,
+            ),
+            WorkloadKind::DaemonSet => Workload::DaemonSet(
+                Api::<DaemonSet>::namespaced(c, ns)
+                    .get(&w.name)
+                    .await
+                    .map_err(fail)?,
+            ),
+            WorkloadKind::ReplicaSet => Workload::ReplicaSet(
+                Api::<ReplicaSet>::namespaced(c, ns)
+                    .get(&w.name)
+                    .await
+                    .map_err(fail)?,
+            ),
+        };
+        workload_selector(&workload).map_err(Failure::error)
     }
 
     /// Why the operator seems not to run, from its Lease, when the Lease says so:
@@ -176,7 +239,20 @@ impl Kube {
     /// else straight to the pod's IP (from inside the cluster network); `Err` says why
     /// neither answered.
     pub async fn pod_policy(&self, pod: &Pod) -> Result<serde_json::Value, String> {
+        self.pod_get(pod, "/logpolicy").await
+    }
+
+    /// `GET path` of a pod's admin endpoint (at its `logpolicy.dev/port`, else the
+    /// default port), its JSON body read as `T`: through the API server's pod proxy
+    /// (within [`PROXY_TIMEOUT`]), else straight to the pod's IP (within
+    /// [`DIRECT_TIMEOUT`], from inside the cluster network; once a pod answered there
+    /// after the proxy failed, the IP is tried first). `Err` says why neither answered.
+    ///
+    /// The pod's own namespace is used (the command's when the pod has none), so pods
+    /// listed across namespaces (`-A`) are read where they are.
+    pub async fn pod_get<T: DeserializeOwned>(&self, pod: &Pod, path: &str) -> Result<T, String> {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or(&self.namespace);
         let port = pod
             .metadata
             .annotations
@@ -184,27 +260,23 @@ impl Kube {
             .and_then(|a| a.get(PORT_ANNOTATION))
             .and_then(|p| p.parse::<u16>().ok())
             .unwrap_or(DEFAULT_ADMIN_PORT);
-        let path = format!(
-            "/api/v1/namespaces/{}/pods/{name}:{port}/proxy/logpolicy",
-            self.namespace
-        );
+        let proxy_path = format!("/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy{path}");
         let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
         if let (true, Some(ip)) = (self.direct_first.load(Ordering::Relaxed), &ip) {
-            if let Ok(v) = direct_get(ip, port, "/logpolicy").await {
+            if let Ok(v) = direct_get(ip, port, path).await {
                 return Ok(v);
             }
         }
-        let proxied = match http::Request::get(&path).body(Vec::new()) {
+        let secs = PROXY_TIMEOUT.as_secs();
+        let proxied = match http::Request::get(&proxy_path).body(Vec::new()) {
             Ok(req) => {
-                match tokio::time::timeout(Duration::from_secs(3), self.client.request_text(req))
-                    .await
-                {
-                    Ok(Ok(text)) => match serde_json::from_str(&text) {
+                match tokio::time::timeout(PROXY_TIMEOUT, self.client.request_text(req)).await {
+                    Ok(Ok(text)) => match json_body(&text) {
                         Ok(v) => return Ok(v),
-                        Err(e) => format!("the pod proxy answered no JSON: {e}"),
+                        Err(e) => format!("the pod proxy answered {e}"),
                     },
                     Ok(Err(e)) => format!("pod proxy: {e}"),
-                    Err(_) => "pod proxy: no answer in 3 s".to_owned(),
+                    Err(_) => format!("pod proxy: no answer in {secs} s"),
                 }
             }
             Err(e) => format!("pod proxy: {e}"),
@@ -212,7 +284,7 @@ impl Kube {
         let Some(ip) = ip else {
             return Err(format!("{proxied}; the pod has no IP"));
         };
-        let direct = direct_get(&ip, port, "/logpolicy")
+        let direct = direct_get(&ip, port, path)
             .await
             .map_err(|e| format!("{proxied}; {ip}:{port}: {e}"))?;
         self.direct_first.store(true, Ordering::Relaxed);
@@ -250,8 +322,17 @@ pub fn lease_down(lease: &Lease, now: SystemTime) -> Option<String> {
     })
 }
 
-/// A plain HTTP/1.1 `GET` of `path` at `ip:port`, within 2 s; the body as JSON.
-async fn direct_get(ip: &str, port: u16, path: &str) -> Result<serde_json::Value, String> {
+/// How long the API server's pod proxy has to answer a pod read.
+pub const PROXY_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a pod has to answer a read at its IP.
+pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest reply read from a pod at its IP (a `GET /logpolicy/sites` of a full
+/// ledger, 4,096 rows as indented JSON, is a few MiB).
+pub const MAX_DIRECT_REPLY: u64 = 16 << 20;
+
+/// A plain HTTP/1.1 `GET` of `path` at `ip:port`, within [`DIRECT_TIMEOUT`]; the body
+/// as JSON, read as `T`; a reply larger than [`MAX_DIRECT_REPLY`] is refused.
+async fn direct_get<T: DeserializeOwned>(ip: &str, port: u16, path: &str) -> Result<T, String> {
     let host = if ip.contains(':') {
         format!("[{ip}]:{port}")
     } else {
@@ -268,15 +349,21 @@ async fn direct_get(ip: &str, port: u16, path: &str) -> Result<serde_json::Value
             .map_err(|e| e.to_string())?;
         let mut reply = Vec::new();
         stream
-            .take(1 << 20)
+            .take(MAX_DIRECT_REPLY + 1)
             .read_to_end(&mut reply)
             .await
             .map_err(|e| e.to_string())?;
         Ok::<_, String>(reply)
     };
-    let reply = tokio::time::timeout(Duration::from_secs(2), exchange)
+    let reply = tokio::time::timeout(DIRECT_TIMEOUT, exchange)
         .await
-        .map_err(|_| "no answer in 2 s".to_owned())??;
+        .map_err(|_| format!("no answer in {} s", DIRECT_TIMEOUT.as_secs()))??;
+    if reply.len() as u64 > MAX_DIRECT_REPLY {
+        return Err(format!(
+            "the reply is larger than {} MiB",
+            MAX_DIRECT_REPLY >> 20
+        ));
+    }
     let text = String::from_utf8_lossy(&reply);
     let (head, body) = text
         .split_once("\r\n\r\n")
@@ -284,7 +371,17 @@ async fn direct_get(ip: &str, port: u16, path: &str) -> Result<serde_json::Value
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         return Err(head.lines().next().unwrap_or("").to_owned());
     }
-    serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))
+    json_body(body)
+}
+
+/// A reply's body read as `T`; `Err` says whether it is not JSON at all (`no JSON: …`)
+/// or JSON of another shape (`JSON of another shape: …`, e.g. a pod of an earlier
+/// version).
+fn json_body<T: DeserializeOwned>(body: &str) -> Result<T, String> {
+    serde_json::from_str(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => format!("JSON of another shape: {e}"),
+        _ => format!("no JSON: {e}"),
+    })
 }
 
 /// What a pod says it holds of a LogPolicy: the version of the document that carries
@@ -375,6 +472,76 @@ mod tests {
         assert!(down.contains("last renewed by op-0 40s ago"), "{down}");
         let released = lease_down(&lease("", now), now).unwrap();
         assert!(released.contains("released"), "{released}");
+    }
+
+    /// Serves each of `replies` (status line, body) to one connection, in order, at a
+    /// loopback port; returns the port.
+    async fn serve(replies: Vec<(&'static str, String)>) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            for (status, body) in replies {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.ends_with(b"\r\n\r\n") {
+                    let n = stream.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "the request ended early");
+                    request.extend_from_slice(&buf[..n]);
+                }
+                assert!(request.starts_with(b"GET /logpolicy/sites HTTP/1.1\r\n"));
+                let head = format!(
+                    "{status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                // The reader may stop early (a reply too large): ignore a reset.
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(body.as_bytes()).await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_pod_read_at_its_ip_takes_a_full_ledger_and_says_why_it_refuses_a_reply() {
+        use logpolicy::wire::{SiteView, SitesView};
+        // A full ledger, as the admin endpoint writes it (indented): several MiB.
+        let mut view: SitesView = serde_json::from_str("{}").unwrap();
+        view.rows = (0..4096u32)
+            .map(|i| SiteView {
+                target: format!("shop::module_{i}"),
+                name: format!("event src/module_{i}.rs:{i}"),
+                file: Some(format!("src/module_{i}.rs")),
+                line: Some(i),
+                module_path: Some(format!("shop::module_{i}")),
+                ..SiteView::default()
+            })
+            .collect();
+        let full = serde_json::to_string_pretty(&view).unwrap();
+        assert!(full.len() > 1 << 20, "{}", full.len());
+        let port = serve(vec![
+            ("HTTP/1.1 200 OK", full),
+            (
+                "HTTP/1.1 200 OK",
+                " ".repeat((MAX_DIRECT_REPLY + 1) as usize),
+            ),
+            ("HTTP/1.1 404 Not Found", "{}".to_owned()),
+            ("HTTP/1.1 200 OK", r#"{"rows": 3}"#.to_owned()),
+            ("HTTP/1.1 200 OK", "<html>".to_owned()),
+        ])
+        .await;
+        let read = || direct_get::<SitesView>("127.0.0.1", port, "/logpolicy/sites");
+        assert_eq!(read().await.unwrap(), view);
+        let e = read().await.unwrap_err();
+        assert_eq!(e, "the reply is larger than 16 MiB");
+        assert_eq!(read().await.unwrap_err(), "HTTP/1.1 404 Not Found");
+        let e = read().await.unwrap_err();
+        assert!(e.starts_with("JSON of another shape: invalid type"), "{e}");
+        let e = read().await.unwrap_err();
+        assert!(e.starts_with("no JSON: expected value"), "{e}");
+        // Nobody listens any more.
+        let e = read().await.unwrap_err();
+        assert!(e.contains("refused"), "{e}");
     }
 
     #[test]

@@ -4,29 +4,37 @@
 //! temporary `LogPolicy` (the operator's own type, [`logpolicy_operator::LogPolicy`]) for
 //! the workload's pods and waits until every opted-in pod acknowledged it, reading the
 //! status the operator writes; `list`, `status`, `extend`, `revert` and `effective`
-//! manage and explain those policies.
+//! manage and explain those policies; `top` and `targets` show what the pods' logging
+//! costs and which targets they know, from the pods' own ledgers.
 //!
 //! The modules, from the bottom up: [`exit`] (exit codes), [`flags`] (flag values),
 //! [`selector`] (kubectl's selector syntax, workloads' selectors), [`naming`],
-//! [`output`], [`progress`] (what a status says, pure), [`cli`] (the command line),
-//! [`cluster`] (the client, pods, the operator's Lease, a pod's admin endpoint), then the
-//! commands: [`ack`] (waiting for pods), [`raise`] (`raise`, `extend`), [`revert`],
-//! [`read`] (`list`, `status`, `effective`).
+//! [`output`], [`progress`] (what a status says, pure), [`cluster`] (the client, pods,
+//! the operator's Lease, a pod's admin endpoint), [`fleet`] (the pods' ledgers read
+//! twice a window apart, rates by target, callsite or pod, the targets they know: the
+//! arithmetic pure), [`cli`] (the command line), then the commands: [`ack`] (waiting
+//! for pods), [`raise`] (`raise`, `extend`), [`revert`], [`read`] (`list`, `status`,
+//! `effective`), [`top`], [`targets`].
 
 pub mod exit;
 pub mod flags;
+pub mod known;
 pub mod naming;
 pub mod output;
 pub mod progress;
 pub mod selector;
+pub mod suggest;
 
 pub mod cli;
 pub mod cluster;
+pub mod fleet;
 
 pub mod ack;
 pub mod raise;
 pub mod read;
 pub mod revert;
+pub mod targets;
+pub mod top;
 
 use clap::CommandFactory;
 
@@ -42,6 +50,8 @@ pub async fn run(cli: Cli) -> exit::Result<()> {
         Command::List(args) => read::list(c, args).await,
         Command::Status(args) => read::status(c, args).await,
         Command::Effective(args) => read::effective(c, args).await,
+        Command::Top(args) => top::top(c, args).await,
+        Command::Targets(args) => targets::targets(c, args).await,
         Command::Completion { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(
