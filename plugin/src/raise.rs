@@ -2,7 +2,6 @@
 
 use std::time::SystemTime;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
@@ -10,11 +9,11 @@ use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 
 use crate::ack::wait_for_pods;
 use crate::cli::{ExtendArgs, RaiseArgs};
-use crate::cluster::{Connection, Kube};
+use crate::cluster::Connection;
 use crate::exit::{self, api_failure, Failure, Result};
 use crate::naming::{policy_name, random_suffix};
 use crate::output::yaml;
-use crate::selector::{selector_string, workload_selector, Workload, WorkloadKind, WorkloadRef};
+use crate::selector::selector_string;
 
 /// The field manager of what the plugin writes.
 pub const FIELD_MANAGER: &str = "kubectl-logpolicy";
@@ -77,40 +76,6 @@ pub fn check_as_the_pods_would(spec: &LogPolicySpec) -> Result<()> {
     }
 }
 
-/// The workload's selector, read from the API.
-async fn selector_of(kube: &Kube, w: &WorkloadRef) -> Result<LabelSelector> {
-    let (c, ns) = (kube.client.clone(), kube.namespace.as_str());
-    let what = format!("{w} in namespace {ns}");
-    let fail = |e| api_failure(&what, e);
-    let workload = match w.kind {
-        WorkloadKind::Deployment => Workload::Deployment(
-            Api::<Deployment>::namespaced(c, ns)
-                .get(&w.name)
-                .await
-                .map_err(fail)?,
-        ),
-        WorkloadKind::StatefulSet => Workload::StatefulSet(
-            Api::<StatefulSet>::namespaced(c, ns)
-                .get(&w.name)
-                .await
-                .map_err(fail)?,
-        ),
-        WorkloadKind::DaemonSet => Workload::DaemonSet(
-            Api::<DaemonSet>::namespaced(c, ns)
-                .get(&w.name)
-                .await
-                .map_err(fail)?,
-        ),
-        WorkloadKind::ReplicaSet => Workload::ReplicaSet(
-            Api::<ReplicaSet>::namespaced(c, ns)
-                .get(&w.name)
-                .await
-                .map_err(fail)?,
-        ),
-    };
-    workload_selector(&workload).map_err(Failure::error)
-}
-
 /// What the name says the raise is for: the workload's name, else the selector's first
 /// value (or key).
 fn subject(args: &RaiseArgs, selector: &LabelSelector) -> String {
@@ -135,7 +100,7 @@ fn subject(args: &RaiseArgs, selector: &LabelSelector) -> String {
 pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
     let kube = connection.connect().await?;
     let selector = match (&args.workload, &args.selector) {
-        (Some(w), _) => selector_of(&kube, w).await?,
+        (Some(w), _) => kube.workload_selector(w).await?,
         (None, Some(s)) => s.clone(),
         (None, None) => {
             return Err(Failure::new(
