@@ -422,9 +422,13 @@ impl Writer {
             };
             match wait {
                 Wait::No => {
-                    if sh.count_drop(&mut st, li, row, full, true) {
+                    if st.count_drop(li, full, 1, true) {
                         sh.wake_writer(&mut st);
                     }
+                    // The ledger's count is the caller's own (a thread-local add): made
+                    // after the lock is free, so that the other callers do not wait on it.
+                    drop(st);
+                    sh.ledger.add(row, Col::writer(full.index()), 1);
                     return false;
                 }
                 Wait::Forever => {
@@ -438,9 +442,11 @@ impl Writer {
                 Wait::Until(until) => {
                     let now = Instant::now();
                     if now >= until {
-                        if sh.count_drop(&mut st, li, row, full, true) {
+                        if st.count_drop(li, full, 1, true) {
                             sh.wake_writer(&mut st);
                         }
+                        drop(st);
+                        sh.ledger.add(row, Col::writer(full.index()), 1);
                         return false;
                     }
                     if !std::mem::replace(&mut waited, true) {
