@@ -16,6 +16,7 @@ pub mod pod;
 pub mod process;
 pub mod scenario;
 pub mod shop;
+pub mod terminal;
 
 pub use cluster::{Cluster, Error, Namespace, Result};
 pub use operator::Operator;

@@ -17,6 +17,8 @@ pub struct Line {
     pub target: String,
     /// `msg`.
     pub msg: String,
+    /// Its length in bytes as written, the newline included.
+    pub bytes: usize,
     /// The whole line.
     pub json: serde_json::Value,
 }
@@ -127,6 +129,7 @@ impl ServiceLog {
     }
 }
 
+/// `raw`, a line without its newline.
 fn parse_line(raw: &[u8]) -> Option<Line> {
     let json: serde_json::Value = serde_json::from_slice(raw).ok()?;
     let s = |k: &str| json.get(k).and_then(|v| v.as_str()).map(str::to_owned);
@@ -136,6 +139,7 @@ fn parse_line(raw: &[u8]) -> Option<Line> {
         level: s("level")?,
         target: s("target")?,
         msg: s("msg").unwrap_or_default(),
+        bytes: raw.len() + 1,
         json,
     })
 }

@@ -203,6 +203,16 @@ impl Operator {
             .map_err(Clone::clone)
     }
 
+    /// [`Operator::start`] watching only `namespace` (the chart's `watchNamespaces`): a
+    /// test's own operator, which the operator shared by the tests of its process (it
+    /// watches every namespace) does not interfere with.
+    pub fn watching(namespace: &str) -> Result<Operator> {
+        Operator::start(OperatorOptions {
+            set: vec![("watchNamespaces".to_owned(), format!("{{{namespace}}}"))],
+            ..OperatorOptions::default()
+        })
+    }
+
     /// Installs the CRD and the chart's RBAC in a fresh namespace, and runs the
     /// operator binary with a token of the chart's ServiceAccount; returns once it is
     /// ready (both watches listed) and its signing key exists.

@@ -1,6 +1,7 @@
 //! `kubectl logpolicy`, the plugin, run as a user runs it: the workspace's
 //! `kubectl-logpolicy` binary with the admin kubeconfig and a namespace.
 
+use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,27 @@ impl std::fmt::Display for PluginRun {
     }
 }
 
+/// The command line of `kubectl-logpolicy ARGS --kubeconfig <admin> -n NAMESPACE` (with
+/// `--operator-namespace` if given), the binary first: for a test that runs it elsewhere
+/// than in [`kubectl_logpolicy`] (e.g. in a terminal). It must run without `KUBECONFIG`
+/// in its environment.
+pub fn command_line(
+    namespace: &str,
+    operator_namespace: Option<&str>,
+    args: &[&str],
+) -> Result<Vec<OsString>> {
+    let cluster = Cluster::shared()?;
+    let mut line: Vec<OsString> = vec![Binaries::get()?.plugin().into()];
+    line.extend(args.iter().map(OsString::from));
+    line.push("--kubeconfig".into());
+    line.push(cluster.kubeconfig.clone().into());
+    line.extend(["-n".into(), namespace.into()]);
+    if let Some(ns) = operator_namespace {
+        line.extend(["--operator-namespace".into(), ns.into()]);
+    }
+    Ok(line)
+}
+
 /// Runs `kubectl-logpolicy ARGS --kubeconfig <admin> -n NAMESPACE` (with
 /// `--operator-namespace` if given) and waits for it.
 pub fn kubectl_logpolicy(
@@ -67,22 +89,16 @@ pub fn kubectl_logpolicy(
     operator_namespace: Option<&str>,
     args: &[&str],
 ) -> Result<PluginRun> {
-    let cluster = Cluster::shared()?;
-    let binary = Binaries::get()?.plugin();
-    let mut cmd = Command::new(&binary);
-    cmd.args(args)
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["-n", namespace])
+    let line = command_line(namespace, operator_namespace, args)?;
+    let binary = &line[0];
+    let mut cmd = Command::new(binary);
+    cmd.args(&line[1..])
         .env_remove("KUBECONFIG")
         .stdin(Stdio::null());
-    if let Some(ns) = operator_namespace {
-        cmd.args(["--operator-namespace", ns]);
-    }
     let started = Instant::now();
     let out = cmd
         .output()
-        .map_err(|e| Error(format!("running {}: {e}", binary.display())))?;
+        .map_err(|e| Error(format!("running {}: {e}", binary.to_string_lossy())))?;
     let run = PluginRun {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

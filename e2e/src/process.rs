@@ -93,13 +93,7 @@ impl Process {
             parent = std::process::id(),
             child = child.id()
         );
-        let watchdog = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok();
+        let watchdog = watchdog(&script);
         Ok(Process {
             name: name.to_owned(),
             child: Some(child),
@@ -246,4 +240,17 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Starts `sh -c script` detached from this process's stdio: a watchdog that cleans up
+/// after a test process killed before its `Drop` ran. `None` if `sh` cannot start (the
+/// cleanup is then the `Drop`'s alone).
+pub fn watchdog(script: &str) -> Option<Child> {
+    Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
 }

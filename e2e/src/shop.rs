@@ -199,3 +199,26 @@ spec:
     eprintln!("last debug line per pod, relative to the expiry: {lasts:.3?} s");
     Ok(())
 }
+
+/// Waits until every pod's ledger (`GET /logpolicy/sites`) knows `target`: one of its
+/// callsites ran at a level the service enables. `kubectl logpolicy raise` refuses a
+/// target no pod knows; the shop's `shop::payment` is known once a request failed (its
+/// error line: its debug line is below the `info` baseline until raised).
+pub fn wait_target_known(pods: &[DemoPod], target: &str) -> Result<()> {
+    wait_for(
+        10 * SEC,
+        &format!("every pod to know the target {target}"),
+        || {
+            for p in pods {
+                let view = crate::net::get_ok(p.admin, "/logpolicy/sites")?.json()?;
+                let known = view["targets"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["target"] == target));
+                if !known {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+}

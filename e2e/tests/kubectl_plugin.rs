@@ -21,7 +21,7 @@ use logpolicy_e2e::pod::create_running_pods;
 use logpolicy_e2e::scenario::{wait_lines, wait_past};
 use logpolicy_e2e::shop::{
     authorising_since, not_redacted, payment_debug, three_shops, wait_known, wait_payment_debug,
-    SEC,
+    wait_target_known, SEC,
 };
 use logpolicy_e2e::{Operator, PodSpec, Scenario};
 
@@ -42,14 +42,7 @@ spec:
 /// A scenario and an operator that watches only its namespace.
 async fn world(name: &str) -> (Scenario, Operator) {
     let s = Scenario::without_operator(name).await.unwrap();
-    let operator = Operator::start(OperatorOptions {
-        set: vec![(
-            "watchNamespaces".to_owned(),
-            format!("{{{}}}", s.namespace()),
-        )],
-        ..OperatorOptions::default()
-    })
-    .unwrap();
+    let operator = Operator::watching(s.namespace()).unwrap();
     (s, operator)
 }
 
@@ -85,6 +78,8 @@ async fn raise_a_deployment_then_list_status_extend_and_revert() {
     let op = Some(&operator);
     let mut pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();
+    // A raise refuses a target no pod knows yet (shop::payment: once a request failed).
+    wait_target_known(&pods, "shop::payment").unwrap();
     s.apply(SHOP_DEPLOYMENT).unwrap();
 
     // The dry run prints the policy and creates nothing.
@@ -121,6 +116,10 @@ async fn raise_a_deployment_then_list_status_extend_and_revert() {
             "10s",
             "--reason",
             "INC-4211: card declines",
+            // Timed to the acknowledgements (the cost measure after them has its own
+            // test: raises_check_their_targets_and_suggest_cuts_what_it_projects.rs).
+            "--measure",
+            "0",
         ],
     );
     run.expect_code(0).unwrap();
@@ -247,6 +246,8 @@ async fn raise_by_label_writes_the_named_fields_redacted() {
         .await
         .unwrap();
     wait_known(&pods).unwrap();
+    // A raise refuses a target no pod knows yet (shop::payment: once a request failed).
+    wait_target_known(&pods, "shop::payment").unwrap();
     let t0 = SystemTime::now();
     let run = plugin(
         &s,
@@ -315,6 +316,8 @@ async fn raise_when_reaches_one_customers_requests_only() {
         .await
         .unwrap();
     wait_known(&pods).unwrap();
+    // A raise refuses a target no pod knows yet (shop::payment: once a request failed).
+    wait_target_known(&pods, "shop::payment").unwrap();
     let t0 = SystemTime::now();
     let run = plugin(
         &s,

@@ -26,6 +26,26 @@ pub async fn wait_for_pods(
     selector: &LabelSelector,
     wait: Duration,
 ) -> Result<()> {
+    wait_for_pods_telling(kube, name, generation, selector, wait, false).await
+}
+
+/// [`wait_for_pods`], printing the pods' table on stderr when `to_stderr` (a command
+/// whose stdout is a JSON or YAML document).
+pub async fn wait_for_pods_telling(
+    kube: &Kube,
+    name: &str,
+    generation: i64,
+    selector: &LabelSelector,
+    wait: Duration,
+    to_stderr: bool,
+) -> Result<()> {
+    let say = |text: String| {
+        if to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
     let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
     let started = Instant::now();
     let mut lease_checked = false;
@@ -70,14 +90,14 @@ pub async fn wait_for_pods(
         .holds(&pods.opted_in_pods, &format!("{}/{name}", kube.namespace))
         .await;
     let rows = pod_rows(&lp, &pods.opted_in, &holds);
-    print!("{}", pod_table(&lp, &rows));
+    say(pod_table(&lp, &rows));
     let secs = started.elapsed().as_secs_f64();
     match progress(&lp) {
         Progress::Applied => {
-            println!(
-                "lp/{name}: acknowledged by every selected pod ({}) in {secs:.1} s",
+            say(format!(
+                "lp/{name}: acknowledged by every selected pod ({}) in {secs:.1} s\n",
                 rows.len()
-            );
+            ));
             Ok(())
         }
         Progress::Pending {

@@ -1,5 +1,5 @@
 //! The command line: `kubectl logpolicy
-//! raise|list|status|extend|revert|effective|top|targets|completion`.
+//! raise|list|status|extend|revert|effective|top|targets|suggest|completion`.
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -27,7 +27,8 @@ layer with its admin endpoint); the logpolicy operator pushes each policy into t
 Exit codes: 0 done (every selected pod acknowledged); 1 other errors (the API server
 cannot be reached, an object is not found); 2 bad arguments; 3 none of the selected
 pods has opted in; 4 some pods did not acknowledge within --wait (the policy stays);
-5 the operator is not running; 6 refused by the API server or the operator.";
+5 the operator is not running; 6 refused by the API server or the operator; 7 raise:
+no selected pod knows a --target (nothing was created).";
 
 const RAISE_EXAMPLES: &str = "\
 Examples:
@@ -42,7 +43,25 @@ Examples:
   kubectl logpolicy raise sts/ledger --target ledger=debug --redact card_token
 
   # Print the LogPolicy it would create, and create nothing
-  kubectl logpolicy raise deploy/shop --target shop::payment=debug --dry-run";
+  kubectl logpolicy raise deploy/shop --target shop::payment=debug --dry-run
+
+  # A target whose code has not run yet on any pod (no callsite of it is known)
+  kubectl logpolicy raise deploy/shop --target shop::refund=debug --allow-unknown-target
+
+  # Do not measure what the raise costs once applied
+  kubectl logpolicy raise deploy/shop --target shop::payment=debug --measure 0";
+
+const SUGGEST_EXAMPLES: &str = "\
+Examples:
+  # The sampling that halves what deploy/shop's pods write, and its LogPolicy
+  kubectl logpolicy suggest deploy/shop --cut 50%
+
+  # Create it (standing: it lasts until deleted); or for a day
+  kubectl logpolicy suggest deploy/shop --cut 50% --apply
+  kubectl logpolicy suggest -l app=shop --cut 30% --apply --for 24h
+
+  # The plan as JSON, measured over 30 seconds
+  kubectl logpolicy suggest -n shop --cut 50% --window 30s -o json";
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -119,6 +138,10 @@ pub enum Command {
     /// how many pods.
     #[command(after_help = TARGETS_EXAMPLES)]
     Targets(TargetsArgs),
+    /// The sampling that cuts what the pods write by a share, from their measured rates,
+    /// never touching warnings and errors; --apply creates it.
+    #[command(after_help = SUGGEST_EXAMPLES)]
+    Suggest(SuggestArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  kubectl logpolicy completion bash > /etc/bash_completion.d/kubectl-logpolicy\n  kubectl logpolicy completion zsh > \"${fpath[1]}/_kubectl-logpolicy\"\n  kubectl logpolicy completion fish > ~/.config/fish/completions/kubectl-logpolicy.fish"
@@ -187,6 +210,14 @@ pub struct RaiseArgs {
     /// Print the LogPolicy as YAML and create nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Create the policy even if no selected pod knows a --target or --sample target (its
+    /// code has not run yet: a target is known once one of its callsites has run).
+    #[arg(long)]
+    pub allow_unknown_target: bool,
+    /// Once every pod acknowledged, measure what the pods write over this long and print
+    /// it beside what they would write without the raise; 0 skips it.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_measure)]
+    pub measure: PolicyDuration,
 }
 
 /// `list`.
@@ -297,6 +328,78 @@ pub struct TargetsArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
+}
+
+/// `suggest`.
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// Which pods.
+    #[command(flatten)]
+    pub pods: PodsArgs,
+    /// The share of the bytes to cut, in percent (e.g. 50%, or 50), from 1 to 99.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_cut)]
+    pub cut: f64,
+    /// The time between the two reads the rates come from (1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_window)]
+    pub window: PolicyDuration,
+    /// Create the LogPolicy (standing, unless --for), and wait for its pods.
+    #[arg(long, conflicts_with = "all_namespaces")]
+    pub apply: bool,
+    /// With --apply: how long it applies (default: until deleted).
+    #[arg(long = "for", value_name = "DURATION", requires = "apply")]
+    pub duration: Option<PolicyDuration>,
+    /// The LogPolicy's name (default: sample-<workload>-cut<PERCENT>-<5 random>).
+    #[arg(long, value_parser = parse_policy_name)]
+    pub name: Option<String>,
+    /// Higher wins per target over other policies, from -1000 to 1000.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(-1000..=1000))]
+    pub priority: i32,
+    /// Why, in one line: shown by list and kubectl get lp -o wide.
+    #[arg(long, value_parser = parse_reason)]
+    pub reason: Option<String>,
+    /// With --apply: how long to wait for the pods to acknowledge.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub wait: PolicyDuration,
+    /// Output format (the plan and its LogPolicy).
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+/// `suggest --cut`: a percentage from 1 to 99 (`50%` or `50`), as a share from 0.01 to
+/// 0.99.
+pub fn parse_cut(s: &str) -> Result<f64, String> {
+    let n = s.trim().strip_suffix('%').unwrap_or(s.trim());
+    let v: f64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage (e.g. 50%)"))?;
+    if !(1.0..=99.0).contains(&v) {
+        return Err(format!(
+            "{s:?}: the cut must be from 1% to 99% (all of it would mean no logs: set the level instead)"
+        ));
+    }
+    Ok(v / 100.0)
+}
+
+/// `raise --measure`: 0 (skip), or from 1s to 10m.
+pub fn parse_measure(s: &str) -> Result<PolicyDuration, String> {
+    let t = s.trim();
+    if matches!(t, "0" | "0s" | "0ms" | "0m" | "0h") {
+        return Ok(PolicyDuration {
+            text: t.to_owned(),
+            value: std::time::Duration::ZERO,
+        });
+    }
+    let d: PolicyDuration = s.parse()?;
+    if !d.value.is_zero()
+        && (d.value < std::time::Duration::from_secs(1)
+            || d.value > std::time::Duration::from_secs(600))
+    {
+        return Err(format!(
+            "{:?}: the measure must be 0 (skip it) or from 1s to 10m",
+            d.text
+        ));
+    }
+    Ok(d)
 }
 
 /// The shortest and longest `top --window`.
@@ -559,5 +662,54 @@ mod tests {
                 "{help}"
             );
         }
+    }
+
+    #[test]
+    fn suggest_takes_a_cut_in_percent_and_raise_a_measure() {
+        let Command::Suggest(a) = parse(&["suggest", "deploy/shop", "--cut", "50%"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(a.cut, 0.5);
+        assert!(!a.apply && a.duration.is_none());
+        assert_eq!(a.window.value, Duration::from_secs(10));
+        assert_eq!(parse_cut("25").unwrap(), 0.25);
+        for bad in ["0%", "100%", "fifty", "-5"] {
+            assert!(parse_cut(bad).is_err(), "{bad}");
+        }
+        let e = parse(&["suggest", "--cut", "50%", "--for", "1h"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--apply"), "{e}");
+        let e = parse(&["suggest", "--cut", "50%", "-A", "--apply"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot be used with"), "{e}");
+        let r = raise(&["raise", "deploy/shop", "--target", "shop=debug"]);
+        assert_eq!(r.measure.value, Duration::from_secs(5));
+        assert!(!r.allow_unknown_target);
+        let r = raise(&[
+            "raise",
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--measure",
+            "0",
+            "--allow-unknown-target",
+        ]);
+        assert!(r.measure.value.is_zero() && r.allow_unknown_target);
+        let e = parse(&[
+            "raise",
+            "deploy/shop",
+            "--target",
+            "shop=debug",
+            "--measure",
+            "2h",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("from 1s to 10m"), "{e}");
     }
 }

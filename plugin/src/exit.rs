@@ -17,6 +17,9 @@ pub const NOT_ACKNOWLEDGED: u8 = 4;
 pub const NO_OPERATOR: u8 = 5;
 /// Refused by the API server or by the operator (`Ready=False`).
 pub const REFUSED: u8 = 6;
+/// `raise`: no selected pod knows a target it names (no callsite of it, or under it,
+/// has run); nothing was created. `--allow-unknown-target` goes ahead.
+pub const UNKNOWN_TARGET: u8 = 7;
 
 /// A failure: what to say on stderr, and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]

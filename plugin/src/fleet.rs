@@ -177,6 +177,22 @@ pub async fn select(
     })
 }
 
+/// [`select`] with the pods a fleet command's arguments name, saying on stderr which
+/// selected pods have not opted in.
+pub async fn select_noting(kube: &Kube, p: &crate::cli::PodsArgs) -> Result<Pods> {
+    let pods = select(
+        kube,
+        p.workload.as_ref(),
+        p.selector.as_ref(),
+        p.all_namespaces,
+    )
+    .await?;
+    if let Some(note) = pods.not_opted_in_note() {
+        eprintln!("{note}");
+    }
+    Ok(pods)
+}
+
 /// Each pod's `GET /logpolicy/sites`, [`FLEET_READS`] at a time; each read is bounded
 /// by the timeouts of [`Kube::pod_get`].
 pub async fn read_sites(kube: &Kube, pods: &[Pod]) -> Reads {
@@ -890,20 +906,21 @@ pub fn known_targets(reads: &Reads) -> KnownTargets {
     }
 }
 
+/// Views and pods for the tests of the modules that compute from reads.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
-    use logpolicy::wire::{OtherSitesView, TargetView};
+    use logpolicy::wire::{CallsiteKind, OtherSitesView, SiteView, TargetView};
     use std::time::{Duration, UNIX_EPOCH};
 
-    fn pod(name: &str) -> PodId {
+    pub(crate) fn pod(name: &str) -> PodId {
         PodId {
             namespace: "shop".into(),
             name: name.into(),
         }
     }
 
-    fn counts(lines: u64, bytes: u64) -> CountsView {
+    pub(crate) fn counts(lines: u64, bytes: u64) -> CountsView {
         CountsView {
             lines,
             bytes,
@@ -911,7 +928,13 @@ mod tests {
         }
     }
 
-    fn site(target: &str, level: Level, file: &str, line: u32, c: CountsView) -> SiteView {
+    pub(crate) fn site(
+        target: &str,
+        level: Level,
+        file: &str,
+        line: u32,
+        c: CountsView,
+    ) -> SiteView {
         SiteView {
             kind: CallsiteKind::Event,
             target: target.into(),
@@ -925,7 +948,12 @@ mod tests {
     }
 
     /// A view read at `read_ms` of a process started at `started_ms`.
-    fn view(started_ms: u64, read_ms: u64, rows: Vec<SiteView>, own: CountsView) -> SitesView {
+    pub(crate) fn view(
+        started_ms: u64,
+        read_ms: u64,
+        rows: Vec<SiteView>,
+        own: CountsView,
+    ) -> SitesView {
         let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
         let mut targets: Vec<TargetView> = Vec::new();
         for r in &rows {
@@ -958,6 +986,12 @@ mod tests {
             rows,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
 
     const START: u64 = 1_800_000_000_000;
 

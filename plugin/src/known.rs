@@ -71,6 +71,79 @@ pub fn close_names<S: AsRef<str>>(requested: &str, known: &[S]) -> Vec<String> {
         .collect()
 }
 
+/// A target that no pod knows, with the closest names they do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unknown {
+    /// The target as given.
+    pub target: String,
+    /// Up to [`CLOSE_NAMES`] known names close to it, closest first.
+    pub close: Vec<String>,
+}
+
+/// Which of `requested` (in order, each once) no name of `known` is covered by, each with
+/// its close names.
+///
+/// ```
+/// use kubectl_logpolicy::known::unknown_targets;
+/// let known = ["shop::payment", "shop::http"];
+/// let unknown = unknown_targets(&["shop", "shop::payments"], &known);
+/// assert_eq!(unknown.len(), 1);
+/// assert_eq!(unknown[0].target, "shop::payments");
+/// assert_eq!(unknown[0].close, ["shop::payment"]);
+/// ```
+pub fn unknown_targets<S: AsRef<str>>(requested: &[&str], known: &[S]) -> Vec<Unknown> {
+    let mut out: Vec<Unknown> = Vec::new();
+    for r in requested {
+        if covers(r, known) || out.iter().any(|u| u.target == *r) {
+            continue;
+        }
+        out.push(Unknown {
+            target: (*r).to_owned(),
+            close: close_names(r, known),
+        });
+    }
+    out
+}
+
+/// What `raise` says when it refuses `unknown` targets, after reading `read` of
+/// `selected` pods (`unreadable`: the pods that could not be read, with why).
+pub fn refusal(unknown: &[Unknown], read: usize, selected: usize, unreadable: &[String]) -> String {
+    let mut text = String::new();
+    for u in unknown {
+        text.push_str(&format!(
+            "no selected pod knows the target `{}`: no callsite of it, or under it, has run on the {read} pods read",
+            u.target
+        ));
+        match u.close.as_slice() {
+            [] => text.push('\n'),
+            [one] => text.push_str(&format!("; did you mean `{one}`?\n")),
+            many => text.push_str(&format!(
+                "; did you mean one of {}?\n",
+                many.iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+    text.push_str(
+        "Nothing was created. `kubectl logpolicy targets` lists the targets the pods know.\n",
+    );
+    if read < selected {
+        text.push_str(&format!(
+            "{} of the {selected} selected pods could not be read, and were not asked: {}\n",
+            selected - read,
+            unreadable.join("; ")
+        ));
+    }
+    text.push_str(
+        "A target is known once one of its callsites has run, at a level its service enables \
+         (a debug-only target under an info baseline is not known until raised): if its code \
+         has not run yet, add --allow-unknown-target.",
+    );
+    text
+}
+
 /// The optimal string alignment distance between `a` and `b` (insertions, deletions,
 /// substitutions and transpositions of adjacent characters, each one edit).
 fn distance(a: &str, b: &str) -> usize {
@@ -119,5 +192,23 @@ mod tests {
         assert!(names.iter().all(|n| n.starts_with("ab::")), "{names:?}");
         // An invalid target covers nothing.
         assert!(!covers("a b", &known));
+    }
+
+    #[test]
+    fn the_refusal_names_the_close_names_the_pods_read_and_the_way_out() {
+        let known = ["shop::payment", "shop::http"];
+        let unknown = unknown_targets(&["shop::payments", "shop::payments", "kube"], &known);
+        assert_eq!(unknown.len(), 2, "each unknown target once: {unknown:?}");
+        let text = refusal(&unknown, 2, 3, &["shop-2 (connection refused)".to_owned()]);
+        assert!(text.contains("`shop::payments`: no callsite of it, or under it, has run on the 2 pods read; did you mean `shop::payment`?"), "{text}");
+        assert!(text.contains("`kube`: no callsite"), "{text}");
+        assert!(text.contains("Nothing was created."), "{text}");
+        assert!(
+            text.contains("1 of the 3 selected pods could not be read"),
+            "{text}"
+        );
+        assert!(text.contains("shop-2 (connection refused)"), "{text}");
+        assert!(text.contains("--allow-unknown-target"), "{text}");
+        assert!(unknown_targets(&["shop"], &known).is_empty());
     }
 }

@@ -27,6 +27,7 @@ pub mod suggest;
 
 pub mod cli;
 pub mod cluster;
+pub mod cost;
 pub mod fleet;
 
 pub mod ack;
@@ -52,6 +53,7 @@ pub async fn run(cli: Cli) -> exit::Result<()> {
         Command::Effective(args) => read::effective(c, args).await,
         Command::Top(args) => top::top(c, args).await,
         Command::Targets(args) => targets::targets(c, args).await,
+        Command::Suggest(args) => suggest::suggest(c, args).await,
         Command::Completion { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(

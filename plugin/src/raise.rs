@@ -9,8 +9,11 @@ use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 
 use crate::ack::wait_for_pods;
 use crate::cli::{ExtendArgs, RaiseArgs};
-use crate::cluster::Connection;
+use crate::cluster::{Connection, Kube};
+use crate::cost::{cost_table, RaiseCost, COST_ANNOTATION};
 use crate::exit::{self, api_failure, Failure, Result};
+use crate::fleet::{self, Reads};
+use crate::known::{refusal, unknown_targets};
 use crate::naming::{policy_name, random_suffix};
 use crate::output::yaml;
 use crate::selector::selector_string;
@@ -41,6 +44,11 @@ pub fn raise_policy(
         expiration_time: None,
         reason: args.reason.clone(),
     };
+    managed_policy(name, namespace, spec)
+}
+
+/// A LogPolicy named `name` in `namespace`, labelled as made by this plugin.
+pub fn managed_policy(name: &str, namespace: &str, spec: LogPolicySpec) -> LogPolicy {
     let mut lp = LogPolicy::new(name, spec);
     lp.metadata = ObjectMeta {
         name: Some(name.to_owned()),
@@ -158,15 +166,24 @@ pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
             pods.not_opted_in.join(" ")
         );
     }
-    let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
+    // The pods' ledgers before the raise: which targets they know (the check), and the
+    // levels in force for them (what the raise adds, once measured).
+    let requested: Vec<&str> = args
+        .targets
+        .iter()
+        .map(|t| t.target.as_str())
+        .chain(args.samples.iter().map(|s| s.target.as_str()))
+        .collect();
+    let check = !requested.is_empty() && !args.allow_unknown_target;
+    let before = if check || !args.measure.value.is_zero() {
+        Some(fleet::read_sites(&kube, &pods.opted_in_pods).await)
+    } else {
+        None
     };
-    let created = api
-        .create(&params, &lp)
-        .await
-        .map_err(|e| api_failure(&format!("creating lp/{name}"), e))?;
+    if let (true, Some(reads)) = (check, &before) {
+        check_targets(&requested, reads)?;
+    }
+    let created = create_policy(&kube, &lp).await?;
     println!(
         "lp/{name} created in namespace {}: {} for {}{}; waiting for {} pods",
         kube.namespace,
@@ -179,7 +196,94 @@ pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
         pods.opted_in.len()
     );
     let generation = created.metadata.generation.unwrap_or(1);
-    wait_for_pods(&kube, &name, generation, &selector, args.wait.value).await
+    wait_for_pods(&kube, &name, generation, &selector, args.wait.value).await?;
+    if let (false, Some(before)) = (args.measure.value.is_zero(), &before) {
+        measure_cost(&kube, &name, args, &pods.opted_in_pods, before).await?;
+    }
+    Ok(())
+}
+
+/// Creates `lp` in the command's namespace, as the plugin's field manager.
+pub async fn create_policy(kube: &Kube, lp: &LogPolicy) -> Result<LogPolicy> {
+    let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let name = lp.metadata.name.as_deref().unwrap_or_default();
+    api.create(&params, lp)
+        .await
+        .map_err(|e| api_failure(&format!("creating lp/{name}"), e))
+}
+
+/// Refuses (exit 7) a raise naming a target that no pod read knows, with the close
+/// names they do; says so when some pods could not be read (they do not block it), and
+/// checks nothing when none could.
+fn check_targets(requested: &[&str], reads: &Reads) -> Result<()> {
+    let known = fleet::known_targets(reads);
+    let unreadable: Vec<String> = known
+        .left_out
+        .iter()
+        .map(|s| format!("{} ({})", s.pod.name, s.why))
+        .collect();
+    if known.pods.read == 0 {
+        eprintln!(
+            "note: none of the {} pods could be read, so the targets were not checked: {}",
+            known.pods.selected,
+            unreadable.join("; ")
+        );
+        return Ok(());
+    }
+    let names = known.names();
+    let unknown = unknown_targets(requested, &names);
+    if !unknown.is_empty() {
+        return Err(Failure::new(
+            exit::UNKNOWN_TARGET,
+            refusal(&unknown, known.pods.read, known.pods.selected, &unreadable),
+        ));
+    }
+    if !unreadable.is_empty() {
+        eprintln!(
+            "note: the targets were checked on {} of the {} pods; not read: {}",
+            known.pods.read,
+            known.pods.selected,
+            unreadable.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Measures the pods a `--measure` window once they applied the raise, prints what it
+/// costs, and records it on the policy ([`COST_ANNOTATION`]). A failure to record it is
+/// a note, not a failure of the raise.
+async fn measure_cost(
+    kube: &Kube,
+    name: &str,
+    args: &RaiseArgs,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    before: &Reads,
+) -> Result<()> {
+    println!(
+        "measuring what the pods write over {} now that they applied it ...",
+        args.measure
+    );
+    let window = fleet::measure(kube, pods, args.measure.value).await;
+    let cost = RaiseCost::of(before, &window, SystemTime::now(), &args.measure.text);
+    print!(
+        "{}",
+        cost_table(&cost, Some((&args.duration.text, args.duration.value)))
+    );
+    let api: Api<LogPolicy> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let recorded = serde_json::to_string(&cost.total).map_err(|e| Failure::error(e.to_string()))?;
+    let patch = serde_json::json!({"metadata": {"annotations": {COST_ANNOTATION: recorded}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = api.patch(name, &params, &Patch::Merge(&patch)).await {
+        eprintln!("note: the measured cost was not recorded on lp/{name}: {e}");
+    }
+    Ok(())
 }
 
 /// `extend`: the policy applies `--for` from now: `spec.expirationTime` set to now +

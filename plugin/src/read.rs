@@ -34,6 +34,9 @@ pub struct PolicyRow {
     pub reason: String,
     /// `spec.priority`.
     pub priority: i32,
+    /// What the raise was measured to cost when it applied (`raise --measure`): the bytes
+    /// per second it adds, `+12.3 KiB/s`, else `-`.
+    pub cost: String,
 }
 
 /// `lp` as a row of `list`, at `now`.
@@ -56,6 +59,9 @@ pub fn policy_row(lp: &LogPolicy, now: SystemTime) -> PolicyRow {
         expires_in: expires,
         reason: lp.spec.reason.clone().unwrap_or_default(),
         priority: lp.spec.priority,
+        cost: crate::cost::cost_cell(
+            crate::cost::recorded(lp.metadata.annotations.as_ref()).as_ref(),
+        ),
     }
 }
 
@@ -93,14 +99,14 @@ pub async fn list(connection: &Connection, args: &ListArgs) -> Result<()> {
         .iter()
         .map(|lp| {
             let r = policy_row(lp, now);
-            let mut cells = vec![r.name, r.targets, r.applied, r.expires_in, r.reason];
+            let mut cells = vec![r.name, r.targets, r.applied, r.expires_in, r.cost, r.reason];
             if args.all_namespaces {
                 cells.insert(0, r.namespace);
             }
             cells
         })
         .collect();
-    let mut header = vec!["NAME", "TARGETS", "APPLIED", "EXPIRES IN", "REASON"];
+    let mut header = vec!["NAME", "TARGETS", "APPLIED", "EXPIRES IN", "COST", "REASON"];
     if args.all_namespaces {
         header.insert(0, "NAMESPACE");
     }
@@ -153,6 +159,15 @@ pub async fn status(connection: &Connection, args: &StatusArgs) -> Result<()> {
     println!("Expires in:  {}", row.expires_in);
     if !row.reason.is_empty() {
         println!("Reason:      {}", row.reason);
+    }
+    if let Some(cost) = crate::cost::recorded(lp.metadata.annotations.as_ref()) {
+        println!(
+            "Cost:        {} (measured over {} on {} pods at {})",
+            crate::cost::summary_line(&cost, None),
+            cost.window,
+            cost.pods,
+            cost.measured_at
+        );
     }
     println!();
     let conditions: Vec<Vec<String>> = lp

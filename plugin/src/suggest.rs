@@ -22,7 +22,21 @@
 //! unless a rule names them: the plan names every target it samples, and a chosen
 //! target's projection counts only its own events.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use logpolicy::policy::{SamplingScope, SamplingSpec};
+use logpolicy::Level;
+use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 use serde::Serialize;
+
+use crate::ack::wait_for_pods_telling;
+use crate::cli::SuggestArgs;
+use crate::cluster::Connection;
+use crate::exit::{Failure, Result};
+use crate::fleet::{self, Subject, Window};
+use crate::naming::random_suffix;
+use crate::output::{data, yaml, Format};
 
 /// The largest `keepOneIn` the plan proposes: sampling harder than one in 1,000 keeps so
 /// little that the target had better be raised to `warn` by hand.
@@ -246,6 +260,297 @@ fn smallest_keep(mut ok: impl FnMut(u32) -> bool) -> Option<u32> {
     Some(lo)
 }
 
+/// Each target's bytes per second in `window`, split at `warn`, with the share of its
+/// events below `warn` its current sampling keeps; then the writes no target rule can
+/// sample (callsites past the ledgers' row cap, logpolicy's own lines) as untouchable
+/// entries. Pure: what `suggest` plans from.
+pub fn target_rates(window: &Window) -> Vec<TargetRate> {
+    #[derive(Default)]
+    struct Acc {
+        below: f64,
+        above: f64,
+        lines_below: f64,
+        sampled_below: f64,
+    }
+    let mut by: BTreeMap<String, Acc> = BTreeMap::new();
+    for pod in &window.pods {
+        for (subject, rates) in &pod.sites {
+            let (name, below) = match subject {
+                Subject::Callsite { target, level, .. } => (target.clone(), *level > Level::Warn),
+                other => (other.label(false), false),
+            };
+            let acc = by.entry(name).or_default();
+            if below {
+                acc.below += rates.bytes;
+                acc.lines_below += rates.lines;
+                acc.sampled_below += rates.sampled;
+            } else {
+                acc.above += rates.bytes;
+            }
+        }
+    }
+    by.into_iter()
+        .filter(|(_, a)| a.below + a.above > 0.0)
+        .map(|(target, a)| TargetRate {
+            target,
+            below_warn: a.below,
+            warn_and_above: a.above,
+            kept_share: if a.lines_below + a.sampled_below > 0.0 {
+                a.lines_below / (a.lines_below + a.sampled_below)
+            } else {
+                1.0
+            },
+        })
+        .collect()
+}
+
+/// The targets of `rates` that a rule of the plan samples without naming them: a rule
+/// on `shop` governs `shop::db` unless a rule names `shop::db` (the most specific rule
+/// wins), with the rule's target.
+pub fn governed_children<'a>(
+    rates: &'a [TargetRate],
+    plan: &'a Plan,
+) -> Vec<(&'a str, &'a Sample)> {
+    rates
+        .iter()
+        .filter(|r| !plan.samples.iter().any(|s| s.target == r.target))
+        .filter_map(|r| governing(&r.target, plan).map(|s| (r.target.as_str(), s)))
+        .collect()
+}
+
+/// The rule of `plan` that governs `target`: the longest rule target it is under.
+fn governing<'a>(target: &str, plan: &'a Plan) -> Option<&'a Sample> {
+    plan.samples
+        .iter()
+        .filter(|s| logpolicy::Target::new(&s.target).is_ok_and(|t| t.matches(target)))
+        .max_by_key(|s| s.target.len())
+}
+
+/// What `rates` would write per second under `plan`, each target under the rule that
+/// governs it (its own, or a parent's: see [`governed_children`]); at most
+/// [`Plan::projected`], since a parent's rule can only sample its children more.
+pub fn projected_with_children(rates: &[TargetRate], plan: &Plan) -> f64 {
+    rates
+        .iter()
+        .map(|r| match governing(&r.target, plan) {
+            Some(s) => r.projected(s.keep_one_in.max(r.current_keep())),
+            None => r.total(),
+        })
+        .sum()
+}
+
+/// The LogPolicy that applies `plan` to the pods `selector` selects: one `keepOneIn` per
+/// target (per event: warnings and errors are kept whatever it says), standing unless
+/// `duration` is given.
+pub fn sampling_policy(
+    plan: &Plan,
+    args: &SuggestArgs,
+    namespace: &str,
+    name: &str,
+    selector: LabelSelector,
+) -> LogPolicy {
+    let spec = LogPolicySpec {
+        selector,
+        default_level: None,
+        targets: Vec::new(),
+        when: None,
+        sampling: plan
+            .samples
+            .iter()
+            .map(|s| SamplingSpec {
+                target: s.target.clone(),
+                keep_one_in: u64::from(s.keep_one_in),
+                scope: SamplingScope::Event,
+                span: None,
+                when: None,
+            })
+            .collect(),
+        always_keep: None,
+        burst: None,
+        max_bytes_per_second: None,
+        redact: Vec::new(),
+        redact_values: false,
+        priority: args.priority,
+        duration: args.duration.as_ref().map(|d| d.text.clone()),
+        expiration_time: None,
+        reason: Some(args.reason.clone().unwrap_or_else(|| {
+            format!(
+                "kubectl logpolicy suggest: cut {:.0}% of {}",
+                args.cut * 100.0,
+                crate::top::bytes_per_second(plan.now)
+            )
+        })),
+    };
+    crate::raise::managed_policy(name, namespace, spec)
+}
+
+/// The plan as `suggest` prints it: target, bytes per second now, keep one in N,
+/// projected; a total row; then the children that a rule samples too.
+pub fn plan_table(plan: &Plan, rates: &[TargetRate], cut: f64) -> String {
+    use crate::top::bytes_per_second;
+    let mut rows: Vec<Vec<String>> = plan
+        .samples
+        .iter()
+        .map(|s| {
+            vec![
+                s.target.clone(),
+                bytes_per_second(s.now),
+                format!("1 in {}", s.keep_one_in),
+                bytes_per_second(s.projected),
+            ]
+        })
+        .collect();
+    let projected = projected_with_children(rates, plan);
+    let cut_now = if plan.now > 0.0 {
+        1.0 - projected / plan.now
+    } else {
+        0.0
+    };
+    rows.push(vec![
+        "total (every target)".to_owned(),
+        bytes_per_second(plan.now),
+        String::new(),
+        format!("{} (-{:.1}%)", bytes_per_second(projected), cut_now * 100.0),
+    ]);
+    let mut out = crate::output::table(&["TARGET", "BYTES/S NOW", "KEEP", "PROJECTED"], &rows);
+    for (child, rule) in governed_children(rates, plan) {
+        out.push_str(&format!(
+            "note: the rule on {} also samples {child} (no rule names it)\n",
+            rule.target
+        ));
+    }
+    out.push_str(&format!(
+        "Keeps every warning and error; cuts at least {:.0}% of the bytes at the rates measured.\n",
+        cut * 100.0
+    ));
+    out
+}
+
+/// What `suggest -o json|yaml` prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SuggestOutput<'a> {
+    /// The cut asked for, 0 to 1.
+    cut: f64,
+    /// The plan.
+    plan: &'a Plan,
+    /// Bytes per second projected, every target under the rule that governs it.
+    projected: f64,
+    /// The pods measured, of those selected.
+    pods: crate::fleet::Coverage,
+    /// The policy.
+    policy: &'a LogPolicy,
+}
+
+/// `suggest`.
+pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> {
+    let kube = connection.connect().await?;
+    let p = &args.pods;
+    let pods = fleet::select_noting(&kube, p).await?;
+    let selector = match (&p.workload, &p.selector) {
+        (Some(w), _) => kube.workload_selector(w).await?,
+        (None, Some(s)) => s.clone(),
+        (None, None) => LabelSelector {
+            match_labels: Some([(OPT_IN_LABEL.to_owned(), "true".to_owned())].into()),
+            ..LabelSelector::default()
+        },
+    };
+    eprintln!(
+        "measuring {} pods of {} over {} ...",
+        pods.pods.len(),
+        pods.which,
+        args.window
+    );
+    let window = fleet::measure(&kube, &pods.pods, args.window.value).await;
+    let fleet_total = fleet::aggregate(&window, fleet::By::Target);
+    let line = fleet::pods_line(fleet_total.pods, &fleet_total.left_out, p.all_namespaces);
+    if window.pods.is_empty() {
+        return Err(Failure::error(format!("no pod could be measured: {line}")));
+    }
+    let rates = target_rates(&window);
+    let plan =
+        plan(&rates, args.cut).map_err(|e| Failure::error(format!("{e}; nothing was created")))?;
+    let subject = match &p.workload {
+        Some(w) => w.name.clone(),
+        None => selector
+            .match_labels
+            .as_ref()
+            .and_then(|m| m.values().next().cloned())
+            .unwrap_or_else(|| "pods".to_owned()),
+    };
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => sampling_policy_name(
+            &subject,
+            args.cut,
+            &random_suffix().map_err(Failure::error)?,
+        ),
+    };
+    let lp = sampling_policy(&plan, args, &kube.namespace, &name, selector.clone());
+    crate::raise::check_as_the_pods_would(&lp.spec)?;
+    match args.output {
+        Format::Table => {
+            print!("{}", plan_table(&plan, &rates, args.cut));
+            println!("{line}");
+            println!();
+            print!("{}", yaml(&lp)?);
+        }
+        format => print!(
+            "{}",
+            data(
+                format,
+                &SuggestOutput {
+                    cut: args.cut,
+                    plan: &plan,
+                    projected: projected_with_children(&rates, &plan),
+                    pods: fleet_total.pods,
+                    policy: &lp,
+                }
+            )?
+        ),
+    }
+    if !args.apply {
+        return Ok(());
+    }
+    let created = crate::raise::create_policy(&kube, &lp).await?;
+    eprintln!(
+        "lp/{name} created in namespace {}: {} {}; waiting for {} pods",
+        kube.namespace,
+        crate::raise::levels_text(&lp.spec),
+        match &args.duration {
+            Some(d) => format!("for {d}"),
+            None => "until deleted".to_owned(),
+        },
+        pods.pods.len()
+    );
+    let generation = created.metadata.generation.unwrap_or(1);
+    wait_for_pods_telling(
+        &kube,
+        &name,
+        generation,
+        &selector,
+        args.wait.value,
+        args.output != Format::Table,
+    )
+    .await
+}
+
+/// `sample-<subject>-cut<PERCENT>-<suffix>`, at most 63 characters.
+pub fn sampling_policy_name(subject: &str, cut: f64, suffix: &str) -> String {
+    let cleaned: String = subject
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let mut head = format!("sample-{}", cleaned.trim_matches('-'));
+    let tail = format!("-cut{:.0}-{suffix}", cut * 100.0);
+    head.truncate(63 - tail.len());
+    while head.ends_with('-') {
+        head.pop();
+    }
+    format!("{head}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +618,86 @@ mod tests {
         let p = plan(&[sampled, t("b", 1000.0, 0.0)], 0.01).unwrap();
         assert_eq!(p.samples.len(), 1);
         assert_eq!(p.samples[0].target, "b");
+    }
+
+    #[test]
+    fn rates_by_target_split_at_warn_with_the_share_kept() {
+        use crate::fleet::fixtures::{counts, pod, site, view};
+        use crate::fleet::{window, Reads};
+        use logpolicy::wire::CountsView;
+        const START: u64 = 1_800_000_000_000;
+        let http = |c| site("shop::http", Level::Info, "src/http.rs", 1, c);
+        let db = |c| site("shop::db", Level::Debug, "src/db.rs", 2, c);
+        let db_err = |c| site("shop::db", Level::Error, "src/db.rs", 3, c);
+        let at =
+            |ms, rows| Reads::from([(pod("a"), Ok(view(START, START + ms, rows, counts(0, 0))))]);
+        let before = at(
+            60_000,
+            vec![http(counts(0, 0)), db(counts(0, 0)), db_err(counts(0, 0))],
+        );
+        let after = at(
+            70_000,
+            vec![
+                http(counts(1000, 100_000)),
+                // Kept one in 4 now: 100 written, 300 sampled.
+                db(CountsView {
+                    sampled: 300,
+                    ..counts(100, 20_000)
+                }),
+                db_err(counts(10, 3_000)),
+            ],
+        );
+        let rates = target_rates(&window(&before, &after));
+        let by = |t: &str| rates.iter().find(|r| r.target == t).unwrap().clone();
+        let http = by("shop::http");
+        assert_eq!(
+            (http.below_warn, http.warn_and_above, http.kept_share),
+            (10_000.0, 0.0, 1.0)
+        );
+        let db = by("shop::db");
+        assert_eq!(
+            (db.below_warn, db.warn_and_above, db.kept_share),
+            (2_000.0, 300.0, 0.25)
+        );
+        assert_eq!(rates.len(), 2, "{rates:?}");
+    }
+
+    #[test]
+    fn a_rule_on_a_parent_samples_its_unnamed_children_and_the_projection_says_so() {
+        let rates = [
+            t("shop", 800.0, 0.0),
+            t("shop::db", 100.0, 0.0),
+            t("http", 100.0, 0.0),
+        ];
+        let p = plan(&rates, 0.5).unwrap();
+        assert_eq!(p.samples[0].target, "shop");
+        let children = governed_children(&rates, &p);
+        assert_eq!(children.len(), 1);
+        assert_eq!(
+            (children[0].0, children[0].1.target.as_str()),
+            ("shop::db", "shop")
+        );
+        let with = projected_with_children(&rates, &p);
+        assert!(with < p.projected, "{with} vs {}", p.projected);
+        let text = plan_table(&p, &rates, 0.5);
+        assert!(
+            text.contains("note: the rule on shop also samples shop::db"),
+            "{text}"
+        );
+        assert!(text.contains("Keeps every warning and error"), "{text}");
+    }
+
+    #[test]
+    fn names_fit_and_say_what_the_policy_is() {
+        assert_eq!(
+            sampling_policy_name("shop", 0.5, "x7k2p"),
+            "sample-shop-cut50-x7k2p"
+        );
+        let long = sampling_policy_name(&"a".repeat(80), 0.25, "x7k2p");
+        assert!(long.len() <= 63 && long.ends_with("-cut25-x7k2p"), "{long}");
+        assert_eq!(
+            sampling_policy_name("Shop_API", 0.3, "aaaaa"),
+            "sample-shop-api-cut30-aaaaa"
+        );
     }
 }

@@ -16,16 +16,7 @@ use crate::output::{data, table, Format};
 pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> {
     let kube = connection.connect().await?;
     let p = &args.pods;
-    let pods = fleet::select(
-        &kube,
-        p.workload.as_ref(),
-        p.selector.as_ref(),
-        p.all_namespaces,
-    )
-    .await?;
-    if let Some(note) = pods.not_opted_in_note() {
-        eprintln!("{note}");
-    }
+    let pods = fleet::select_noting(&kube, p).await?;
     let reads = fleet::read_sites(&kube, &pods.pods).await;
     let known = known_targets(&reads);
     match args.output {

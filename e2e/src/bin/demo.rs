@@ -4,9 +4,11 @@
 //! demo shop services as pods, and an incident raise (debug for `shop::payment`, 20 s)
 //! made with the kubectl plugin, `kubectl logpolicy raise` (its `--dry-run` YAML shown
 //! first): the services' output is shown live, per second, before the policy, during it,
-//! and after it expired on its own. Then a raise for one customer's requests only
-//! (`--when user_id=42`): per pod, its debug lines by customer. Everything it started is
-//! stopped when it ends.
+//! and after it expired on its own; `kubectl logpolicy top` shows what logging costs
+//! before the incident, and the raise what it adds once applied. Then a raise for one
+//! customer's requests only (`--when user_id=42`): per pod, its debug lines by customer;
+//! and last `kubectl logpolicy suggest --cut 50%`, the sampling that halves what the pods
+//! write. Everything it started is stopped when it ends.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -17,7 +19,7 @@ use logpolicy_e2e::operator::OperatorOptions;
 use logpolicy_e2e::plugin::kubectl_logpolicy;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::scenario::condition;
-use logpolicy_e2e::shop::wait_known;
+use logpolicy_e2e::shop::{wait_known, wait_target_known};
 use logpolicy_e2e::{DemoPod, Error, Operator, PodSpec, Result, Scenario};
 
 const POLICY: &str = "incident-debug-payments";
@@ -92,6 +94,8 @@ async fn demo() -> Result<()> {
         .collect();
     let mut pods = s.pods(specs).await?;
     wait_known(&pods)?;
+    // `raise` refuses a target no pod knows: shop::payment is, once a request failed.
+    wait_target_known(&pods, "shop::payment")?;
     print!("{}", s.kubectl(&["get", "pods", "-o", "wide"])?);
 
     let view_start = Instant::now();
@@ -102,7 +106,21 @@ async fn demo() -> Result<()> {
     println!("pay:E = shop::payment ERROR (failed payments), db:W = shop::db WARN (slow queries)");
     let mut view = LiveView::new(&pods);
     view.header();
-    view.run(&mut pods, "before", Duration::from_secs(4))?;
+    view.run(&mut pods, "before", Duration::from_secs(3))?;
+
+    let top = ["top", "-l", "app=shop", "--window", "3s"];
+    say(&format!(
+        "kubectl logpolicy -n {ns} {}  (what logging costs now, from each pod's own ledger)",
+        shell_words(&top)
+    ));
+    let run = kubectl_logpolicy(&ns, None, &top)?;
+    print!("{}{}", run.stdout, run.stderr);
+    if run.code != 0 {
+        return Err(Error(format!(
+            "kubectl logpolicy top exited with {}",
+            run.code
+        )));
+    }
 
     let raise = [
         "raise",
@@ -116,6 +134,8 @@ async fn demo() -> Result<()> {
         "demo: payments fail and the info lines do not say why",
         "--name",
         POLICY,
+        "--measure",
+        "3s",
     ];
     say(&format!(
         "kubectl logpolicy -n {ns} {} --dry-run  (what it will create: debug for shop::payment, 20 s)",
@@ -124,7 +144,7 @@ async fn demo() -> Result<()> {
     let dry = kubectl_logpolicy(&ns, None, &[&raise[..], &["--dry-run"]].concat())?;
     print!("{}", dry.stdout);
     say(&format!(
-        "kubectl logpolicy -n {ns} {}  (creates it, waits until every pod applied it)",
+        "kubectl logpolicy -n {ns} {}  (creates it, waits until every pod applied it, then measures what it adds)",
         shell_words(&raise)
     ));
     let run = kubectl_logpolicy(&ns, None, &raise)?;
@@ -171,6 +191,21 @@ async fn demo() -> Result<()> {
         ])?
     );
     customer_raise(&ns, &mut pods)?;
+    let suggest = [
+        "suggest", "-l", "app=shop", "--cut", "50%", "--window", "3s",
+    ];
+    say(&format!(
+        "kubectl logpolicy -n {ns} {}  (the sampling that halves what they write; --apply would create it)",
+        shell_words(&suggest)
+    ));
+    let run = kubectl_logpolicy(&ns, None, &suggest)?;
+    print!("{}{}", run.stdout, run.stderr);
+    if run.code != 0 {
+        return Err(Error(format!(
+            "kubectl logpolicy suggest exited with {}",
+            run.code
+        )));
+    }
     say(&format!(
         "Done in {:.0} s: stopping the services, the operator and the API server",
         view_start.elapsed().as_secs_f64()
@@ -198,6 +233,8 @@ fn customer_raise(ns: &str, pods: &mut [DemoPod]) -> Result<()> {
         "demo: customer 42 says every payment fails",
         "--name",
         "customer-42",
+        "--measure",
+        "0",
     ];
     say(&format!(
         "kubectl logpolicy -n {ns} {}  (debug for customer 42's requests only, 10 s)",

@@ -28,6 +28,9 @@
 //! Linux), each answering like the layer's admin endpoint: it verifies the Ed25519
 //! signature over the exact body, parses the document, checks the pod name and that the
 //! version is newer than the one it holds, and answers JSON (200, 401, 403, 409, 422).
+//! `GET /logpolicy/sites` answers a ledger ([`SitesView`]) of a few callsites whose
+//! counts grow at fixed rates from the process's start (the plugin's bench reads it
+//! with `kubectl logpolicy top`).
 //! The parent is the operator's side alone (index, pusher, one multi-thread runtime of
 //! two workers), so its RSS is the operator's. It drives the same loop a controller
 //! runs: change the index, take its pushes, spawn them, record the reports, until
@@ -40,13 +43,17 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use logpolicy::wire::{self, PolicyDocument, TrustedKeys, SIGNATURE_HEADER};
+use logpolicy::wire::{
+    self, CallsiteKind, CountsView, OtherSitesView, PolicyDocument, SiteView, SitesView,
+    TargetView, TrustedKeys, WriterTotals, SIGNATURE_HEADER,
+};
+use logpolicy::Level;
 use logpolicy_operator::simulated::{addr, pod_name, PORT};
 use logpolicy_operator::{
     Index, PodInfo, PodKey, PolicyInput, PolicyKey, PushReport, PushTicket, Pusher, PusherConfig,
@@ -135,6 +142,7 @@ fn agents(pods: usize, public_key: &str, dead: Dead) -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     let live = pods - dead.total();
+    let started = SystemTime::now();
     rt.block_on(async move {
         // Hanging pods: a listener that never accepts (held until the end).
         let mut hanging = Vec::with_capacity(dead.hang);
@@ -158,7 +166,7 @@ fn agents(pods: usize, public_key: &str, dead: Dead) -> Result<(), BoxError> {
                     let (held, trusted, name) = (held.clone(), trusted.clone(), name.clone());
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |req| {
-                            answer(req, held.clone(), trusted.clone(), name.clone())
+                            answer(req, held.clone(), trusted.clone(), name.clone(), started)
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)
@@ -188,6 +196,7 @@ async fn answer(
     held: Arc<Mutex<Held>>,
     trusted: Arc<TrustedKeys>,
     name: String,
+    started: SystemTime,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     // The layer's shape: `{"layers": [...], "document": {"version": N} | null}`.
     let read = |h: &Held| {
@@ -199,6 +208,13 @@ async fn answer(
             .collect();
         serde_json::json!({ "layers": layers, "document": document })
     };
+    if req.method() == Method::GET && req.uri().path() == "/logpolicy/sites" {
+        let view = sites(started, SystemTime::now());
+        return Ok(json(
+            StatusCode::OK,
+            serde_json::to_value(view).unwrap_or_default(),
+        ));
+    }
     if req.method() == Method::GET {
         let body = held.lock().map(|h| read(&h)).unwrap_or_default();
         return Ok(json(StatusCode::OK, body));
@@ -253,6 +269,92 @@ async fn answer(
     h.version = doc.version;
     h.sources = doc.layers.into_iter().map(|l| l.source).collect();
     Ok(json(StatusCode::OK, read(&h)))
+}
+
+/// Milliseconds since the Unix epoch.
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A simulated pod's ledger at `now`, its process started at `started`: four
+/// callsites, each writing a fixed number of lines of a fixed length per second since
+/// the start (one of them never enabled: a row of zeros), and a policy change's line of
+/// logpolicy's own.
+fn sites(started: SystemTime, now: SystemTime) -> SitesView {
+    let elapsed_ms = unix_ms(now).saturating_sub(unix_ms(started));
+    // (target, level, file, line, lines per second, bytes per line)
+    let callsites: [(&str, Level, &str, u32, u64, u64); 4] = [
+        ("bench::http", Level::Info, "src/http.rs", 42, 100, 220),
+        ("bench::db", Level::Warn, "src/db.rs", 17, 5, 180),
+        ("bench::payment", Level::Error, "src/payment.rs", 88, 1, 200),
+        ("bench::db", Level::Debug, "src/db.rs", 12, 0, 0),
+    ];
+    let rows: Vec<SiteView> = callsites
+        .iter()
+        .map(|&(target, level, file, line, per_second, line_bytes)| {
+            let lines = per_second * elapsed_ms / 1000;
+            SiteView {
+                kind: CallsiteKind::Event,
+                target: target.to_owned(),
+                level,
+                name: format!("event {file}:{line}"),
+                file: Some(file.to_owned()),
+                line: Some(line),
+                module_path: Some(target.to_owned()),
+                counts: CountsView {
+                    lines,
+                    bytes: lines * line_bytes,
+                    ..CountsView::default()
+                },
+            }
+        })
+        .collect();
+    let mut targets: Vec<TargetView> = Vec::new();
+    for r in &rows {
+        let at = match targets.iter().position(|t| t.target == r.target) {
+            Some(at) => at,
+            None => {
+                targets.push(TargetView {
+                    target: r.target.clone(),
+                    level_now: Level::Info,
+                    ..TargetView::default()
+                });
+                targets.len() - 1
+            }
+        };
+        let t = &mut targets[at];
+        t.levels.push(r.level);
+        t.callsites += 1;
+        t.counts.lines += r.counts.lines;
+        t.counts.bytes += r.counts.bytes;
+    }
+    let totals = CountsView {
+        lines: rows.iter().map(|r| r.counts.lines).sum(),
+        bytes: rows.iter().map(|r| r.counts.bytes).sum(),
+        ..CountsView::default()
+    };
+    let own = CountsView {
+        lines: 1,
+        bytes: 310,
+        ..CountsView::default()
+    };
+    SitesView {
+        started_at: started,
+        started_at_unix_ms: unix_ms(started),
+        read_at: now,
+        read_at_unix_ms: unix_ms(now),
+        max_rows: logpolicy::ledger::MAX_ROWS,
+        writer: Some(WriterTotals {
+            lines_written: totals.lines + own.lines,
+            bytes_written: totals.bytes + own.bytes,
+        }),
+        totals,
+        own,
+        other: OtherSitesView::default(),
+        targets,
+        rows,
+    }
 }
 
 // ---- the operator's side ---------------------------------------------------------------
