@@ -2,7 +2,7 @@
 //! operator README's *Permissions* tables, the names the chart hard-codes are the
 //! operator's constants, the Deployment's flags exist, and the example workload uses
 //! the layer's environment variables and the operator's label, annotation and trust
-//! ConfigMap.
+//! ConfigMap (mounted `optional: true`), as every workload snippet of the docs does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers: a failure is a test failure
 
@@ -302,4 +302,102 @@ fn the_opt_in_example_uses_the_layers_variables_and_the_operators_names() {
             .any(|p| p["containerPort"] == port.parse::<u64>().unwrap()),
         "the admin port is declared"
     );
+}
+
+/// The pod spec in a parsed snippet: a Deployment's template, a pod template's `spec`,
+/// or the fragment itself (`containers` and `volumes` at its top).
+fn pod_spec(v: &Value) -> &Value {
+    [&v["spec"]["template"]["spec"], &v["spec"], v]
+        .into_iter()
+        .find(|s| s.get("containers").is_some())
+        .unwrap_or_else(|| panic!("no containers in {v}"))
+}
+
+/// What a workload needs for logpolicy, in a pod spec: the layer's variables (sorted by
+/// name) and the trust ConfigMap's volume and mount.
+fn opt_in_essentials(spec: &Value) -> (Vec<Value>, Value, Value) {
+    use logpolicy::admin::{ADMIN_ADDR_ENV, POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV};
+    use logpolicy::wire::TRUSTED_KEYS_FILE_ENV;
+    let vars = [
+        ADMIN_ADDR_ENV,
+        TRUSTED_KEYS_FILE_ENV,
+        POD_UID_ENV,
+        POD_NAME_ENV,
+        POD_NAMESPACE_ENV,
+    ];
+    let container = &spec["containers"][0];
+    let mut env: Vec<Value> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| vars.contains(&e["name"].as_str().unwrap()))
+        .cloned()
+        .collect();
+    env.sort_by_key(|e| e["name"].as_str().unwrap().to_owned());
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["configMap"]["name"] == "logpolicy-trust")
+        .unwrap_or_else(|| panic!("no trust volume in {spec}"))
+        .clone();
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap_or_else(|| panic!("the trust volume is not mounted in {spec}"))
+        .clone();
+    (env, volume, mount)
+}
+
+/// The ```yaml blocks of a Markdown file that mention `needle`.
+fn yaml_blocks(markdown: &str, needle: &str) -> Vec<Value> {
+    markdown
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .filter(|block| block.contains(needle))
+        .map(|block| parse_documents(block).unwrap().remove(0))
+        .collect()
+}
+
+#[test]
+fn the_documented_workload_snippets_are_the_example_the_tests_run() {
+    let objects = parse_documents(&read("e2e/examples/workload.yaml")).unwrap();
+    let example = opt_in_essentials(pod_spec(one(&objects, "Deployment").unwrap()));
+    // Logging never holds a pod back: the trust ConfigMap may not exist yet.
+    assert_eq!(example.1["configMap"]["optional"], true, "{}", example.1);
+    assert_eq!(example.0.len(), 5, "{:?}", example.0);
+
+    let mut snippets = Vec::new();
+    for file in ["operator/README.md", "charts/logpolicy-operator/README.md"] {
+        let blocks = yaml_blocks(&read(file), "logpolicy-trust");
+        assert!(!blocks.is_empty(), "{file} shows no workload snippet");
+        snippets.extend(blocks.into_iter().map(|b| (file, b)));
+    }
+    // The chart's install notes: the indented pod template after "full example):".
+    let notes = read("charts/logpolicy-operator/templates/NOTES.txt");
+    let (_, rest) = notes.split_once("full example):\n").unwrap();
+    let (block, _) = rest.split_once("\nThe operator writes").unwrap();
+    let block: String = block
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    snippets.push(("NOTES.txt", parse_documents(&block).unwrap().remove(0)));
+
+    for (file, snippet) in &snippets {
+        let (env, volume, mount) = opt_in_essentials(pod_spec(snippet));
+        assert_eq!(env, example.0, "{file}: the layer's variables");
+        assert_eq!(
+            volume["configMap"], example.1["configMap"],
+            "{file}: the trust volume"
+        );
+        assert_eq!(
+            (&mount["mountPath"], &mount["readOnly"]),
+            (&example.2["mountPath"], &example.2["readOnly"]),
+            "{file}: the mount"
+        );
+    }
 }

@@ -87,6 +87,7 @@ thread_local! {
 }
 
 /// The real-time clock, read straight from the vDSO, in nanoseconds since the epoch.
+#[cfg(unix)]
 #[inline]
 fn realtime_nanos() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
@@ -94,6 +95,34 @@ fn realtime_nanos() -> u64 {
         (Ok(secs), Ok(nanos)) => secs.saturating_mul(1_000_000_000).saturating_add(nanos),
         _ => 0,
     }
+}
+
+/// The real-time clock, in nanoseconds since the epoch (through the standard library
+/// where `clock_gettime` is not there).
+#[cfg(not(unix))]
+#[inline]
+fn realtime_nanos() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Whole seconds since the epoch from the kernel's coarse real-time clock (updated
+/// every tick, read without a syscall): a few nanoseconds instead of the tens a precise
+/// read costs.
+#[cfg(target_os = "linux")]
+#[inline]
+fn coarse_unix_seconds() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    u64::try_from(t.tv_sec).unwrap_or(0)
+}
+
+/// Whole seconds since the epoch from the real-time clock (no coarse clock here).
+#[cfg(not(target_os = "linux"))]
+#[inline]
+fn coarse_unix_seconds() -> u64 {
+    realtime_nanos() / 1_000_000_000
 }
 
 impl Clock for SystemClock {
@@ -133,12 +162,12 @@ impl Clock for SystemClock {
         Duration::from_nanos(nanos)
     }
 
-    /// The kernel's coarse real-time clock (updated every tick, read without a
-    /// syscall): a few nanoseconds instead of the tens a precise read costs.
+    /// On Linux the kernel's coarse real-time clock (updated every tick, read without a
+    /// syscall): a few nanoseconds instead of the tens a precise read costs. Elsewhere
+    /// the real-time clock.
     #[inline]
     fn unix_seconds(&self) -> u64 {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-        u64::try_from(t.tv_sec).unwrap_or(0)
+        coarse_unix_seconds()
     }
 }
 

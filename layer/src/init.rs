@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 use tracing_subscriber::prelude::*;
 
 #[cfg(feature = "admin")]
-use crate::admin::{AdminConfig, AdminError, AdminServer};
+use crate::admin::{AdminConfig, AdminError, AdminServer, ADMIN_ADDR_ENV};
+#[cfg(feature = "admin")]
+use crate::admin::{AdminProblem, NOT_RUNNING, SKIPPED_SETTING};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::own_line::{self, write_skipped, write_skipped_directive};
 use crate::format::{
@@ -64,7 +66,10 @@ pub enum InitError {
     /// The writer could not be started (bad configuration, a file that cannot be opened).
     #[error("writer: {0}")]
     Writer(#[from] WriterError),
-    /// The admin endpoint could not be configured or started.
+    /// The admin endpoint could not be configured or started (only with
+    /// [`Builder::strict`]; otherwise the service starts without it, or with an endpoint
+    /// that refuses pushes until it can accept them, and says so: see
+    /// [`Logging::admin_problems`]).
     #[cfg(feature = "admin")]
     #[error("admin endpoint: {0}")]
     Admin(#[from] AdminError),
@@ -126,6 +131,9 @@ pub struct Logging {
     /// Declared first: stops before the writer.
     #[cfg(feature = "admin")]
     admin: Option<AdminServer>,
+    /// What kept the admin endpoint from starting, or from accepting pushes, at start.
+    #[cfg(feature = "admin")]
+    admin_problems: Vec<AdminError>,
     handle: PolicyHandle,
     writer: Writer,
     /// The format of logpolicy's own lines.
@@ -150,6 +158,37 @@ impl Logging {
     #[cfg(feature = "admin")]
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.as_ref().map(AdminServer::local_addr)
+    }
+
+    /// What was wrong with the admin endpoint's settings when logging started, each
+    /// reported then in a `warn` line from target `logpolicy` (without
+    /// [`Builder::strict`], none of it stops the service from starting): an address that
+    /// does not parse or cannot be bound (the endpoint does not run: [`admin_addr`]
+    /// is `None`), no trusted key or a keys file that cannot be read yet, an incomplete
+    /// pod identity (the endpoint runs and refuses every push, a keys file until it can
+    /// be read; `/metrics` says so in `logpolicy_admin_push_blocked`), a setting that was
+    /// skipped. Empty when the endpoint started as configured, or is not configured.
+    /// For a health check or a metric of the service's own where the endpoint's
+    /// `/metrics` cannot be read.
+    ///
+    /// [`admin_addr`]: Logging::admin_addr
+    ///
+    /// ```
+    /// use logpolicy::admin::AdminError;
+    /// # std::env::set_var("LOGPOLICY_ADMIN_ADDR", "localhost:9090");
+    /// // LOGPOLICY_ADMIN_ADDR=localhost:9090 (a name, not an address)
+    /// let (_dispatch, logging) = logpolicy::Builder::from_env().build()?;
+    /// assert_eq!(logging.admin_addr(), None);
+    /// let [AdminError::Env { var, .. }] = logging.admin_problems() else { panic!() };
+    /// assert_eq!(*var, "LOGPOLICY_ADMIN_ADDR");
+    ///
+    /// assert!(logpolicy::Builder::from_env().strict(true).build().is_err());
+    /// # std::env::remove_var("LOGPOLICY_ADMIN_ADDR");
+    /// # Ok::<(), logpolicy::InitError>(())
+    /// ```
+    #[cfg(feature = "admin")]
+    pub fn admin_problems(&self) -> &[AdminError] {
+        &self.admin_problems
     }
 
     /// What the writer has written, dropped and still holds.
@@ -305,7 +344,8 @@ impl Builder {
 
     /// Serves the admin endpoint with this configuration (overrides the environment).
     /// [`Builder::from_env`] starts it from `LOGPOLICY_ADMIN_ADDR` and friends when that
-    /// is set; see [`crate::admin`].
+    /// is set; see [`crate::admin`]. An endpoint that cannot start does not stop the
+    /// service unless [`Builder::strict`] (see [`Logging::admin_problems`]).
     #[cfg(feature = "admin")]
     #[must_use]
     pub fn admin(mut self, config: AdminConfig) -> Self {
@@ -313,9 +353,28 @@ impl Builder {
         self
     }
 
-    /// Refuses to build when the environment holds an invalid directive (default:
-    /// skip it and report it in-band). Directives given to [`Builder::directives`] and
-    /// pushed policies are always strict.
+    /// Refuses to build over the environment (default: work around it and report it
+    /// in-band, in a `warn` line from target `logpolicy` per problem, among the first
+    /// lines written): an invalid directive, format or resource attribute (the default
+    /// is used, as without it), or an admin endpoint that cannot start as configured
+    /// (the service starts without it, or with an endpoint that refuses pushes until it
+    /// can accept them; see [`Logging::admin_problems`]). Directives given to
+    /// [`Builder::directives`] and pushed policies are always strict.
+    ///
+    /// ```
+    /// # std::env::set_var("LOGPOLICY_ADMIN_ADDR", "127.0.0.1:0");
+    /// # std::env::set_var("LOGPOLICY_TRUSTED_KEYS_FILE", "/nonexistent/trusted-keys");
+    /// // The trust ConfigMap is not mounted yet: the endpoint waits for its keys file.
+    /// let (_dispatch, logging) = logpolicy::Builder::from_env().build()?;
+    /// assert!(logging.admin_addr().is_some());
+    /// assert!(logging.admin_problems()[0].to_string().contains("/nonexistent/trusted-keys"));
+    ///
+    /// let err = logpolicy::Builder::from_env().strict(true).build().unwrap_err();
+    /// assert!(err.to_string().starts_with("admin endpoint: trusted keys: /nonexistent/trusted-keys"), "{err}");
+    /// # std::env::remove_var("LOGPOLICY_ADMIN_ADDR");
+    /// # std::env::remove_var("LOGPOLICY_TRUSTED_KEYS_FILE");
+    /// # Ok::<(), logpolicy::InitError>(())
+    /// ```
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
@@ -483,10 +542,11 @@ impl Builder {
         let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
         let handle = filter.handle();
         #[cfg(feature = "admin")]
-        let admin = match self.admin {
-            Some(config) => Some(config),
-            None if self.from_env => AdminConfig::from_env()?,
-            None => None,
+        let (admin, mut admin_problems) = match self.admin {
+            Some(config) => (Some(config), Vec::new()),
+            None if self.from_env && self.strict => (AdminConfig::from_env()?, Vec::new()),
+            None if self.from_env => AdminConfig::from_env_lenient(),
+            None => (None, Vec::new()),
         };
         let config = self.writer.unwrap_or_default();
         // One ledger: the filter counts what it holds back, the writer what it writes
@@ -508,9 +568,48 @@ impl Builder {
             writer.write_line(tracing_core::Level::WARN, true, &line);
         }
         #[cfg(feature = "admin")]
-        let admin = admin
-            .map(|config| AdminServer::start(config, handle.clone(), Some(writer.clone())))
-            .transpose()?;
+        let admin = match admin {
+            Some(config) if self.strict => Some(AdminServer::start(
+                config,
+                handle.clone(),
+                Some(writer.clone()),
+            )?),
+            Some(mut config) => {
+                admin_problems.extend(config.tolerate_missing_identity());
+                match AdminServer::start(config, handle.clone(), Some(writer.clone())) {
+                    Ok(server) => Some(server),
+                    Err(error) => {
+                        // Whatever else was wrong, the endpoint does not run: that is
+                        // what the service needs to know.
+                        admin_problems.retain(|p| p.what == SKIPPED_SETTING);
+                        admin_problems.push(AdminProblem {
+                            what: NOT_RUNNING,
+                            source: ADMIN_ADDR_ENV.to_owned(),
+                            error,
+                        });
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        #[cfg(feature = "admin")]
+        let admin_problems: Vec<AdminError> = admin_problems
+            .into_iter()
+            .map(|p| {
+                let mut line = Vec::with_capacity(256);
+                write_skipped(
+                    &mut line,
+                    &style,
+                    now,
+                    p.what,
+                    &p.source,
+                    &p.error.to_string(),
+                );
+                writer.write_line(tracing_core::Level::WARN, true, &line);
+                p.error
+            })
+            .collect();
         let filter_for_output = filter.clone();
         let mut layer = FormatLayer::new(format, writer.clone()).service(&service);
         let gcp_project = self.gcp_project.clone().or_else(|| {
@@ -526,6 +625,8 @@ impl Builder {
         let logging = Logging {
             #[cfg(feature = "admin")]
             admin,
+            #[cfg(feature = "admin")]
+            admin_problems,
             handle,
             writer,
             style,

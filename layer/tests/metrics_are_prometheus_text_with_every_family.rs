@@ -1,6 +1,6 @@
 //! `GET /metrics` is OpenMetrics text that parses, and names every family: events by
 //! level and outcome, writer bytes, queue and drops, policy version, generation and
-//! next expiry, admin requests by status.
+//! next expiry, admin requests by status, and whether the endpoint can accept a push.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -159,6 +159,11 @@ fn metrics_are_prometheus_text_with_every_family() {
     assert_eq!(get(r#"logpolicy_admin_requests_total{status="200"}"#), 1.0);
     assert_eq!(get(r#"logpolicy_admin_requests_total{status="404"}"#), 1.0);
     assert_eq!(get(r#"logpolicy_admin_requests_total{status="401"}"#), 0.0);
+    assert_eq!(get("logpolicy_admin_trusted_keys"), 1.0);
+    for reason in ["no_trusted_keys", "no_pod_identity"] {
+        let series = format!(r#"logpolicy_admin_push_blocked{{reason="{reason}"}}"#);
+        assert_eq!(get(&series), 0.0, "{series}");
+    }
 
     drop(admin);
     drop(guard);

@@ -4,35 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod common;
+use common::{get, sign_tool};
+
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const SHOP: &str = env!("CARGO_BIN_EXE_logpolicy-demo-service");
-const SIGN: &str = env!("CARGO_BIN_EXE_logpolicy-sign");
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s[9..12].parse().unwrap();
-    (status, s.split_once("\r\n\r\n").unwrap().1.to_owned())
-}
-
-fn sign_tool(args: &[&str]) -> (bool, String) {
-    let out = Command::new(SIGN).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
 
 #[test]
 fn a_person_can_push_a_signed_policy_to_the_demo_service() {
@@ -59,23 +36,8 @@ fn a_person_can_push_a_signed_policy_to_the_demo_service() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    BufReader::new(shop.stderr.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    // "logpolicy-demo-service: shop on http://A, admin on http://B"
-    let addrs: Vec<&str> = first
-        .split("http://")
-        .skip(1)
-        .map(|s| {
-            s.trim_end_matches([',', '\n', ' '])
-                .split(',')
-                .next()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(addrs.len(), 2, "{first}");
-    let (shop_addr, admin_addr) = (addrs[0], addrs[1]);
+    let (shop_addr, admin_addr) = common::listening(&mut shop);
+    let (shop_addr, admin_addr) = (shop_addr.as_str(), admin_addr.as_str());
     let url = format!("http://{admin_addr}/logpolicy");
 
     assert_eq!(get(shop_addr, "/checkout").0, 200);

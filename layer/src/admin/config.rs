@@ -160,11 +160,14 @@ impl Default for AdminLimits {
 }
 
 /// Where the trusted keys come from: fixed, or a file (a mounted ConfigMap is updated in
-/// place) read by a thread of its own, never by the endpoint's.
+/// place) read by a thread of its own, never by the endpoint's; or nowhere (a setting
+/// that is missing or does not parse, worked around at start): every push is refused,
+/// for this reason.
 #[derive(Debug)]
 pub(crate) enum KeySource {
     Fixed(TrustedKeys),
     File(Arc<KeyFile>),
+    Missing(String),
 }
 
 /// How often the keys file is read again.
@@ -189,6 +192,15 @@ struct KeyState {
     reading_since: Option<Instant>,
 }
 
+/// What a read of the keys file changed in the keys in force (see [`KeyFile::refresh`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeysChange {
+    /// Keys are trusted where none were, or other keys than before: how many now.
+    Trusted(usize),
+    /// No key is trusted any longer, and why.
+    Untrusted(String),
+}
+
 impl KeyFile {
     /// Reads `path` once (in the caller's thread: never waits on a FIFO or a device).
     fn open(path: PathBuf) -> Result<Self, AdminError> {
@@ -204,28 +216,63 @@ impl KeyFile {
         })
     }
 
+    /// Reads `path` once, as [`open`](Self::open) does, but a file that cannot be read
+    /// or parsed is not an error: nothing is trusted until a later read succeeds. The
+    /// error, if any, is returned beside it.
+    fn open_or_wait(path: PathBuf) -> (Self, Option<AdminError>) {
+        match Self::open(path.clone()) {
+            Ok(file) => (file, None),
+            Err(e) => {
+                let file = KeyFile {
+                    path,
+                    state: Mutex::new(KeyState {
+                        content: None,
+                        keys: Err(e.to_string()),
+                        reading_since: None,
+                    }),
+                };
+                (file, Some(e))
+            }
+        }
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, KeyState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reads the file again (on the keys thread): parses it if its content changed or
-    /// the last read failed.
-    pub(crate) fn refresh(&self) {
+    /// the last read failed. Returns what changed in the keys in force: keys trusted
+    /// where none were or other keys than before, or none trusted where some were (a
+    /// read that fails as the last one did changes nothing).
+    pub(crate) fn refresh(&self) -> Option<KeysChange> {
         self.lock().reading_since = Some(Instant::now());
         let read = read_keys_file(&self.path);
         let mut state = self.lock();
         state.reading_since = None;
+        let trusted_before = state.keys.is_ok();
         match read {
             Ok(bytes) => {
                 if state.content.as_ref() != Some(&bytes) || state.keys.is_err() {
                     state.keys =
                         TrustedKeys::from_bytes(&bytes, &self.path).map_err(|e| e.to_string());
                     state.content = Some(bytes);
+                    return match &state.keys {
+                        Ok(keys) => Some(KeysChange::Trusted(keys.len())),
+                        Err(e) if trusted_before => Some(KeysChange::Untrusted(e.clone())),
+                        Err(_) => None,
+                    };
                 }
+                None
             }
             Err(e) => {
                 state.keys = Err(e.to_string());
                 state.content = None;
+                trusted_before.then(|| KeysChange::Untrusted(e.to_string()))
             }
         }
     }
@@ -254,6 +301,7 @@ impl KeySource {
         match self {
             KeySource::Fixed(k) => Ok(k.clone()),
             KeySource::File(file) => file.current(),
+            KeySource::Missing(why) => Err(why.clone()),
         }
     }
 }
@@ -280,81 +328,204 @@ pub struct AdminConfig {
     pub(crate) any_pod: bool,
     pub(crate) limits: AdminLimits,
     pub(crate) metric_targets: usize,
+    /// Whether [`AdminServer::start`](super::AdminServer::start) refuses an incomplete
+    /// identity (else the endpoint starts and refuses every push, `no_pod_identity`).
+    pub(crate) identity_required: bool,
+}
+
+/// A setting of the admin endpoint that does not work, and what the endpoint does
+/// without it: what [`Builder`](crate::Builder) reports in a `warn` line and starts the
+/// service anyway, unless [`strict`](crate::Builder::strict).
+#[derive(Debug)]
+pub(crate) struct AdminProblem {
+    /// What the endpoint does about it: the line's message.
+    pub(crate) what: &'static str,
+    /// The variables at fault: the line's `source`.
+    pub(crate) source: String,
+    /// What is wrong: the line's `error`.
+    pub(crate) error: AdminError,
+}
+
+/// The message of the line that says the endpoint does not run.
+pub(crate) const NOT_RUNNING: &str = "the admin endpoint is not running";
+/// The message of the line that says the keys file cannot be read yet.
+pub(crate) const WAITING_FOR_KEYS: &str =
+    "the admin endpoint refuses pushes until its keys file can be read";
+/// The message of the line that says no key is configured.
+pub(crate) const NO_KEYS: &str = "the admin endpoint refuses every push: it trusts no key";
+/// The message of the line that says the pod's identity is incomplete.
+pub(crate) const NO_IDENTITY: &str =
+    "the admin endpoint refuses every push: it does not know the pod's identity";
+/// The message of the line that says a setting was skipped.
+pub(crate) const SKIPPED_SETTING: &str = "skipped an invalid admin endpoint setting";
+
+impl AdminProblem {
+    fn new(what: &'static str, source: impl Into<String>, error: AdminError) -> Self {
+        AdminProblem {
+            what,
+            source: source.into(),
+            error,
+        }
+    }
 }
 
 impl AdminConfig {
-    /// Listen on `addr`, trusting `keys`; pod identity unknown, default limits.
-    pub fn new(addr: SocketAddr, keys: TrustedKeys) -> Self {
+    fn with_source(addr: SocketAddr, keys: KeySource) -> Self {
         AdminConfig {
             addr,
-            keys: KeySource::Fixed(keys),
+            keys,
             pod: PodIdentity::default(),
             any_pod: false,
             limits: AdminLimits::default(),
             metric_targets: DEFAULT_METRIC_TARGETS,
+            identity_required: true,
         }
+    }
+
+    /// Listen on `addr`, trusting `keys`; pod identity unknown, default limits.
+    pub fn new(addr: SocketAddr, keys: TrustedKeys) -> Self {
+        Self::with_source(addr, KeySource::Fixed(keys))
     }
 
     /// Listen on `addr`, trusting the keys in the file at `path`, read again every
     /// 500 ms on a thread of its own (`logpolicy-keys`) and followed by content: a
     /// rewrite is seen whatever its time and size, and a failed read is retried. Reads
     /// it once now: a missing or invalid file, or one that is not a regular file (a FIFO,
-    /// a device), or larger than 64 KiB, is an error.
+    /// a device), or larger than 64 KiB, is an error. To start without it and wait for
+    /// it, see [`waiting_for_keys_file`](Self::waiting_for_keys_file).
     pub fn with_keys_file(addr: SocketAddr, path: impl Into<PathBuf>) -> Result<Self, AdminError> {
-        Ok(AdminConfig {
-            addr,
-            keys: KeySource::File(Arc::new(KeyFile::open(path.into())?)),
-            pod: PodIdentity::default(),
-            any_pod: false,
-            limits: AdminLimits::default(),
-            metric_targets: DEFAULT_METRIC_TARGETS,
-        })
+        let file = KeyFile::open(path.into())?;
+        Ok(Self::with_source(addr, KeySource::File(Arc::new(file))))
+    }
+
+    /// Listen on `addr`, trusting the keys in the file at `path` as
+    /// [`with_keys_file`](Self::with_keys_file) does, but a file that cannot be read or
+    /// parsed yet is no error: until a read of it succeeds (every 500 ms), every push is
+    /// refused (401 `no_trusted_keys`, naming why) and `/metrics` says
+    /// `logpolicy_admin_trusted_keys 0`. This is what a pod needs whose keys come from
+    /// a ConfigMap mounted `optional: true`, which may appear after the pod starts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::admin::{AdminConfig, AdminServer};
+    /// use logpolicy::PolicyFilter;
+    /// use std::io::{Read, Write};
+    ///
+    /// let missing = std::env::temp_dir().join("logpolicy-doc-keys-not-there-yet");
+    /// # let _ = std::fs::remove_file(&missing);
+    /// let config = AdminConfig::waiting_for_keys_file("127.0.0.1:0".parse()?, &missing).any_pod();
+    /// let filter = PolicyFilter::from_directives("info")?;
+    /// let admin = AdminServer::start(config, filter.handle(), None)?;
+    ///
+    /// let mut conn = std::net::TcpStream::connect(admin.local_addr())?;
+    /// conn.write_all(b"GET /metrics HTTP/1.1\r\nhost: pod\r\n\r\n")?;
+    /// let mut response = String::new();
+    /// conn.read_to_string(&mut response)?;
+    /// assert!(response.contains("\nlogpolicy_admin_trusted_keys 0\n"), "{response}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn waiting_for_keys_file(addr: SocketAddr, path: impl Into<PathBuf>) -> Self {
+        let (file, _) = KeyFile::open_or_wait(path.into());
+        Self::with_source(addr, KeySource::File(Arc::new(file)))
     }
 
     /// The configuration from the environment (see [the module](super) for the table):
-    /// `Ok(None)` when [`ADMIN_ADDR_ENV`] is unset or empty.
+    /// `Ok(None)` when [`ADMIN_ADDR_ENV`] is unset or empty. The first setting that does
+    /// not work is the error ([`Builder`](crate::Builder) starts without it and reports
+    /// it instead, unless [`strict`](crate::Builder::strict)).
     pub fn from_env() -> Result<Option<Self>, AdminError> {
+        let (config, problems) = Self::from_env_lenient();
+        match problems.into_iter().next() {
+            Some(problem) => Err(problem.error),
+            None => Ok(config),
+        }
+    }
+
+    /// The configuration from the environment, each setting that does not work worked
+    /// around and listed, in the order of the table: an address that does not parse
+    /// leaves no configuration; keys that cannot be read leave an endpoint that refuses
+    /// every push (for a keys file: until it can be read); an invalid
+    /// [`METRIC_TARGETS_ENV`] or [`ANY_POD_ENV`] is taken as unset.
+    pub(crate) fn from_env_lenient() -> (Option<Self>, Vec<AdminProblem>) {
+        let mut problems = Vec::new();
         let Some(addr) = std::env::var(ADMIN_ADDR_ENV)
             .ok()
             .filter(|a| !a.trim().is_empty())
         else {
-            return Ok(None);
+            return (None, problems);
         };
-        let addr = parse_addr(&addr).map_err(|message| AdminError::Env {
-            var: ADMIN_ADDR_ENV,
-            message,
-        })?;
-        let config = if std::env::var_os(TRUSTED_KEYS_ENV).is_some() {
-            let keys = TrustedKeys::from_env()?.ok_or(AdminError::NoTrustedKeys)?;
-            AdminConfig::new(addr, keys)
+        let addr = match parse_addr(&addr) {
+            Ok(addr) => addr,
+            Err(message) => {
+                let error = AdminError::Env {
+                    var: ADMIN_ADDR_ENV,
+                    message,
+                };
+                problems.push(AdminProblem::new(NOT_RUNNING, ADMIN_ADDR_ENV, error));
+                return (None, problems);
+            }
+        };
+        let mut no_keys = |source: &str, error: AdminError| {
+            let why = error.to_string();
+            problems.push(AdminProblem::new(NO_KEYS, source, error));
+            KeySource::Missing(why)
+        };
+        let keys = if std::env::var_os(TRUSTED_KEYS_ENV).is_some() {
+            match TrustedKeys::from_env() {
+                Ok(Some(keys)) => KeySource::Fixed(keys),
+                Ok(None) => no_keys(TRUSTED_KEYS_ENV, AdminError::NoTrustedKeys),
+                Err(e) => no_keys(TRUSTED_KEYS_ENV, AdminError::Keys(e)),
+            }
         } else if let Some(path) = std::env::var_os(TRUSTED_KEYS_FILE_ENV) {
-            AdminConfig::with_keys_file(addr, PathBuf::from(path))?
+            let (file, error) = KeyFile::open_or_wait(PathBuf::from(path));
+            if let Some(error) = error {
+                problems.push(AdminProblem::new(
+                    WAITING_FOR_KEYS,
+                    TRUSTED_KEYS_FILE_ENV,
+                    error,
+                ));
+            }
+            KeySource::File(Arc::new(file))
         } else {
-            return Err(AdminError::NoTrustedKeys);
+            let source = format!("{TRUSTED_KEYS_ENV}, {TRUSTED_KEYS_FILE_ENV}");
+            no_keys(&source, AdminError::NoTrustedKeys)
         };
-        let mut config = config.pod(PodIdentity::from_env());
+        let mut config = Self::with_source(addr, keys).pod(PodIdentity::from_env());
         if let Some(n) = std::env::var(METRIC_TARGETS_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty())
         {
-            config.metric_targets =
-                parse_metric_targets(&n).map_err(|message| AdminError::Env {
-                    var: METRIC_TARGETS_ENV,
-                    message,
-                })?;
-        }
-        Ok(Some(
-            match std::env::var(ANY_POD_ENV).ok().as_deref().map(str::trim) {
-                None | Some("" | "0" | "false") => config,
-                Some("1" | "true") => config.any_pod(),
-                Some(other) => {
-                    return Err(AdminError::Env {
-                        var: ANY_POD_ENV,
-                        message: format!("invalid value {other:?} (expected 1, true, 0 or false)"),
-                    })
+            match parse_metric_targets(&n) {
+                Ok(n) => config.metric_targets = n,
+                Err(message) => {
+                    let var = METRIC_TARGETS_ENV;
+                    let error = AdminError::Env { var, message };
+                    problems.push(AdminProblem::new(SKIPPED_SETTING, var, error));
                 }
-            },
-        ))
+            }
+        }
+        match std::env::var(ANY_POD_ENV).ok().as_deref().map(str::trim) {
+            None | Some("" | "0" | "false") => {}
+            Some("1" | "true") => config.any_pod = true,
+            Some(other) => {
+                let var = ANY_POD_ENV;
+                let message = format!("invalid value {other:?} (expected 1, true, 0 or false)");
+                let error = AdminError::Env { var, message };
+                problems.push(AdminProblem::new(SKIPPED_SETTING, var, error));
+            }
+        }
+        (Some(config), problems)
+    }
+
+    /// For a start that must not fail over the identity: an incomplete identity (and no
+    /// [`any_pod`](Self::any_pod)) no longer stops the endpoint from starting; it then
+    /// refuses every push (403 `no_pod_identity`). Returns the problem, if there is one.
+    pub(crate) fn tolerate_missing_identity(&mut self) -> Option<AdminProblem> {
+        let error = self.identity_error()?;
+        self.identity_required = false;
+        let source = self.pod.missing().join(", ");
+        Some(AdminProblem::new(NO_IDENTITY, source, error))
     }
 
     /// Starts without a complete pod identity (outside Kubernetes): documents are
@@ -385,18 +556,28 @@ impl AdminConfig {
         self
     }
 
-    /// The identity is complete, or [`any_pod`](Self::any_pod) was given.
+    /// The identity is complete, or [`any_pod`](Self::any_pod) was given, or an
+    /// incomplete one is [tolerated](Self::tolerate_missing_identity).
     pub(crate) fn check_identity(&self) -> Result<(), AdminError> {
+        match self.identity_error() {
+            Some(e) if self.identity_required => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Why the endpoint cannot check which pod a document is for: the identity is
+    /// incomplete and [`any_pod`](Self::any_pod) was not given.
+    pub(crate) fn identity_error(&self) -> Option<AdminError> {
         let missing = self.pod.missing();
         if self.any_pod || missing.is_empty() {
-            return Ok(());
+            return None;
         }
         let missing = match missing.as_slice() {
             [one] => format!("{one} is"),
             [init @ .., last] => format!("{} and {last} are", init.join(", ")),
             [] => String::new(),
         };
-        Err(AdminError::NoPodIdentity { missing })
+        Some(AdminError::NoPodIdentity { missing })
     }
 
     /// The pod's identity, for checking documents.

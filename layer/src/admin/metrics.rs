@@ -50,7 +50,15 @@ struct Snapshot {
     active_layers: usize,
     requests: Vec<(u16, u64)>,
     targets: Vec<TargetSeries>,
+    trusted_keys: usize,
+    /// Whether every push is refused, by reason (see [`PUSH_BLOCKED_REASONS`]).
+    push_blocked: [bool; 2],
 }
+
+/// The reasons of `logpolicy_admin_push_blocked`, each a series always present: no key
+/// is trusted (none configured, or a keys file that cannot be read or parsed), or the
+/// pod's identity is unknown. The same codes as the refusals' `error`.
+const PUSH_BLOCKED_REASONS: [&str; 2] = ["no_trusted_keys", "no_pod_identity"];
 
 /// The label value of the targets not listed, and of callsites past the row cap.
 const OTHER_TARGET: &str = "other";
@@ -341,6 +349,24 @@ impl Collector for Snapshot {
             )?;
             ConstGauge::new(at).encode(m)?;
         }
+        let m = enc.encode_descriptor(
+            "logpolicy_admin_trusted_keys",
+            "Keys whose signatures the admin endpoint accepts now (0: every push is refused)",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(self.trusted_keys as u64).encode(m)?;
+        {
+            let mut m = enc.encode_descriptor(
+                "logpolicy_admin_push_blocked",
+                "1 while the admin endpoint refuses every push for this reason: no_trusted_keys (none configured, or the keys file cannot be read or parsed yet), no_pod_identity (POD_UID, POD_NAME or POD_NAMESPACE unset)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (reason, blocked) in PUSH_BLOCKED_REASONS.iter().zip(self.push_blocked) {
+                gauge(u64::from(blocked)).encode(m.encode_family(&[("reason", *reason)])?)?;
+            }
+        }
         let mut m = enc.encode_descriptor(
             "logpolicy_admin_requests",
             "Requests the admin endpoint answered, by status",
@@ -361,6 +387,7 @@ pub(crate) fn render(admin: &Admin) -> Reply {
     let effective = handle.effective();
     let sites = handle.sites();
     let listed = admin.metric_targets().update(&sites.targets());
+    let trusted_keys = admin.trusted_keys();
     let snapshot = Snapshot {
         stats: handle.stats(),
         writer: admin.writer().map(|w| w.stats()),
@@ -374,6 +401,8 @@ pub(crate) fn render(admin: &Admin) -> Reply {
         active_layers: effective.sources.len(),
         requests: admin.requests().to_vec(),
         targets: target_series(&sites, &listed),
+        trusted_keys,
+        push_blocked: [trusted_keys == 0, admin.refuses_for_identity()],
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));

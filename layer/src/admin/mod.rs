@@ -3,7 +3,7 @@
 //!
 //! It is off unless configured: [`AdminConfig::from_env`] turns it on when
 //! `LOGPOLICY_ADMIN_ADDR` is set, and [`Builder::from_env`](crate::Builder::from_env)
-//! (so [`init`](crate::init)) starts it. It runs on a thread of its own with a
+//! (so [`init`](crate::init())) starts it. It runs on a thread of its own with a
 //! single-threaded runtime of its own, never on the service's.
 //!
 //! # Configuration
@@ -12,19 +12,43 @@
 //! | --- | --- |
 //! | `LOGPOLICY_ADMIN_ADDR` | Turns the endpoint on, listening there: `0.0.0.0:9090`, `[::]:9090`, `:9090` (every IPv4 address), `127.0.0.1:0` (a free port). Unset or empty: off. |
 //! | `LOGPOLICY_TRUSTED_KEYS` | The public keys whose signatures are accepted: base64 of 32 bytes each, separated by commas, spaces or newlines. Several allowed, for rotation. |
-//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments; a regular file of at most 64 KiB (a FIFO or a device is refused without being waited on). Read again every 500 ms by a thread of its own (`logpolicy-keys`), never by the endpoint's, and followed by content (a mounted ConfigMap is rewritten in place); while it cannot be read or parsed, or a read hangs for over 5 s, nothing is trusted. |
+//! | `LOGPOLICY_TRUSTED_KEYS_FILE` | Or a file of them: one per line, `#` comments; a regular file of at most 64 KiB (a FIFO or a device is refused without being waited on). Read again every 500 ms by a thread of its own (`logpolicy-keys`), never by the endpoint's, and followed by content (a mounted ConfigMap is rewritten in place); while it cannot be read or parsed (not there yet, too), or a read hangs for over 5 s, nothing is trusted. |
 //! | `POD_UID` | The pod's `metadata.uid` (downward API). A document for another uid is refused (403). Required. |
 //! | `POD_NAME` | The pod's `metadata.name`; checked like the uid. Required. |
 //! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |
 //! | `LOGPOLICY_ADMIN_ANY_POD` | `1` or `true`: start without the three above (outside Kubernetes); a field not known is not checked. |
 //! | `LOGPOLICY_METRIC_TARGETS` | How many targets `/metrics` names in `logpolicy_target_lines_total` and `logpolicy_target_bytes_total` (default 50, at most 1000; `0`: only `other`). A value that is not a whole number in range is an error naming the variable. |
 //!
-//! With the address set and no trusted key, starting fails: such an endpoint could
-//! never accept a push. Without the pod's uid, name and namespace it fails too
-//! ([`AdminError::NoPodIdentity`], naming the variables), unless
-//! `LOGPOLICY_ADMIN_ANY_POD` (or [`AdminConfig::any_pod`]) says so: one operator key
-//! signs for every namespace, and the identity check is what keeps a document signed for
-//! one pod out of every other.
+//! The identity is required because one operator key signs for every namespace: the
+//! identity check is what keeps a document signed for one pod out of every other.
+//! `LOGPOLICY_ADMIN_ANY_POD` (or [`AdminConfig::any_pod`]) waives it outside Kubernetes.
+//!
+//! # When a setting does not work
+//!
+//! The environment never stops the service from starting: [`Builder`](crate::Builder)
+//! (so [`init`](crate::init())) works around each setting that does not work, says so in
+//! a `warn` line from target `logpolicy` (in the service's output and format, among the
+//! first lines; `msg` says what the endpoint does, `source` names the variables,
+//! `error` what is wrong), and lists it in
+//! [`Logging::admin_problems`](crate::Logging::admin_problems):
+//!
+//! | problem | the endpoint |
+//! | --- | --- |
+//! | `LOGPOLICY_ADMIN_ADDR` does not parse, or cannot be bound | does not run |
+//! | the keys file cannot be read or parsed (missing: a ConfigMap mounted `optional: true` that does not exist yet; not a regular file; over 64 KiB) | runs, refuses every push (401 `no_trusted_keys`) and reads the file again every 500 ms; once it can, it accepts pushes and says so in an `info` line (`the admin endpoint trusts the keys of its keys file`) |
+//! | no trusted key configured, or `LOGPOLICY_TRUSTED_KEYS` does not parse | runs, refuses every push (401 `no_trusted_keys`) |
+//! | `POD_UID`, `POD_NAME` or `POD_NAMESPACE` unset (and no `LOGPOLICY_ADMIN_ANY_POD`) | runs, refuses every push (403 `no_pod_identity`, naming the variables) |
+//! | `LOGPOLICY_METRIC_TARGETS` or `LOGPOLICY_ADMIN_ANY_POD` does not parse | runs as if it were unset |
+//!
+//! An endpoint that runs serves `GET` (the view, the sites, `/metrics`, `/healthz`)
+//! either way, and `/metrics` says whether it can accept a push:
+//! `logpolicy_admin_trusted_keys` (0: none) and `logpolicy_admin_push_blocked{reason}`
+//! (1 while every push is refused for `no_trusted_keys` or `no_pod_identity`). A keys
+//! file that later becomes unreadable is a `warn` line too, and trusts nothing until it
+//! is fixed. With [`Builder::strict`](crate::Builder::strict) each of these refuses to
+//! build instead ([`InitError::Admin`](crate::InitError::Admin)), as
+//! [`AdminConfig::from_env`] and [`AdminServer::start`] always do (an incomplete identity
+//! is [`AdminError::NoPodIdentity`], naming the variables).
 //!
 //! # Endpoints
 //!
@@ -74,6 +98,8 @@
 //!   `logpolicy_policy_version` (once a document is held), `logpolicy_policy_generation`,
 //!   `logpolicy_policy_active_layers`,
 //!   `logpolicy_policy_next_expiry_timestamp_seconds` (when a layer in force expires),
+//!   `logpolicy_admin_trusted_keys` and `logpolicy_admin_push_blocked{reason}` (see
+//!   [above](#when-a-setting-does-not-work)),
 //!   `logpolicy_admin_requests_total{status}` (every request and every connection that
 //!   ended without one, see below), `logpolicy_target_lines_total{target,level}` and
 //!   `logpolicy_target_bytes_total{target,level}`: the ledger's lines and bytes written
@@ -96,9 +122,10 @@
 //! | --- | --- | --- |
 //! | 413 | `body_too_large` | the body is over 64 KiB (by `Content-Length`, answered without reading it, or while reading) |
 //! | 401 | `missing_signature`, `malformed_signature` | no `X-Logpolicy-Signature` header, or not `ed25519=<key-id>:<base64>` |
-//! | 401 | `untrusted_key`, `bad_signature`, `no_trusted_keys` | signed by a key not trusted, a signature that does not match the body, or a keys file that no longer parses. Every authentication failure is 401; 403 is kept for an authenticated document for another pod. |
+//! | 401 | `untrusted_key`, `bad_signature`, `no_trusted_keys` | signed by a key not trusted, a signature that does not match the body, or no key trusted (none configured, or a keys file that cannot be read or parsed, yet or any longer). Every authentication failure is 401; 403 is kept for an authenticated document this pod will not take. |
 //! | 400 | `malformed_json`, `bad_request` | the (authentic) body is not JSON, or could not be read |
 //! | 422 | `invalid_document` | JSON that is not a valid document: `reason` names the field, e.g. `layers[1].targets[0].level: invalid level "verbose" …`; also a `DELETE` with layers |
+//! | 403 | `no_pod_identity` | this pod does not know its uid, name or namespace (started without them, see [above](#when-a-setting-does-not-work)): it refuses every document |
 //! | 403 | `wrong_pod` | `pod.uid` (or name, namespace) is not this pod's |
 //! | 422 | `version_too_large` | `version` above 2^53 - 1 ([`MAX_DOCUMENT_VERSION`](crate::wire::MAX_DOCUMENT_VERSION)): no version can take the last one and freeze every later document out |
 //! | 422 | `not_fresh` | `issuedAt` more than 5 minutes ([`AdminLimits::document_window`]) before or after this pod's clock: a replayed capture, or a clock far off |
@@ -201,6 +228,7 @@ pub use config::{
     DEFAULT_METRIC_TARGETS, MAX_METRIC_TARGETS, METRIC_TARGETS_ENV, POD_NAMESPACE_ENV,
     POD_NAME_ENV, POD_UID_ENV,
 };
+pub(crate) use config::{AdminProblem, NOT_RUNNING, SKIPPED_SETTING};
 pub use server::AdminServer;
 
 /// Whether a connection from `peer` comes from the same network namespace (the pod

@@ -19,9 +19,12 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::config::{AdminConfig, AdminError, AdminLimits, KeyFile, KeySource, KEYS_REREAD};
+use super::config::{
+    AdminConfig, AdminError, AdminLimits, KeyFile, KeySource, KeysChange, KEYS_REREAD,
+};
 use super::service::{Admin, Reply, Route, Viewer};
 use crate::enforce::PolicyHandle;
+use crate::format::own_line::{write_keys_trusted, write_skipped};
 use crate::wire::SIGNATURE_HEADER;
 use crate::writer::Writer;
 
@@ -72,7 +75,14 @@ struct KeysThread {
 }
 
 impl KeysThread {
-    fn start(file: Arc<KeyFile>) -> Result<Self, AdminError> {
+    /// Starts reading `file` again and again; with a `writer`, each change of the keys
+    /// in force (trusted where none were, other keys, none any longer) is one line of
+    /// logpolicy's own, on `policy`'s clock.
+    fn start(
+        file: Arc<KeyFile>,
+        writer: Option<Writer>,
+        policy: PolicyHandle,
+    ) -> Result<Self, AdminError> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let handle = std::thread::Builder::new()
@@ -83,7 +93,9 @@ impl KeysThread {
                     if stopped.load(Ordering::Relaxed) {
                         break;
                     }
-                    file.refresh();
+                    if let (Some(change), Some(writer)) = (file.refresh(), &writer) {
+                        write_keys_change(writer, &policy, file.path(), &change);
+                    }
                 }
             })
             .map_err(AdminError::Thread)?;
@@ -102,7 +114,11 @@ impl KeysThread {
 impl AdminServer {
     /// Binds `config`'s address and serves on a thread of its own (`logpolicy-admin`)
     /// with a single-threaded runtime of its own: never the service's. `writer`, if
-    /// given, adds its counters to `/metrics`.
+    /// given, adds its counters to `/metrics`, and gets the lines that say when the
+    /// keys of a keys file are trusted or no longer. An incomplete pod identity without
+    /// [`AdminConfig::any_pod`] is an error ([`AdminError::NoPodIdentity`]), as an
+    /// address that cannot be bound is ([`Builder`](crate::Builder) starts the service
+    /// anyway unless strict: see [the module](super#when-a-setting-does-not-work)).
     pub fn start(
         config: AdminConfig,
         handle: PolicyHandle,
@@ -125,8 +141,12 @@ impl AdminServer {
             .map_err(AdminError::Thread)?;
         let limits = config.limits;
         let keys = match &config.keys {
-            KeySource::File(file) => Some(KeysThread::start(file.clone())?),
-            KeySource::Fixed(_) => None,
+            KeySource::File(file) => Some(KeysThread::start(
+                file.clone(),
+                writer.clone(),
+                handle.clone(),
+            )?),
+            KeySource::Fixed(_) | KeySource::Missing(_) => None,
         };
         let admin = Arc::new(Admin::new(config, handle, writer));
         let (stop, stopped) = oneshot::channel();
@@ -169,6 +189,30 @@ impl Drop for AdminServer {
     fn drop(&mut self) {
         self.stop_and_join();
     }
+}
+
+/// Writes the line that says the keys in force changed: `info` when keys are trusted,
+/// `warn` when none is any longer.
+fn write_keys_change(
+    writer: &Writer,
+    handle: &PolicyHandle,
+    path: &std::path::Path,
+    change: &KeysChange,
+) {
+    let mut line = Vec::with_capacity(256);
+    let path = path.display().to_string();
+    let level = match change {
+        KeysChange::Trusted(keys) => {
+            write_keys_trusted(&mut line, writer.style(), handle.now(), &path, *keys);
+            tracing_core::Level::INFO
+        }
+        KeysChange::Untrusted(error) => {
+            let what = "the admin endpoint refuses every push: its keys file cannot be read";
+            write_skipped(&mut line, writer.style(), handle.now(), what, &path, error);
+            tracing_core::Level::WARN
+        }
+    };
+    writer.write_line(level, true, &line);
 }
 
 /// How long a peer that sent a validly signed request is remembered as a signer.

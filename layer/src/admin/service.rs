@@ -141,6 +141,9 @@ pub(crate) struct Admin {
     writer: Option<Writer>,
     keys: KeySource,
     pod: PodIdentity,
+    /// Why the endpoint cannot tell which pod a document is for (its identity is
+    /// incomplete, and that was tolerated at start): every push is refused.
+    no_identity: Option<String>,
     pub(crate) max_body_bytes: usize,
     document_window: Duration,
     max_layer_lifetime: Duration,
@@ -188,9 +191,11 @@ impl Admin {
                 written
             }));
         }
+        let no_identity = config.identity_error().map(|e| e.to_string());
         Admin {
             handle,
             writer,
+            no_identity,
             keys: config.keys,
             pod: config.pod,
             max_body_bytes: config.limits.max_body_bytes,
@@ -230,6 +235,16 @@ impl Admin {
 
     pub(crate) fn metric_targets(&self) -> &super::metrics::ListedTargets {
         &self.metric_targets
+    }
+
+    /// How many keys are trusted now (0 when none can be: every push is refused).
+    pub(crate) fn trusted_keys(&self) -> usize {
+        self.keys.current().map_or(0, |keys| keys.len())
+    }
+
+    /// Whether every push is refused because the pod's identity is unknown.
+    pub(crate) fn refuses_for_identity(&self) -> bool {
+        self.no_identity.is_some()
     }
 
     pub(crate) fn held_version(&self) -> Option<u64> {
@@ -389,8 +404,8 @@ impl Admin {
     }
 
     /// PUT (replace every pushed layer) or DELETE (back to the baseline) with a signed
-    /// document. Checks in order: signature, document, pod, (DELETE: no layers),
-    /// version; changes nothing unless every check passes.
+    /// document. Checks in order: signature, the pod's identity known, document, pod,
+    /// (DELETE: no layers), version; changes nothing unless every check passes.
     fn push(&self, signature: Option<&str>, body: &[u8], delete: bool) -> Reply {
         let keys = match self.keys.current() {
             Ok(keys) => keys,
@@ -407,6 +422,9 @@ impl Admin {
 
     /// [`push`](Self::push) once the signature is verified.
     fn push_signed(&self, body: &[u8], delete: bool) -> Reply {
+        if let Some(why) = &self.no_identity {
+            return Reply::error(403, "no_pod_identity", why.clone());
+        }
         let (doc, mut layers) = match PolicyDocument::decode(body) {
             Ok(decoded) => decoded,
             Err(e) if e.kind == DocumentErrorKind::Syntax => {

@@ -288,6 +288,27 @@ pub(crate) fn write_push_refused(
     );
 }
 
+/// Appends the line that says the admin endpoint trusts the keys of its keys file now
+/// (where it trusted none, or other keys), e.g.
+/// `{"ts":"…","level":"INFO","target":"logpolicy","msg":"the admin endpoint trusts the keys of its keys file","source":"/etc/logpolicy/trusted-keys","keys":1}`.
+#[cfg(feature = "admin")]
+pub(crate) fn write_keys_trusted(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    path: &str,
+    keys: usize,
+) {
+    write_own_line(
+        buf,
+        style,
+        now,
+        tracing_core::Level::INFO,
+        "the admin endpoint trusts the keys of its keys file",
+        &[("source", Val::Str(path)), ("keys", Val::Num(keys as u64))],
+    );
+}
+
 /// Appends the report of a directive from the environment that was skipped, e.g.
 /// `{"ts":"…","level":"WARN","target":"logpolicy","msg":"skipped an invalid directive","source":"RUST_LOG","error":"invalid level \"verbose\" in directive \"shop=verbose\" (…)"}`.
 pub(crate) fn write_skipped_directive(

@@ -303,17 +303,19 @@ pub const MAX_KEYS_FILE_BYTES: u64 = 64 * 1024;
 /// refused unless a regular file of at most [`MAX_KEYS_FILE_BYTES`].
 pub(crate) fn read_keys_file(path: &Path) -> Result<Vec<u8>, KeyError> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let err = |source: std::io::Error| KeyError::Io {
         path: path.display().to_string(),
         source,
     };
     let invalid = |what: String| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(err)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = options.open(path).map_err(err)?;
     let meta = file.metadata().map_err(err)?;
     if !meta.file_type().is_file() {
         return Err(invalid(

@@ -3,6 +3,7 @@
 //! [`Writer::new`]: super::Writer::new
 
 use std::fmt;
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,15 +34,16 @@ pub const MAX_LOCK_SPIN: Duration = Duration::from_micros(900);
 
 /// Where the writer's background thread writes.
 ///
-/// When the output is a regular file (a file output, or stdout, stderr or a descriptor
-/// redirected to one), the writer keeps up to 8 MiB of disk allocated past the file's
-/// end (`fallocate` with `FALLOC_FL_KEEP_SIZE`, as journald grows its files): appending
-/// then costs the kernel about a quarter less on ext4. The file's size stays what was
-/// written. A file the writer opened is truncated back to its size when the writer
-/// stops and when it is rotated; stdout, stderr and a given descriptor may be shared
-/// with other writers and are not, so up to 8 MiB past such a file's end stays
-/// allocated until it is truncated or removed. A filesystem without `fallocate` (or
-/// without space for it) is written to as usual.
+/// On Linux, when the output is a regular file (a file output, or stdout, stderr or a
+/// descriptor redirected to one), the writer keeps up to 8 MiB of disk allocated past
+/// the file's end (`fallocate` with `FALLOC_FL_KEEP_SIZE`, as journald grows its
+/// files): appending then costs the kernel about a quarter less on ext4. The file's
+/// size stays what was written. A file the writer opened is truncated back to its size
+/// when the writer stops and when it is rotated; stdout, stderr and a given descriptor
+/// may be shared with other writers and are not, so up to 8 MiB past such a file's end
+/// stays allocated until it is truncated or removed. A filesystem without `fallocate`
+/// (or without space for it) is written to as usual, and so is every file elsewhere, or
+/// with [`WriterConfig::plain_writes`].
 ///
 /// # Examples
 ///
@@ -65,6 +67,8 @@ pub enum Output {
     /// A file, created if missing and appended to, rotated by size: see [`Rotation`].
     RotatingFile(Rotation),
     /// An already open file descriptor (a pipe, a socket, a file); blocking or not.
+    /// Unix only.
+    #[cfg(unix)]
     Fd(OwnedFd),
 }
 
@@ -81,6 +85,7 @@ impl fmt::Display for Output {
                 r.max_bytes,
                 r.keep
             ),
+            #[cfg(unix)]
             Output::Fd(fd) => write!(f, "fd {fd:?}"),
         }
     }
@@ -321,6 +326,30 @@ pub struct WriterConfig {
     /// ([`PolicyHandle::ledger`](crate::PolicyHandle::ledger)), so that one ledger holds
     /// what the policy held back and what the writer wrote and dropped.
     pub ledger: Ledger,
+    /// Whether the writer thread writes with the calls every platform has: plain
+    /// `write`/`writev` through the standard library, and no disk allocated ahead of a
+    /// file's end. Default: `false` on Linux, where the writer asks the kernel not to
+    /// wait for a slow reader (`pwritev2` with `RWF_NOWAIT`, waiting for writability in
+    /// `poll` instead) and preallocates a file's blocks (`fallocate`, see [`Output`]);
+    /// `true` on every other platform, where it is the only way (`false` there changes
+    /// nothing). On Linux, `true` is the portable path, for comparison and for a
+    /// sandbox that filters those calls out.
+    ///
+    /// Plain writes lose nothing and count every line as the others do. What they
+    /// cannot do is stop inside a write: behind a pipe whose reader stalls, the writer
+    /// thread may block in `write` until the reader comes back. The guard then gives up
+    /// on it after the flush timeout and [`STOP_GRACE`](super::STOP_GRACE), counts the
+    /// lines of its batch as `shutdown` drops (the reader may still get some of them
+    /// later), and the last report of drops goes to the output or stderr only where that
+    /// is a regular file or a terminal (a write that cannot wait for a reader).
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, WriterConfig};
+    /// assert_eq!(WriterConfig::default().plain_writes, !cfg!(target_os = "linux"));
+    /// let portable = WriterConfig::new(Output::Stderr).plain_writes(true);
+    /// assert!(portable.plain_writes && portable.validate().is_ok());
+    /// ```
+    pub plain_writes: bool,
 }
 
 impl Default for WriterConfig {
@@ -337,6 +366,7 @@ impl Default for WriterConfig {
             format: Format::Json,
             service: Service::default(),
             ledger: Ledger::default(),
+            plain_writes: !cfg!(target_os = "linux"),
         }
     }
 }
@@ -419,6 +449,14 @@ impl WriterConfig {
     #[must_use]
     pub fn ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = ledger;
+        self
+    }
+
+    /// Sets [`WriterConfig::plain_writes`] (on platforms other than Linux it stays
+    /// `true`).
+    #[must_use]
+    pub fn plain_writes(mut self, plain: bool) -> Self {
+        self.plain_writes = plain || !cfg!(target_os = "linux");
         self
     }
 

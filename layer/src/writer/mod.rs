@@ -129,13 +129,13 @@
 //! stats. Reports are not events: they are counted in [`WriterStats::summary_lines`],
 //! never in the per-level counters. The writer never emits `tracing` events itself.
 //!
-//! A line is counted once, as written or as dropped, never both. On a pipe, socket or
-//! terminal the writer thread never blocks inside a `write` (it asks the kernel not to
-//! wait, `RWF_NOWAIT`, and waits for writability in `poll`), so when a write stops part
-//! way (an error, or a stop) it knows exactly which bytes got out: every line whose last
-//! byte did is written, the others are dropped. A line cut in the middle is ended with
-//! ` [torn]` before the next bytes the writer writes, so no reader takes it, or the
-//! next line, for a whole one.
+//! A line is counted once, as written or as dropped, never both. On Linux, on a pipe,
+//! socket or terminal the writer thread never blocks inside a `write` (it asks the
+//! kernel not to wait, `RWF_NOWAIT`, and waits for writability in `poll`), so when a
+//! write stops part way (an error, or a stop) it knows exactly which bytes got out:
+//! every line whose last byte did is written, the others are dropped. A line cut in the
+//! middle is ended with ` [torn]` before the next bytes the writer writes, so no reader
+//! takes it, or the next line, for a whole one.
 //!
 //! # Shutdown
 //!
@@ -146,11 +146,25 @@
 //! `poll`), counts what the output took of its batch as written and everything else as
 //! [`DropReason::Shutdown`], and writes one last summary line with the drops not yet
 //! reported: to the output if it takes it at once, else to stderr, else nowhere but the
-//! counters ([`ExitReport`]). Only on a kernel that cannot write without waiting (before
-//! Linux 4.14) may the thread still be blocked in a `write` after [`STOP_GRACE`]: its
-//! batch is then counted as `Shutdown` although the reader may still get part of it, and
-//! the thread is left to end with the process. [`install_panic_hook`] flushes, within a
-//! second, what is queued when a thread panics.
+//! counters ([`ExitReport`]). Only with plain writes (every platform but Linux, see
+//! *Platforms*) or on a kernel that cannot write without waiting (before Linux 4.14) may
+//! the thread still be blocked in a `write` after [`STOP_GRACE`]: its batch is then
+//! counted as `Shutdown` although the reader may still get part of it, and the thread is
+//! left to end with the process. [`install_panic_hook`] flushes, within a second, what
+//! is queued when a thread panics.
+//!
+//! # Platforms
+//!
+//! Tested on Linux, where the writer thread writes with `pwritev2` (`RWF_NOWAIT`) and
+//! preallocates files with `fallocate`. Everywhere else it writes plainly, with the
+//! standard library's `write`/`writev`, and preallocates nothing
+//! ([`WriterConfig::plain_writes`], which also forces that path on Linux, where the tests
+//! run it): nothing is lost and every line is counted as on Linux, but behind a stalled
+//! pipe the thread may block inside a write, which the guard gives up on after the flush
+//! timeout and [`STOP_GRACE`]. The crate builds for macOS, FreeBSD and other Unix
+//! systems, and for Windows (no [`Output::Fd`] there; stdout and stderr are written as
+//! bytes, which a console shows in its code page); there it is checked to compile, not
+//! run.
 //!
 //! # Examples
 //!
@@ -678,7 +692,9 @@ impl WriterGuard {
         if summary::total(&counts) > 0 {
             let mut line = Vec::new();
             summary::write_summary_line(&mut line, &sh.style, sh.clock.now(), &counts);
-            st.exit_report = if !sh.output_is_stderr && output::write_stderr_nowait(&line) {
+            let to_stderr =
+                !sh.output_is_stderr && output::write_stderr_nowait(&line, sh.plain_writes);
+            st.exit_report = if to_stderr {
                 ExitReport::Stderr
             } else {
                 st.unreported = counts;

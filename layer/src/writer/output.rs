@@ -1,13 +1,31 @@
 //! The writer thread's end: an unbuffered file descriptor and a vectored write loop, and
 //! the size-based rotation of a file.
+//!
+//! # Platforms
+//!
+//! Two ways to write, chosen when the output is opened
+//! ([`WriterConfig::plain_writes`](super::WriterConfig::plain_writes)):
+//!
+//! - **Linux** (the default there): `pwritev2` with `RWF_NOWAIT` on anything but a
+//!   regular file, so that the writer thread never blocks inside a write and waits for
+//!   writability in `poll`, where it sees a stop; and `fallocate` ahead of a regular
+//!   file's end ([`Prealloc`]). Both are gated on `target_os = "linux"`.
+//! - **Plain** (every other platform, and Linux when asked): `write_vectored` through
+//!   the standard library, and no preallocation. A write may block behind a stalled
+//!   reader; the worker marks such writes (`Destination::may_wait_for_reader`) so that
+//!   the guard bounds its wait for them. `poll` still serves a descriptor given in
+//!   non-blocking mode on Unix; elsewhere (Windows) a write that would block is tried
+//!   again after a pause.
+//!
+//! The plain path runs on Linux in the tests
+//! (`tests/plain_writes_deliver_every_line_and_stop_in_time.rs`), so it is not code
+//! that only other platforms compile.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, ErrorKind, IoSlice, Write};
-use std::os::fd::AsFd;
+use std::io::{self, ErrorKind, IoSlice, IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::time::Duration;
 
 use super::config::{Output, Rotation, WriterError};
 
@@ -15,10 +33,7 @@ use super::config::{Output, Rotation, WriterError};
 const MAX_IOV: usize = 1024;
 
 /// How long one wait for writability lasts before the stop flag is checked again.
-const POLL_SLICE: Timespec = Timespec {
-    tv_sec: 0,
-    tv_nsec: 50_000_000,
-};
+const POLL_SLICE: Duration = Duration::from_millis(50);
 
 /// Where the writer thread writes: a plain descriptor, or a file it rotates.
 #[derive(Debug)]
@@ -33,6 +48,8 @@ pub(crate) struct RotatingFile {
     rotation: Rotation,
     out: Appender,
     size: u64,
+    /// The files are written with plain writes.
+    plain: bool,
 }
 
 /// A descriptor the writer appends to, with disk kept allocated ahead of its end (see
@@ -46,25 +63,34 @@ pub(crate) struct Appender {
     prealloc: Prealloc,
     /// Opened by the writer (a file output), rather than a descriptor it was given.
     owned: bool,
-    /// Writes ask the kernel not to wait (`pwritev2` with `RWF_NOWAIT`): on anything
-    /// but a regular file, until the kernel refuses the flag. See [`write_some`].
+    /// Writes ask the kernel not to wait (`pwritev2` with `RWF_NOWAIT`): on Linux, on
+    /// anything but a regular file, unless writes are plain, until the kernel refuses
+    /// the flag. See [`write_some`].
     nowait: bool,
     /// A regular file: a write may take long (the disk) but always ends.
     regular: bool,
     /// The kernel took a write with `RWF_NOWAIT` (until then it may still refuse it).
     nowait_known: bool,
+    /// Plain writes only (see [`WriterConfig::plain_writes`](super::WriterConfig::plain_writes)).
+    plain: bool,
+    /// A terminal: with plain writes, written to for the last words (it does not wait
+    /// for a reader the way a pipe does).
+    terminal: bool,
 }
 
 impl Appender {
-    fn new(file: File, owned: bool) -> Self {
+    fn new(file: File, owned: bool, plain: bool) -> Self {
+        let plain = plain || !cfg!(target_os = "linux");
         let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
         Appender {
-            prealloc: Prealloc::new(&file),
+            prealloc: Prealloc::new(&file, plain),
+            terminal: plain && !regular && file.is_terminal(),
             file,
             owned,
-            nowait: !regular,
+            nowait: !regular && !plain,
             regular,
             nowait_known: false,
+            plain,
         }
     }
 
@@ -73,6 +99,13 @@ impl Appender {
     fn may_wait_for_reader(&self) -> bool {
         let proven_nowait = self.nowait && self.nowait_known;
         !self.regular && !proven_nowait
+    }
+
+    /// Whether one line may be written as last words, when nothing may wait for a
+    /// reader any longer: with plain writes, only to a regular file or a terminal; else
+    /// as [`write_some`] does (which does not wait where the kernel can say it would).
+    fn takes_last_words(&self) -> bool {
+        !self.plain || self.regular || self.terminal
     }
 }
 
@@ -95,6 +128,7 @@ impl Destination {
 /// (before Linux 4.14, or a file type without it) gets plain, blocking writes from then
 /// on; regular files always do (they do not wait for a reader).
 fn write_some(out: &mut Appender, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
     if out.nowait {
         match rustix::io::pwritev2(
             &out.file,
@@ -123,18 +157,50 @@ pub(crate) fn write_line_nowait(out: &mut Destination, line: &[u8]) -> bool {
         Destination::Plain(a) => a,
         Destination::Rotating(r) => &mut r.out,
     };
-    matches!(write_some(out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
+    out.takes_last_words()
+        && matches!(write_some(out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
 }
 
-/// Writes `line` to this process's stderr, as [`write_line_nowait`] does: only where
-/// the kernel can say it would wait (a stderr that is a file or a terminal is written
-/// plainly), and only if it goes whole.
-pub(crate) fn write_stderr_nowait(line: &[u8]) -> bool {
-    let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() else {
+/// Writes `line` to this process's stderr, as [`write_line_nowait`] does (with `plain`
+/// writes, only to a regular file or a terminal), and only if it goes whole.
+pub(crate) fn write_stderr_nowait(line: &[u8], plain: bool) -> bool {
+    let Ok(file) = duplicate(StdStream::Stderr) else {
         return false;
     };
-    let mut out = Appender::new(File::from(fd), false);
-    matches!(write_some(&mut out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
+    let mut out = Appender::new(file, false, plain);
+    out.takes_last_words()
+        && matches!(write_some(&mut out, &[IoSlice::new(line)]), Ok(n) if n == line.len())
+}
+
+/// One of the process's standard streams.
+#[derive(Debug, Clone, Copy)]
+enum StdStream {
+    Stdout,
+    Stderr,
+}
+
+/// A duplicate of the stream's descriptor, so that the writer does not go through (or
+/// lock) Rust's own buffered `Stdout`.
+#[cfg(unix)]
+fn duplicate(stream: StdStream) -> io::Result<File> {
+    use std::os::fd::AsFd;
+    let fd = match stream {
+        StdStream::Stdout => io::stdout().as_fd().try_clone_to_owned()?,
+        StdStream::Stderr => io::stderr().as_fd().try_clone_to_owned()?,
+    };
+    Ok(File::from(fd))
+}
+
+/// A duplicate of the stream's handle (bytes go to it as they are: a console shows them
+/// in its code page).
+#[cfg(windows)]
+fn duplicate(stream: StdStream) -> io::Result<File> {
+    use std::os::windows::io::AsHandle;
+    let handle = match stream {
+        StdStream::Stdout => io::stdout().as_handle().try_clone_to_owned()?,
+        StdStream::Stderr => io::stderr().as_handle().try_clone_to_owned()?,
+    };
+    Ok(File::from(handle))
 }
 
 impl Drop for Appender {
@@ -168,9 +234,10 @@ pub(crate) struct Prealloc {
 }
 
 impl Prealloc {
-    fn new(file: &File) -> Self {
+    /// On for a regular file, on Linux, unless writes are `plain`.
+    fn new(file: &File, plain: bool) -> Self {
         Prealloc {
-            on: file.metadata().is_ok_and(|m| m.file_type().is_file()),
+            on: !plain && file.metadata().is_ok_and(|m| m.file_type().is_file()),
             end: 0,
             appended: 0,
         }
@@ -195,9 +262,10 @@ impl Prealloc {
             return;
         }
         let want = PREALLOC_STEP.max(len);
-        match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, size, want) {
-            Ok(()) => self.end = size + want,
-            Err(_) => self.on = false,
+        if allocate_ahead(file, size, want) {
+            self.end = size + want;
+        } else {
+            self.on = false;
         }
     }
 
@@ -212,35 +280,45 @@ impl Prealloc {
     }
 }
 
+/// Allocates `len` bytes of disk from `offset`, the file's size unchanged.
+#[cfg(target_os = "linux")]
+fn allocate_ahead(file: &File, offset: u64, len: u64) -> bool {
+    rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, offset, len).is_ok()
+}
+
+/// No allocation ahead of a file's end off Linux ([`Prealloc`] is off there).
+#[cfg(not(target_os = "linux"))]
+fn allocate_ahead(_: &File, _: u64, _: u64) -> bool {
+    false
+}
+
 fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-/// Opens the output. Stdout and stderr are duplicated so that the writer does not go
-/// through (or lock) Rust's own buffered `Stdout`.
-pub(crate) fn open(output: Output) -> Result<Destination, WriterError> {
+/// Opens the output, for `plain` writes or not (see [`Appender`]). Stdout and stderr
+/// are duplicated so that the writer does not go through (or lock) Rust's own buffered
+/// `Stdout`.
+pub(crate) fn open(output: Output, plain: bool) -> Result<Destination, WriterError> {
     let described = output.to_string();
+    let given = |file: File| Destination::Plain(Appender::new(file, false, plain));
     let opened = match output {
-        Output::Stdout => io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .map(|fd| Destination::Plain(Appender::new(File::from(fd), false))),
-        Output::Stderr => io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map(|fd| Destination::Plain(Appender::new(File::from(fd), false))),
+        Output::Stdout => duplicate(StdStream::Stdout).map(given),
+        Output::Stderr => duplicate(StdStream::Stderr).map(given),
         Output::File(path) => {
-            open_append(&path).map(|f| Destination::Plain(Appender::new(f, true)))
+            open_append(&path).map(|f| Destination::Plain(Appender::new(f, true, plain)))
         }
         Output::RotatingFile(rotation) => open_append(&rotation.path).and_then(|file| {
             let size = file.metadata()?.len();
             Ok(Destination::Rotating(RotatingFile {
                 rotation,
-                out: Appender::new(file, true),
+                out: Appender::new(file, true, plain),
                 size,
+                plain,
             }))
         }),
-        Output::Fd(fd) => Ok(Destination::Plain(Appender::new(File::from(fd), false))),
+        #[cfg(unix)]
+        Output::Fd(fd) => Ok(given(File::from(fd))),
     };
     opened.map_err(|source| WriterError::Open {
         output: described,
@@ -431,7 +509,7 @@ impl RotatingFile {
         }
         // Until this succeeds, lines go on into the renamed file through the open one.
         // The file set aside is trimmed as its appender drops.
-        self.out = Appender::new(open_append(&r.path)?, true);
+        self.out = Appender::new(open_append(&r.path)?, true, self.plain);
         self.size = self.out.file.metadata()?.len();
         Ok(())
     }
@@ -505,14 +583,35 @@ fn wait_writable(out: &File, stop: &AtomicBool) -> io::Result<()> {
                 "writer stopped while the output was not writable",
             ));
         }
-        let mut fds = [PollFd::new(out, PollFlags::OUT)];
-        match poll(&mut fds, Some(&POLL_SLICE)) {
-            Ok(0) => continue,
-            Ok(_) => return Ok(()),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        if poll_writable(out)? {
+            return Ok(());
         }
     }
+}
+
+/// Waits up to [`POLL_SLICE`] for `out` to be writable: whether it is (an interrupted
+/// wait says no).
+#[cfg(unix)]
+fn poll_writable(out: &File) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    const SLICE: Timespec = Timespec {
+        tv_sec: 0,
+        tv_nsec: POLL_SLICE.subsec_nanos() as _,
+    };
+    let mut fds = [PollFd::new(out, PollFlags::OUT)];
+    match poll(&mut fds, Some(&SLICE)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Without `poll` for the output (Windows): a pause of [`POLL_SLICE`], then the write is
+/// tried again.
+#[cfg(not(unix))]
+fn poll_writable(_: &File) -> io::Result<bool> {
+    std::thread::sleep(POLL_SLICE);
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -600,7 +699,7 @@ mod tests {
     fn writes_head_then_chunks_in_order() {
         let path = std::env::temp_dir().join(format!("writer-output-{}.log", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let mut f = open(Output::File(path.clone())).unwrap();
+        let mut f = open(Output::File(path.clone()), false).unwrap();
         let chunks = vec![
             b"one\n".to_vec(),
             Vec::new(),

@@ -70,6 +70,8 @@ pub(super) struct Shared {
     pub(super) clock: Arc<dyn Clock>,
     /// The output is stderr: the last report has nowhere else to go.
     pub(super) output_is_stderr: bool,
+    /// [`WriterConfig::plain_writes`]: so are the last words written to stderr.
+    pub(super) plain_writes: bool,
     /// Lines handed over without the lock, queued by the next holder of the lock (boxed:
     /// its cache-padded fields would otherwise change how the hot fields here share
     /// cache lines).
@@ -238,10 +240,11 @@ impl Shared {
             format,
             service,
             ledger,
+            plain_writes,
             ..
         } = config;
         let output_is_stderr = matches!(output, super::config::Output::Stderr);
-        let out = output::open(output)?;
+        let out = output::open(output, plain_writes)?;
         let shared = Shared {
             state: Mutex::new(State {
                 queue: Queue::new(capacity_bytes, normal_limit),
@@ -287,6 +290,7 @@ impl Shared {
             lock_spin,
             clock,
             output_is_stderr,
+            plain_writes,
             style: Style::new(format, &service),
             ledger,
             posted: Box::new(crossbeam_queue::ArrayQueue::new(POST_SLOTS)),

@@ -317,7 +317,10 @@ fn last_words<'a>(
         let to_output = output::write_line_nowait(out, &line);
         let to_stderr = !to_output
             && !shared.output_is_stderr
-            && output::write_stderr_nowait(&line[if torn { queue::TORN_END.len() } else { 0 }..]);
+            && output::write_stderr_nowait(
+                &line[if torn { queue::TORN_END.len() } else { 0 }..],
+                shared.plain_writes,
+            );
         st = shared.lock();
         st.exit_report = if to_output {
             st.summary_lines += 1;

@@ -42,6 +42,8 @@ pub struct ChildSpec {
     pub end_with_panic: bool,
     /// `WriterConfig::lock_spin` in µs (0: the default).
     pub lock_spin_us: u64,
+    /// `WriterConfig::plain_writes`: the portable write path, as off Linux.
+    pub plain_writes: bool,
 }
 
 impl Default for ChildSpec {
@@ -59,6 +61,7 @@ impl Default for ChildSpec {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            plain_writes: false,
         }
     }
 }
@@ -75,6 +78,7 @@ impl ChildSpec {
             "pad": self.pad,
             "end_with_panic": self.end_with_panic,
             "lock_spin_us": self.lock_spin_us,
+            "plain_writes": self.plain_writes,
         })
         .to_string()
     }
@@ -92,6 +96,7 @@ impl ChildSpec {
             pad: u("pad") as usize,
             end_with_panic: v["end_with_panic"].as_bool().unwrap_or(false),
             lock_spin_us: v["lock_spin_us"].as_u64().unwrap_or(0),
+            plain_writes: v["plain_writes"].as_bool().unwrap_or(false),
         }
     }
 }
@@ -254,7 +259,8 @@ fn run_child(spec: &ChildSpec) {
         } else {
             Overflow::Drop
         })
-        .flush_timeout(Duration::from_millis(spec.flush_timeout_ms));
+        .flush_timeout(Duration::from_millis(spec.flush_timeout_ms))
+        .plain_writes(spec.plain_writes);
     let config = if spec.lock_spin_us > 0 {
         config.lock_spin(Duration::from_micros(spec.lock_spin_us))
     } else {
