@@ -52,6 +52,13 @@
 //! A [`Policy`] is a list of [`PolicyLayer`]s (a baseline from the environment, layers
 //! pushed at runtime with a priority and an optional expiry) merged into one
 //! [`EffectivePolicy`]; see [`policy`].
+//!
+//! ## Platforms
+//!
+//! Tested on Linux, where services run it. It builds for macOS, FreeBSD and other Unix
+//! systems and for Windows, where the writer uses plain writes instead of Linux's
+//! non-waiting ones and preallocates nothing (see [the writer](writer#platforms)); that
+//! build is checked, not run.
 
 // The modules, bottom to top: each imports only modules listed before it (a test,
 // `tests/modules_import_only_downward.rs`, holds this order).
@@ -80,3 +87,58 @@ pub use policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Target,
 };
 pub use sink::{LineSink, NullSink, StdoutSink};
+
+/// The Rust blocks of the READMEs and of the guides in `docs/`, compiled and run as
+/// doctests (`cargo test -p logpolicy --doc`), so that what a reader pastes builds.
+/// Only this crate's own README is part of the published package; the others are read
+/// from the repository.
+#[cfg(doctest)]
+pub mod readme_doctests {
+    /// `layer/README.md`, the crate's page.
+    #[doc = include_str!("../README.md")]
+    pub struct CrateReadme;
+
+    /// The repository's `README.md`.
+    #[doc = include_str!("../../README.md")]
+    pub struct RepositoryReadme;
+
+    /// `docs/admin-endpoint.md`.
+    #[doc = include_str!("../../docs/admin-endpoint.md")]
+    pub struct DocsAdminEndpoint;
+
+    /// `docs/coming-from-envfilter.md`.
+    #[doc = include_str!("../../docs/coming-from-envfilter.md")]
+    pub struct DocsComingFromEnvfilter;
+
+    /// `docs/development.md`.
+    #[doc = include_str!("../../docs/development.md")]
+    pub struct DocsDevelopment;
+
+    /// `docs/e2e-tests.md`.
+    #[doc = include_str!("../../docs/e2e-tests.md")]
+    pub struct DocsE2eTests;
+
+    /// `docs/formats.md`.
+    #[doc = include_str!("../../docs/formats.md")]
+    pub struct DocsFormats;
+
+    /// `docs/incidents.md`.
+    #[doc = include_str!("../../docs/incidents.md")]
+    pub struct DocsIncidents;
+
+    /// `docs/ledger.md`.
+    #[doc = include_str!("../../docs/ledger.md")]
+    pub struct DocsLedger;
+
+    /// `docs/redaction.md`.
+    #[doc = include_str!("../../docs/redaction.md")]
+    pub struct DocsRedaction;
+
+    /// `docs/sampling.md`.
+    #[doc = include_str!("../../docs/sampling.md")]
+    pub struct DocsSampling;
+
+    /// `docs/writer.md`.
+    #[doc = include_str!("../../docs/writer.md")]
+    pub struct DocsWriter;
+}
