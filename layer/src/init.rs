@@ -2,7 +2,10 @@
 
 use std::io::IsTerminal;
 
+use tracing_core::Subscriber;
 use tracing_subscriber::prelude::*;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, Registry};
 
 #[cfg(feature = "admin")]
 use crate::admin::{AdminConfig, AdminError, AdminServer, ADMIN_ADDR_ENV};
@@ -82,6 +85,14 @@ pub enum InitError {
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
+    /// [`Builder::layer`] was asked for after [`Builder::with_layer`]: the layers given
+    /// there belong to the subscriber that [`Builder::build`] makes; with
+    /// [`Builder::layer`], add them to your own subscriber.
+    #[error(
+        "Builder::with_layer adds layers to the subscriber Builder::build makes; \
+         with Builder::layer, add them to your own subscriber"
+    )]
+    LayersGivenTwice,
 }
 
 /// Configures logging: the baseline policy, the format, and where lines go.
@@ -100,6 +111,8 @@ pub enum InitError {
 /// ```
 #[derive(Debug, Default)]
 pub struct Builder {
+    /// Layers under logpolicy's, in the order given: [`Builder::with_layer`].
+    extra: ExtraLayers,
     directives: Option<String>,
     from_env: bool,
     format: Option<Format>,
@@ -113,6 +126,17 @@ pub struct Builder {
     redact_values: bool,
     strict: bool,
     leave_log_alone: bool,
+}
+
+/// Layers a [`Builder`] puts under its own, boxed (shown by number: a layer need not be
+/// `Debug`).
+#[derive(Default)]
+struct ExtraLayers(Vec<Box<dyn Layer<Registry> + Send + Sync>>);
+
+impl std::fmt::Debug for ExtraLayers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} layers", self.0.len())
+    }
 }
 
 /// A setting from the environment that was skipped: what (the line's message), the
@@ -391,6 +415,50 @@ impl Builder {
         self
     }
 
+    /// Adds `layer` to the subscriber that [`Builder::build`] and [`Builder::try_init`]
+    /// make, under logpolicy's: it sees the spans and events the policy enables (as a
+    /// layer behind `EnvFilter` does), before logpolicy writes them. For an
+    /// OpenTelemetry layer, a layer of metrics, or one of your own; layers added in turn
+    /// see events in the order they were added. To put logpolicy into a subscriber you
+    /// build yourself, use [`Builder::layer`] instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use tracing_subscriber::layer::{Context, Layer};
+    ///
+    /// /// Counts the events it sees.
+    /// struct Count(Arc<AtomicUsize>);
+    /// impl<S: tracing::Subscriber> Layer<S> for Count {
+    ///     fn on_event(&self, _: &tracing::Event<'_>, _: Context<'_, S>) {
+    ///         self.0.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let seen = Arc::new(AtomicUsize::new(0));
+    /// let (dispatch, logging) = logpolicy::Builder::new()
+    ///     .directives("info")
+    ///     .with_layer(Count(seen.clone()))
+    ///     .build()
+    ///     .unwrap();
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     tracing::info!(target: "shop::http", "written, and counted");
+    ///     tracing::debug!(target: "shop::http", "neither: the policy says info");
+    /// });
+    /// assert_eq!(seen.load(Ordering::Relaxed), 1);
+    /// assert_eq!(logging.finish().written_total(), 1);
+    /// ```
+    #[must_use]
+    pub fn with_layer<L>(mut self, layer: L) -> Self
+    where
+        L: Layer<Registry> + Send + Sync + 'static,
+    {
+        self.extra.0.push(Box::new(layer));
+        self
+    }
+
     /// Also redacts the values of fields called `name` (or ending in `.name`, `_name`),
     /// at every level, whatever a pushed policy says (see
     /// [`redact`](crate::policy::redact)).
@@ -533,8 +601,85 @@ impl Builder {
         Ok(service)
     }
 
-    /// Builds the subscriber without installing it.
-    pub fn build(self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
+    /// Builds the subscriber without installing it: a [`Registry`] with the layers given
+    /// to [`Builder::with_layer`], and logpolicy's on top.
+    pub fn build(mut self) -> Result<(tracing_core::Dispatch, Logging), InitError> {
+        let extra = std::mem::take(&mut self.extra.0);
+        let (filter, output, logging) = self.parts()?;
+        // Without extra layers, nothing boxed stands between the registry and ours.
+        let dispatch = if extra.is_empty() {
+            tracing_core::Dispatch::new(tracing_subscriber::registry().with(filter).with(output))
+        } else {
+            tracing_core::Dispatch::new(
+                tracing_subscriber::registry()
+                    .with(extra)
+                    .with(filter)
+                    .with(output),
+            )
+        };
+        Ok((dispatch, logging))
+    }
+
+    /// Logpolicy as one [`Layer`] (the policy's filter, and the format linked to it,
+    /// writing through the [`Writer`]) for a subscriber you build yourself, with
+    /// everything [`init`] gives but the global subscriber: the `log` bridge (unless
+    /// [`Builder::log_bridge`] says not to), the panic hook that flushes what is queued,
+    /// the admin endpoint, and the in-band warnings about skipped settings.
+    ///
+    /// The filter in it filters the whole subscriber, as an `EnvFilter` layer does: a
+    /// layer under it sees only what the policy enables. Put layers that must see
+    /// everything beside it with a per-layer filter of their own.
+    ///
+    /// This is the one way to compose logpolicy by hand with everything it does: a
+    /// [`FormatLayer`] made alone is a formatter without the policy's request sampling,
+    /// byte budget and write counts (see [`FormatLayer::with_policy`]).
+    ///
+    /// # Examples
+    ///
+    /// With another layer (here `fmt`'s, writing to a buffer; an OpenTelemetry layer
+    /// composes the same way, and its trace ids are on logpolicy's lines):
+    ///
+    /// ```
+    /// use tracing_subscriber::prelude::*;
+    ///
+    /// let (layer, logging) = logpolicy::Builder::new()
+    ///     .directives("info")
+    ///     .log_bridge(false)
+    ///     .layer()
+    ///     .unwrap();
+    /// let subscriber = tracing_subscriber::registry()
+    ///     .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
+    ///     .with(layer);
+    /// tracing::subscriber::with_default(subscriber, || {
+    ///     tracing::info!(target: "shop::http", "listening");
+    /// });
+    /// assert_eq!(logging.finish().written_total(), 1);
+    /// ```
+    ///
+    /// As the global subscriber: `tracing::subscriber::set_global_default(subscriber)`.
+    /// Not `tracing-subscriber`'s `.init()` or `.try_init()`: with its `tracing-log`
+    /// feature (on by default) they also set a `log` logger, which fails beside the `log`
+    /// bridge this installed (unless [`Builder::log_bridge`]`(false)`).
+    pub fn layer<S>(self) -> Result<(impl Layer<S> + Send + Sync + 'static, Logging), InitError>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if !self.extra.0.is_empty() {
+            return Err(InitError::LayersGivenTwice);
+        }
+        let bridge = !self.leave_log_alone;
+        let (filter, output, logging) = self.parts()?;
+        if bridge {
+            LogBridge::install(&logging.handle)?;
+        }
+        install_panic_hook(logging.writer.clone());
+        Ok((filter.and_then(output), logging))
+    }
+
+    /// What [`Builder::build`] and [`Builder::layer`] assemble: the filter, the format
+    /// layer linked to it, and the running parts (writer, admin endpoint), with the
+    /// in-band warnings about skipped settings written.
+    fn parts(self) -> Result<(PolicyFilter, FormatLayer<Writer>, Logging), InitError> {
         let (baseline, skipped_directives) = self.baseline()?;
         let mut skipped = Vec::new();
         let format = self.choose_format(&mut skipped)?;
@@ -619,9 +764,7 @@ impl Builder {
         if let Some(project) = gcp_project {
             layer = layer.gcp_project(project);
         }
-        let subscriber = tracing_subscriber::registry()
-            .with(filter)
-            .with(layer.with_policy(&filter_for_output));
+        let output = layer.with_policy(&filter_for_output);
         let logging = Logging {
             #[cfg(feature = "admin")]
             admin,
@@ -632,7 +775,7 @@ impl Builder {
             style,
             guard: Some(guard),
         };
-        Ok((tracing_core::Dispatch::new(subscriber), logging))
+        Ok((filter, output, logging))
     }
 
     /// Builds the subscriber and installs it as the global default, and the `log`

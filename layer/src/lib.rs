@@ -21,23 +21,37 @@
 //! tracing::debug!(target: "shop::payment", "now visible, for 15 minutes");
 //! ```
 //!
-//! ## Composing it yourself
+//! ## With other layers
 //!
-//! [`PolicyFilter`] is a `tracing-subscriber` layer and a per-layer filter; put it in
-//! front of [`FormatLayer`] (ours), `tracing_subscriber::fmt`, OpenTelemetry or any
-//! other layer:
+//! [`Builder::layer`] gives logpolicy as one `tracing-subscriber` layer (its filter, the
+//! format linked to it, the writer) with everything [`init`] sets up but the global
+//! subscriber, for a subscriber you build with OpenTelemetry or any other layer;
+//! [`Builder::with_layer`] adds layers to the one [`init`] builds:
 //!
 //! ```
-//! use logpolicy::{Format, FormatLayer, PolicyFilter, StdoutSink};
 //! use tracing_subscriber::prelude::*;
 //!
-//! let filter = PolicyFilter::from_directives("info,hyper=warn").unwrap();
-//! let handle = filter.handle();
+//! let (layer, logging) = logpolicy::Builder::from_env().layer().expect("logging");
 //! let subscriber = tracing_subscriber::registry()
-//!     .with(filter)
-//!     .with(FormatLayer::new(Format::Json, StdoutSink));
-//! # drop((subscriber, handle));
+//!     // .with(tracing_opentelemetry::layer().with_tracer(tracer))
+//!     .with(layer);
+//! tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
+//! tracing::info!(target: "shop::http", "listening");
+//! log::info!(target: "shop::legacy", "and `log` records, through logpolicy's bridge");
+//! # drop(logging);
 //! ```
+//!
+//! Install it with `set_global_default`, not `tracing-subscriber`'s `.init()`: with that
+//! crate's `tracing-log` feature (on by default) `.init()` also sets its own `log`
+//! logger, which fails (and panics) beside logpolicy's `log` bridge. (Or take
+//! `.log_bridge(false)`, and `log` records arrive through `tracing-log`, under the target
+//! `log`.)
+//!
+//! The parts are public too: [`PolicyFilter`] is a layer and a per-layer filter, in
+//! front of `tracing_subscriber::fmt` or any layer. A [`FormatLayer`] made by hand is
+//! only a formatter until [`FormatLayer::with_policy`] links it to the filter in front
+//! of it: without that link, request sampling, the byte budget and the write counts are
+//! off (see [`FormatLayer`]).
 //!
 //! ## What it costs
 //!

@@ -9,9 +9,12 @@
 
 use std::sync::{Arc, Mutex};
 
+use logpolicy::writer::{Output, WriterConfig};
 use logpolicy::{Format, FormatLayer};
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::{InMemorySpanExporterBuilder, SdkTracerProvider};
+use opentelemetry_sdk::trace::{
+    InMemorySpanExporter, InMemorySpanExporterBuilder, SdkTracerProvider,
+};
 use serde_json::Value;
 use tracing_subscriber::prelude::*;
 
@@ -41,7 +44,14 @@ fn run(format: Format) -> (Vec<String>, Vec<(String, String, String)>) {
         tracing::info!("outside");
     });
     provider.force_flush().unwrap();
-    let spans = exporter
+    let spans = exported(&exporter);
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    (text.lines().map(str::to_owned).collect(), spans)
+}
+
+/// The spans `exporter` has: `(name, trace id, span id)`, in W3C hex.
+fn exported(exporter: &InMemorySpanExporter) -> Vec<(String, String, String)> {
+    exporter
         .get_finished_spans()
         .unwrap()
         .into_iter()
@@ -52,9 +62,7 @@ fn run(format: Format) -> (Vec<String>, Vec<(String, String, String)>) {
                 s.span_context.span_id().to_string(),
             )
         })
-        .collect();
-    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
-    (text.lines().map(str::to_owned).collect(), spans)
+        .collect()
 }
 
 /// The exported span called `name`.
@@ -123,4 +131,50 @@ fn datadog_and_logfmt_carry_them_as_their_readers_join_them() {
     );
     assert!(lines[2].ends_with(&format!(" trace_id={} span_id={}", db.1, db.2)));
     assert!(!lines[3].contains("trace_id="), "{}", lines[3]);
+}
+
+/// Logpolicy as one layer of the user's subscriber (`Builder::layer`, under the
+/// OpenTelemetry layer as a service composes them): its lines, written through the
+/// writer, carry the exported spans' ids, and the policy filters what is exported.
+#[test]
+fn as_one_layer_beside_opentelemetry_its_lines_carry_the_exported_ids() {
+    let exporter = InMemorySpanExporterBuilder::new().build();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let out = std::env::temp_dir().join(format!("trace-ids-as-a-layer-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let (layer, logging) = logpolicy::Builder::new()
+        .directives("info")
+        .format(Format::Json)
+        .writer(WriterConfig::new(Output::File(out.clone())))
+        .log_bridge(false)
+        .layer()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")))
+        .with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let request = tracing::info_span!("request", method = "GET");
+        let _r = request.enter();
+        tracing::debug_span!("not exported: the policy says info").in_scope(|| {
+            tracing::info!("in request");
+        });
+        tracing::info_span!("db").in_scope(|| tracing::warn!(rows = 3, "in db"));
+    });
+    provider.force_flush().unwrap();
+    logging.finish();
+    let spans = exported(&exporter);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (request, db) = (span(&spans, "request"), span(&spans, "db"));
+    assert_eq!(lines[0]["trace_id"], request.1, "{}", lines[0]);
+    assert_eq!(lines[0]["span_id"], request.2, "{}", lines[0]);
+    assert_eq!(lines[1]["trace_id"], db.1, "{}", lines[1]);
+    assert_eq!(lines[1]["span_id"], db.2, "{}", lines[1]);
 }

@@ -158,6 +158,24 @@ thread_local! {
 /// Put a [`PolicyFilter`](crate::PolicyFilter) in front of it (as a global layer or as
 /// its per-layer filter) to decide what it sees.
 ///
+/// # Made by hand, it is only a formatter
+///
+/// Logpolicy is [`Builder::layer`](crate::Builder::layer) (or [`init`](crate::init)):
+/// use that. A `FormatLayer` made with [`FormatLayer::new`] writes what the filter in
+/// front of it enables and **nothing of the policy that needs the line or the
+/// request**, until [`FormatLayer::with_policy`] links it to that filter:
+///
+/// | without `with_policy` | with it |
+/// |---|---|
+/// | request-scope sampling keeps every line | lines of a request not kept are held, written if it fails |
+/// | no byte budget (`@max_bytes_per_second`) | the budget is enforced, warnings and errors exempt |
+/// | `Stats` count no written events, the ledger no held-back lines | both count |
+/// | no in-band burst notices or summaries | both written |
+/// | the built-in redaction, or what [`FormatLayer::redaction`] sets | the policy's redaction, pushed changes included |
+///
+/// It stays public, unlinked, for what it is good at alone: a formatter behind
+/// `EnvFilter` or a per-layer filter, and the formats' benchmarks.
+///
 /// # Examples
 ///
 /// ```
