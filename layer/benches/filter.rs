@@ -26,6 +26,10 @@
 //!     exports nothing, filtered to see spans only, so that its own recording of events
 //!     is not counted), its line with the trace id and span id, against the same span
 //!     without that layer;
+//! (n) the 6-field event inside three nested spans (`request{method,user_id}` >
+//!     `handler{route}` > `db{table}`, entered once), to JSON with every span's fields
+//!     (`Spans::All`, fmt's shape) vs `tracing_subscriber::fmt` JSON (which writes every
+//!     span by default), and vs ours with the innermost span only (the default);
 //! (f) records of the `log` crate: a disabled `log::debug!` and a `log::info!(target:
 //!     "noisy")` disabled by target, through our bridge (`logpolicy::log_bridge`) vs
 //!     through `tracing-log`'s `LogTracer` + `EnvFilter` (each with `log`'s max level as
@@ -56,7 +60,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use criterion::Criterion;
-use logpolicy::format::Service;
+use logpolicy::format::{Service, Spans};
 use logpolicy::policy::{FieldName, Redaction};
 use logpolicy::writer::{Output, Writer, WriterConfig};
 use logpolicy::{Format, FormatLayer, LogBridge, NullSink, PolicyFilter};
@@ -622,6 +626,46 @@ fn bench_json(c: &mut Criterion) -> serde_json::Value {
     })
 }
 
+/// (n): the 6-field event in three nested spans: ours with every span's fields
+/// (`Spans::All`), ours with the innermost only, and `fmt` JSON (every span).
+fn bench_nested_spans(c: &mut Criterion) {
+    let ours = |spans: Spans| {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(PolicyFilter::from_directives("info").expect("directives"))
+                .with(FormatLayer::new(Format::Json, NullSink).spans(spans)),
+        )
+    };
+    let fmt = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(EnvFilter::new("info"))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::sink),
+            ),
+    );
+    for (id, dispatch) in [
+        ("logpolicy-all", ours(Spans::All)),
+        ("logpolicy-innermost", ours(Spans::Innermost)),
+        ("fmt-json", fmt),
+    ] {
+        tracing::callsite::rebuild_interest_cache();
+        tracing::dispatcher::with_default(&dispatch, || {
+            tracing::callsite::rebuild_interest_cache();
+            let request = tracing::info_span!("request", method = "GET", user_id = 42u64);
+            let _r = request.enter();
+            let handler = tracing::info_span!("handler", route = "/checkout");
+            let _h = handler.enter();
+            let db = tracing::info_span!("db", table = "orders");
+            let _d = db.enter();
+            c.benchmark_group("n-spans")
+                .bench_function(id, |b| b.iter(six_fields));
+        });
+    }
+    tracing::callsite::rebuild_interest_cache();
+}
+
 /// (h): the 6-field event in an entered span, with and without an OpenTelemetry context.
 #[cfg(feature = "opentelemetry")]
 fn bench_trace_context(c: &mut Criterion) {
@@ -810,6 +854,7 @@ fn main() {
     let extra = bench_json(&mut c);
     #[cfg(feature = "opentelemetry")]
     bench_trace_context(&mut c);
+    bench_nested_spans(&mut c);
     bench_log(&mut c);
     bench_when(&mut c);
     c.final_summary();
@@ -932,6 +977,20 @@ fn main() {
             case: "(e) an HTTP request's 5 lines (per request)",
             ours: ("e-http-request", "logpolicy-writer"),
             peer: ("e-http-request", "fmt-json"),
+            target: f64::INFINITY,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(n) 6-field JSON in 3 nested spans, every span's fields (Spans::All) vs fmt JSON",
+            ours: ("n-spans", "logpolicy-all"),
+            peer: ("n-spans", "fmt-json"),
+            target: 0.5,
+            per_iter: 1.0,
+        },
+        Row {
+            case: "(n) the same, every span vs the innermost only (the default; reported)",
+            ours: ("n-spans", "logpolicy-all"),
+            peer: ("n-spans", "logpolicy-innermost"),
             target: f64::INFINITY,
             per_iter: 1.0,
         },

@@ -14,7 +14,8 @@ use crate::admin::{AdminProblem, NOT_RUNNING, SKIPPED_SETTING};
 use crate::enforce::{PolicyFilter, PolicyHandle};
 use crate::format::own_line::{self, write_skipped, write_skipped_directive};
 use crate::format::{
-    Format, FormatLayer, ParseFormatError, ResourceError, Service, Style, RESOURCE_ATTRIBUTES_VAR,
+    Format, FormatLayer, ParseFormatError, ResourceError, Service, Spans, Style,
+    RESOURCE_ATTRIBUTES_VAR,
 };
 use crate::ledger::Sites;
 use crate::log_bridge::{LogBridge, LogBridgeError};
@@ -118,6 +119,7 @@ pub struct Builder {
     format: Option<Format>,
     service: Service,
     gcp_project: Option<String>,
+    spans: Spans,
     writer: Option<WriterConfig>,
     #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
@@ -355,6 +357,29 @@ impl Builder {
     #[must_use]
     pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
         self.gcp_project = Some(project.into());
+        self
+    }
+
+    /// Which spans' fields each line carries (default [`Spans::Innermost`]):
+    /// [`Spans::All`] writes every span the event is in, root first, as
+    /// `tracing_subscriber::fmt`'s JSON does, so a request span's `user_id` is on the
+    /// lines of the spans nested in it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::format::Spans;
+    /// let (dispatch, logging) = logpolicy::Builder::new().spans(Spans::All).build().unwrap();
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     let _request = tracing::info_span!("request", user_id = 42).entered();
+    ///     let _charge = tracing::info_span!("charge").entered();
+    ///     tracing::info!("charged"); // "spans":[{"name":"request","user_id":42},{"name":"charge"}]
+    /// });
+    /// # drop(logging);
+    /// ```
+    #[must_use]
+    pub fn spans(mut self, spans: Spans) -> Self {
+        self.spans = spans;
         self
     }
 
@@ -756,7 +781,9 @@ impl Builder {
             })
             .collect();
         let filter_for_output = filter.clone();
-        let mut layer = FormatLayer::new(format, writer.clone()).service(&service);
+        let mut layer = FormatLayer::new(format, writer.clone())
+            .service(&service)
+            .spans(self.spans);
         let gcp_project = self.gcp_project.clone().or_else(|| {
             let var = self.from_env.then(|| std::env::var(GCP_PROJECT_VAR).ok());
             var.flatten().filter(|p| !p.trim().is_empty())

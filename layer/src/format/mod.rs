@@ -113,7 +113,7 @@ use callsite::{cached_site, message_index, CachedSite};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, LogfmtFields, OtelAttributes, OtelFields, TextFields, Tracked};
 use redact::{Counts, Redacting};
-use schema::{span_open, write_head, write_logfmt_str, write_time, Keys};
+use schema::{span_open, spans_open, write_head, write_logfmt_str, write_time, Keys};
 pub use schema::{Format, ParseFormatError};
 pub use service::{ResourceError, Service, RESOURCE_ATTRIBUTES_VAR, SERVICE_NAME_VAR};
 
@@ -214,6 +214,45 @@ pub struct FormatLayer<K> {
     unredacted: bool,
     /// Where the trace ids of spans come from.
     trace: trace_ids::Source,
+    /// Which spans' fields a line carries.
+    spans: Spans,
+}
+
+/// Which spans' fields a line carries: [`FormatLayer::spans`], [`Builder::spans`](crate::Builder::spans).
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::format::Spans;
+/// use logpolicy::{Format, FormatLayer};
+/// use std::sync::{Arc, Mutex};
+/// use tracing_subscriber::prelude::*;
+///
+/// let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+/// let subscriber = tracing_subscriber::registry()
+///     .with(FormatLayer::new(Format::Json, out.clone()).spans(Spans::All));
+/// tracing::subscriber::with_default(subscriber, || {
+///     let _request = tracing::info_span!("request", user_id = 42).entered();
+///     let _charge = tracing::info_span!("charge", cents = 1250).entered();
+///     tracing::info!("charged");
+/// });
+/// let line: serde_json::Value = serde_json::from_slice(&out.lock().unwrap()).unwrap();
+/// assert_eq!(line["span"]["name"], "charge");
+/// assert_eq!(line["spans"][0]["name"], "request");
+/// assert_eq!(line["spans"][0]["user_id"], 42);
+/// assert_eq!(line["spans"][1]["cents"], 1250);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spans {
+    /// The event's own span (its explicit parent, else the current span), as `span`:
+    /// the default, the shortest line; a field of an outer span is not on it.
+    #[default]
+    Innermost,
+    /// Also every span the event is in, root first, as `spans` (`tracing.spans` in
+    /// `json-ecs`; in `Attributes` in `json-otel`): `tracing_subscriber::fmt`'s JSON
+    /// shape, so a request span's `user_id` is on every line inside it. Text lines
+    /// write `outer{..}:inner{..}:` as `fmt` does; `logfmt` keeps the innermost span.
+    All,
 }
 
 impl<K: LineSink> FormatLayer<K> {
@@ -229,6 +268,7 @@ impl<K: LineSink> FormatLayer<K> {
             gate: OutputGate::new(),
             unredacted: false,
             trace: trace_ids::Source::default(),
+            spans: Spans::Innermost,
         }
     }
 
@@ -302,6 +342,14 @@ impl<K: LineSink> FormatLayer<K> {
     #[must_use]
     pub fn gcp_project(mut self, project: impl Into<String>) -> Self {
         self.style.gcp_project = Some(project.into().into());
+        self
+    }
+
+    /// Which spans' fields each line carries (default [`Spans::Innermost`]; see
+    /// [`Spans`]).
+    #[must_use]
+    pub fn spans(mut self, spans: Spans) -> Self {
+        self.spans = spans;
         self
     }
 
@@ -473,6 +521,9 @@ impl<K: LineSink> FormatLayer<K> {
                 if let Some(span) = &span {
                     attributes.put_span_open(buf, span_open(format));
                     self.put_json_span(buf, span, r);
+                    if self.spans == Spans::All {
+                        self.put_json_spans(buf, span, r);
+                    }
                 }
                 match span.as_ref().and_then(|s| self.trace_ids::<JSON, S>(s)) {
                     Some(ids) => {
@@ -496,6 +547,9 @@ impl<K: LineSink> FormatLayer<K> {
                 if let Some(span) = ctx.event_span(event) {
                     buf.extend_from_slice(span_open(format));
                     self.put_json_span(buf, &span, r);
+                    if self.spans == Spans::All {
+                        self.put_json_spans(buf, &span, r);
+                    }
                     self.put_trace_ids::<JSON, S>(buf, &span);
                 }
                 counts
@@ -565,6 +619,28 @@ impl<K: LineSink> FormatLayer<K> {
         buf.push(b'}');
     }
 
+    /// Appends the list of every span from the root to `leaf`, each as its JSON object
+    /// ([`Spans::All`]).
+    #[cold]
+    fn put_json_spans<S>(
+        &self,
+        buf: &mut Vec<u8>,
+        leaf: &tracing_subscriber::registry::SpanRef<'_, S>,
+        r: ActiveRedaction,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        buf.extend_from_slice(spans_open(self.style.format));
+        for (i, span) in leaf.scope().from_root().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(b"{\"name\":\"");
+            self.put_json_span(buf, &span, r);
+        }
+        buf.push(b']');
+    }
+
     /// [`FormatLayer::format_into`] for [`Format::Text`], the event in `span`.
     fn format_text<S: Subscriber + for<'a> LookupSpan<'a>>(
         &self,
@@ -583,14 +659,12 @@ impl<K: LineSink> FormatLayer<K> {
         }
         if let Some(span) = span {
             buf.push(b' ');
-            buf.extend_from_slice(span.name().as_bytes());
-            buf.push(b'{');
-            let at = buf.len();
-            self.put_span_fields::<TEXT, S>(&span, buf, r);
-            if buf.get(at) == Some(&b' ') {
-                buf.remove(at);
+            if let (Spans::All, Some(parent)) = (self.spans, span.parent()) {
+                for outer in parent.scope().from_root() {
+                    self.put_text_span(buf, &outer, r);
+                }
             }
-            buf.extend_from_slice(b"}:");
+            self.put_text_span(buf, &span, r);
         }
         let counts = self.record_redacted(
             |v| event.record(v),
@@ -604,6 +678,23 @@ impl<K: LineSink> FormatLayer<K> {
         );
         buf.push(b'\n');
         counts
+    }
+
+    /// Appends `span` as text lines write it: `name{fields}:`.
+    fn put_text_span<S: Subscriber + for<'a> LookupSpan<'a>>(
+        &self,
+        buf: &mut Vec<u8>,
+        span: &tracing_subscriber::registry::SpanRef<'_, S>,
+        r: ActiveRedaction,
+    ) {
+        buf.extend_from_slice(span.name().as_bytes());
+        buf.push(b'{');
+        let at = buf.len();
+        self.put_span_fields::<TEXT, S>(span, buf, r);
+        if buf.get(at) == Some(&b' ') {
+            buf.remove(at);
+        }
+        buf.extend_from_slice(b"}:");
     }
 
     /// Appends the pre-rendered fields of `span`, rendered again first if what is

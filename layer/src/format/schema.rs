@@ -163,7 +163,7 @@ impl Keys {
         match self {
             Keys::Json | Keys::Logfmt => &PLAIN_RESERVED,
             // Fields go in `Attributes`, beside the span.
-            Keys::Otel => &["span"],
+            Keys::Otel => &["span", "spans"],
             Keys::Ecs => &[
                 "@timestamp",
                 "log.level",
@@ -171,6 +171,7 @@ impl Keys {
                 "ecs.version",
                 "message",
                 "tracing.span",
+                "tracing.spans",
                 "service.name",
                 "service.version",
                 "trace.id",
@@ -182,6 +183,7 @@ impl Keys {
                 "target",
                 "message",
                 "span",
+                "spans",
                 "serviceContext",
             ],
             Keys::Datadog => &[
@@ -190,6 +192,7 @@ impl Keys {
                 "logger.name",
                 "message",
                 "span",
+                "spans",
                 "service",
                 "version",
                 "dd.trace_id",
@@ -212,24 +215,26 @@ impl Keys {
 /// with the `opentelemetry` feature (the only build that writes them): without it, a
 /// service that logs its own `trace_id` field keeps that key, as before formats came.
 #[cfg(feature = "opentelemetry")]
-const PLAIN_RESERVED: [&str; 9] = [
+const PLAIN_RESERVED: [&str; 10] = [
     "ts",
     "level",
     "target",
     "msg",
     "span",
+    "spans",
     "service.name",
     "service.version",
     "trace_id",
     "span_id",
 ];
 #[cfg(not(feature = "opentelemetry"))]
-const PLAIN_RESERVED: [&str; 7] = [
+const PLAIN_RESERVED: [&str; 8] = [
     "ts",
     "level",
     "target",
     "msg",
     "span",
+    "spans",
     "service.name",
     "service.version",
 ];
@@ -403,6 +408,14 @@ pub(crate) const fn span_open(format: Format) -> &'static [u8] {
         Format::JsonEcs => b",\"tracing.span\":{\"name\":\"",
         Format::Logfmt => b" span=",
         _ => b",\"span\":{\"name\":\"",
+    }
+}
+
+/// Opens the list of every span of an event ([`Spans::All`](super::Spans::All)).
+pub(crate) const fn spans_open(format: Format) -> &'static [u8] {
+    match format {
+        Format::JsonEcs => b",\"tracing.spans\":[",
+        _ => b",\"spans\":[",
     }
 }
 
