@@ -49,7 +49,7 @@ struct Args {
     watch_namespaces: Vec<String>,
     /// The longest a LogPolicy may apply (`24h`, `90m`: numbers with units `ms`, `s`,
     /// `m`, `h`, as a policy's `duration`). A policy without an expiry, or with a longer
-    /// one, is refused (`Ready=False`, reason `InvalidSpec`) and the pods keep what they
+    /// one, is refused (`Ready=False`, reason `Invalid`) and the pods keep what they
     /// have. Empty, `0` or `none`: no limit (standing policies).
     #[arg(long, env = "LOGPOLICY_MAX_DURATION", default_value = DEFAULT_MAX_DURATION)]
     max_duration: MaxDuration,

@@ -303,7 +303,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
 
 /// The longest a policy may apply, as the operator's `--max-duration` says: `None` for
 /// no limit. Policies without an expiry, or with a later one, are refused (`Ready=False`,
-/// reason `InvalidSpec`), so a raise cannot be forgotten.
+/// reason `Invalid`, and an `InvalidSpec` Event), so a raise cannot be forgotten.
 ///
 /// Parsed like a `duration` (`24h`, `1h30m`, `90s`); an empty value, `0` or `none`
 /// lift the limit. Shown the same way.
