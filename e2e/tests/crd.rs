@@ -98,7 +98,7 @@ spec:
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "LEVELS", "APPLIED", "EXPIRES", "AGE"],
+        ["NAME", "READY", "LEVELS", "APPLIED", "EXPIRES", "AGE"],
         "{table}"
     );
     // LEVELS and APPLIED come from the status the operator writes (none runs here).
@@ -110,8 +110,8 @@ spec:
     assert_eq!(
         header,
         [
-            "NAME", "LEVELS", "APPLIED", "EXPIRES", "AGE", "PRIORITY", "TARGETS", "SAMPLING",
-            "REASON"
+            "NAME", "READY", "LEVELS", "APPLIED", "EXPIRES", "AGE", "PRIORITY", "TARGETS",
+            "SAMPLING", "REASON"
         ],
         "{wide}"
     );

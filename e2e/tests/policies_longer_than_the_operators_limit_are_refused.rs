@@ -1,6 +1,7 @@
 //! An operator started with the chart's `maxDuration=1m` refuses a LogPolicy without an
 //! expiry, or with a longer one (`Ready=False`, reason `Invalid`, naming `spec.duration`,
-//! the limit and how to lift it; an `InvalidSpec` Event) and pushes nothing of it; a
+//! the limit and how to lift it; `Stalled=True`, which kstatus reads as failed; `READY`
+//! False in `kubectl get lp`; an `InvalidSpec` Event) and pushes nothing of it; a
 //! policy within the limit applies, and so does one without an expiry that can only make
 //! pods write less (sampling, a byte budget: the limit is for raises).
 
@@ -72,13 +73,49 @@ async fn policies_longer_than_the_operators_limit_are_refused() {
         })
         .unwrap();
         assert_eq!(lp["status"]["appliedPods"].as_u64().unwrap_or(0), 0, "{lp}");
+        // What kstatus (kubectl wait, Flux, Argo CD) reads as failed, not in progress.
+        let stalled = condition(&lp, "Stalled").unwrap();
+        assert_eq!(
+            (&stalled["status"], &stalled["reason"]),
+            (&"True".into(), &"Invalid".into()),
+            "{lp}"
+        );
+        assert_eq!(stalled["message"], ready["message"], "{lp}");
+        assert_eq!(
+            condition(&lp, "Reconciling").unwrap()["status"],
+            "False",
+            "{lp}"
+        );
+        let table = s.kubectl(&["get", "lp", name, "--no-headers"]).unwrap();
+        assert_eq!(
+            table.split_whitespace().nth(1),
+            Some("False"),
+            "READY: {table}"
+        );
     }
 
     // Within the limit: applied; the refused ones never reached the pod.
     s.apply(&policy("short", "shop::payment", "  duration: 45s\n"))
         .unwrap();
-    s.wait_condition("short", "Applied", "True", 10 * SEC)
+    let lp = s
+        .wait_condition("short", "Applied", "True", 10 * SEC)
         .unwrap();
+    assert_eq!(
+        condition(&lp, "Reconciling").unwrap()["reason"],
+        "AllPodsApplied",
+        "{lp}"
+    );
+    assert_eq!(
+        condition(&lp, "Stalled").unwrap()["status"],
+        "False",
+        "{lp}"
+    );
+    let table = s.kubectl(&["get", "lp", "short", "--no-headers"]).unwrap();
+    assert_eq!(
+        table.split_whitespace().nth(1),
+        Some("True"),
+        "READY: {table}"
+    );
     let directives = pods[0].directives().unwrap();
     assert!(directives.contains("shop::payment=trace"), "{directives}");
     for refused in ["shop::db", "shop::http", "shop::cart"] {

@@ -66,6 +66,12 @@ pub const DURATION_PATTERN: &str =
     category = "logging",
     doc = "A LogPolicy changes what the selected pods log (levels per target, sampling, a byte budget), while it exists or until it expires.",
     printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the spec is valid and in force"
+    ),
+    printcolumn(
         name = "Levels",
         type_ = "string",
         json_path = ".status.levels",
@@ -589,6 +595,7 @@ mod tests {
         assert_eq!(
             columns,
             [
+                ("Ready", 0),
                 ("Levels", 0),
                 ("Applied", 0),
                 ("Expires", 0),

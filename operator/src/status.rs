@@ -18,6 +18,14 @@ pub const READY: &str = "Ready";
 pub const APPLIED: &str = "Applied";
 /// `Expired`: the policy's time is over (it stays, for audit).
 pub const EXPIRED: &str = "Expired";
+/// `Reconciling`: pushes are in flight: the policy is valid, in force, and some selected
+/// pod has not acknowledged it yet (its reason is `Applied`'s: `PodsPending`,
+/// `PodsFailed`). What kstatus, `kubectl wait`, Flux and Argo CD read as in progress.
+pub const RECONCILING: &str = "Reconciling";
+/// `Stalled`: the current generation is refused (invalid, or beyond the operator's
+/// limits; reason `Invalid`, the message naming each field) and waits for a new spec:
+/// what kstatus reads as failed.
+pub const STALLED: &str = "Stalled";
 
 fn condition(
     type_: &str,
@@ -129,6 +137,38 @@ impl PolicyView {
         } else {
             condition(APPLIED, false, "PodsPending", counts, g, previous, now)
         };
+        let pushing = applied.status == "False"
+            && matches!(applied.reason.as_str(), "PodsPending" | "PodsFailed");
+        let reconciling = condition(
+            RECONCILING,
+            pushing,
+            &applied.reason,
+            applied.message.clone(),
+            g,
+            previous,
+            now,
+        );
+        let stalled = if self.errors.is_empty() {
+            condition(
+                STALLED,
+                false,
+                "Valid",
+                "the spec is valid".into(),
+                g,
+                previous,
+                now,
+            )
+        } else {
+            condition(
+                STALLED,
+                true,
+                "Invalid",
+                ready.message.clone(),
+                g,
+                previous,
+                now,
+            )
+        };
         let expiry = self.expires_at.map(logpolicy::clock::format_rfc3339);
         let expired = match (&expiry, self.expired) {
             (Some(t), true) if self.expired_before_creation => condition(
@@ -170,7 +210,7 @@ impl PolicyView {
         };
         LogPolicyStatus {
             observed_generation: Some(g),
-            conditions: vec![ready, applied, expired],
+            conditions: vec![ready, applied, expired, reconciling, stalled],
             matched_pods: i32::try_from(self.matched).unwrap_or(i32::MAX),
             applied_pods: i32::try_from(self.applied).unwrap_or(i32::MAX),
             failed_pods: i32::try_from(self.failed).unwrap_or(i32::MAX),

@@ -1283,3 +1283,215 @@ fn under_a_limit_a_policy_that_only_lowers_may_stand_and_one_that_raises_may_not
     }
     assert!(pushed(&mut index, t0()).is_empty());
 }
+
+/// kstatus's rules for a resource with no type-specific rule (as `kubectl wait`, Flux
+/// and Argo CD's kstatus-based checks apply them; ported from cli-utils
+/// `pkg/kstatus/status`): a generation not observed yet, or `Reconciling=True`, is
+/// InProgress; `Stalled=True` is Failed; then a `Ready` condition decides (False:
+/// InProgress); without one the resource is Current.
+fn kstatus(generation: i64, status: &crate::crd::LogPolicyStatus) -> &'static str {
+    let true_ = |type_: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    if status.observed_generation.is_some_and(|g| g != generation) {
+        return "InProgress";
+    }
+    if true_("Reconciling") {
+        return "InProgress";
+    }
+    if true_("Stalled") {
+        return "Failed";
+    }
+    match status.conditions.iter().find(|c| c.type_ == "Ready") {
+        Some(c) if c.status == "False" => "InProgress",
+        _ => "Current",
+    }
+}
+
+/// The states a policy goes through, as the e2e tests reach them: `(what, generation
+/// of the object, its status)`.
+fn gitops_states() -> Vec<(&'static str, i64, crate::crd::LogPolicyStatus)> {
+    let mut index = Index::new();
+    let now = t0();
+    let mut states = Vec::new();
+    let mut state = |index: &Index, what: &'static str, name: &str, generation: i64, at| {
+        let status = index.policy_view(&pkey(name)).unwrap().status(None, at);
+        states.push((what, generation, status));
+    };
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), now);
+    index.apply_pod(pod("web-2", 2, &[("app", "web")]), now);
+    let mut v = web_debug();
+    v["duration"] = "10m".into();
+    index.apply_policy(policy("raise", v), now);
+    state(&index, "pending", "raise", 1, now);
+
+    let pushes = index.take_pushes(now);
+    index.record_push(&pushes[0].pod, pushes[0].ticket, PushResult::Applied);
+    index.record_push(
+        &pushes[1].pod,
+        pushes[1].ticket,
+        failed("timeout", "timeout after 2s"),
+    );
+    state(&index, "a pod failed", "raise", 1, now);
+
+    let retry = now + secs(30);
+    index.tick(retry);
+    ack_all(&mut index, retry);
+    state(&index, "applied", "raise", 1, retry);
+    state(&index, "a new generation not observed", "raise", 2, retry);
+
+    let end = now + secs(600);
+    index.tick(end);
+    ack_all(&mut index, end);
+    state(&index, "expired", "raise", 1, end);
+
+    let mut none = web_debug();
+    none["selector"] = serde_json::json!({"matchLabels": {"app": "nothing"}});
+    none["duration"] = "10m".into();
+    index.apply_policy(policy("idle", none), now);
+    state(&index, "no pod selected", "idle", 1, now);
+
+    let mut bad = web_debug();
+    bad["selector"] = serde_json::json!({});
+    index.apply_policy(policy("broken", bad), now);
+    state(&index, "invalid", "broken", 1, now);
+    states
+}
+
+#[test]
+fn gitops_tools_read_each_state_as_in_progress_current_or_failed() {
+    let states = gitops_states();
+    let expected = [
+        ("pending", "InProgress", "PodsPending"),
+        ("a pod failed", "InProgress", "PodsFailed"),
+        ("applied", "Current", "AllPodsApplied"),
+        (
+            "a new generation not observed",
+            "InProgress",
+            "AllPodsApplied",
+        ),
+        ("expired", "Current", "Expired"),
+        ("no pod selected", "Current", "NoPodsSelected"),
+        ("invalid", "Failed", "Invalid"),
+    ];
+    assert_eq!(states.len(), expected.len());
+    for ((what, generation, status), (want, result, reconciling)) in states.iter().zip(expected) {
+        assert_eq!(*what, want);
+        assert_eq!(kstatus(*generation, status), result, "{what}: {status:?}");
+        let r = condition(status, "Reconciling");
+        assert_eq!(r.reason, reconciling, "{what}");
+        assert_eq!(r.observed_generation, Some(1), "{what}");
+        assert_eq!(condition(status, "Stalled").observed_generation, Some(1));
+    }
+    let (_, _, invalid) = &states[6];
+    let stalled = condition(invalid, "Stalled");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "Invalid")
+    );
+    assert!(
+        stalled.message.starts_with("spec.selector"),
+        "{}",
+        stalled.message
+    );
+    let (_, _, expired) = &states[4];
+    assert_eq!(condition(expired, "Expired").status, "True");
+}
+
+/// `value` as a Lua 5.1 table constructor.
+fn lua(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "nil".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    c => out.push(c),
+                }
+            }
+            out + "\""
+        }
+        Value::Array(items) => format!(
+            "{{{}}}",
+            items.iter().map(lua).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("[{}] = {}", lua(&Value::String(k.clone())), lua(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The chart's Argo CD health check, run by a real Lua 5.1 interpreter (the dialect
+/// Argo CD runs, Debian's `lua5.1`) against each state's object; the chart README shows
+/// the same script.
+#[test]
+fn the_argo_cd_health_check_reads_each_state() {
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/logpolicy-operator");
+    let script = chart.join("health/argocd-logpolicy.lua");
+    let text = std::fs::read_to_string(&script).unwrap();
+    let readme = std::fs::read_to_string(chart.join("README.md")).unwrap();
+    let indented: String = text.lines().map(|l| format!("    {l}\n")).collect();
+    assert!(
+        readme.contains(&indented.replace("    \n", "\n")),
+        "the chart README shows health/argocd-logpolicy.lua as it is"
+    );
+    let run = |object: &serde_json::Value| {
+        let chunk = format!(
+            "obj = {}\nlocal hs = assert(loadfile({:?}))()\nio.write(hs.status, \"\\t\", tostring(hs.message))",
+            lua(object),
+            script.to_str().unwrap()
+        );
+        let out = std::process::Command::new("lua5.1")
+            .args(["-e", &chunk])
+            .output()
+            .expect("lua5.1 (Debian package lua5.1; scripts/test installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = String::from_utf8(out.stdout).unwrap();
+        let (status, message) = out.split_once('\t').unwrap();
+        (status.to_owned(), message.to_owned())
+    };
+    let expected = [
+        ("pending", "Progressing"),
+        ("a pod failed", "Progressing"),
+        ("applied", "Healthy"),
+        ("a new generation not observed", "Progressing"),
+        ("expired", "Healthy"),
+        ("no pod selected", "Healthy"),
+        ("invalid", "Degraded"),
+    ];
+    for ((what, generation, status), (want, health)) in gitops_states().into_iter().zip(expected) {
+        assert_eq!(what, want);
+        let object = serde_json::json!({
+            "metadata": {"name": "raise", "generation": generation},
+            "status": status,
+        });
+        let (got, message) = run(&object);
+        assert_eq!(got, health, "{what}: {message}");
+        if what == "invalid" {
+            assert!(message.starts_with("spec.selector"), "{message}");
+        }
+        if what == "a pod failed" {
+            assert!(message.contains("1 failed"), "{message}");
+        }
+    }
+    let (got, _) = run(&serde_json::json!({"metadata": {"name": "new", "generation": 1}}));
+    assert_eq!(got, "Progressing", "no status yet");
+}
