@@ -299,6 +299,13 @@ mod tests {
         assert_eq!(status, 200);
         assert!(content_type.starts_with("application/openmetrics-text"));
         assert!(body.contains("logpolicy_operator_pods_tracked"), "{body}");
+        for family in [
+            "# TYPE logpolicy_operator_reconcile_errors counter",
+            "# TYPE logpolicy_operator_reconcile_duration_seconds histogram",
+            "# TYPE logpolicy_operator_push_backlog gauge",
+        ] {
+            assert!(body.contains(family), "{family} in {body}");
+        }
 
         let (status, _, body) = get(&endpoints, Method::GET, "/pods").await;
         let all: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -1170,6 +1170,17 @@ impl Index {
         self.pods.len()
     }
 
+    /// How many tracked pods have a document they have not acknowledged (a push queued,
+    /// in flight or backed off).
+    pub fn backlog(&self) -> usize {
+        self.pods
+            .values()
+            .filter(|pod| {
+                pod.version > 0 && pod.acked.as_ref().is_none_or(|(v, _)| *v != pod.version)
+            })
+            .count()
+    }
+
     /// How many policies the index tracks.
     pub fn policy_count(&self) -> usize {
         self.policies.len()

@@ -11,6 +11,11 @@ use prometheus_client::registry::{Registry, Unit};
 /// A counter by `result` (a short, bounded label such as `ok`, `sent`, `dropped`).
 pub type ByResult = Family<Vec<(&'static str, &'static str)>, Counter>;
 
+/// Counts one error of `kind` in `reconcile_errors`.
+pub fn error(errors: &ByResult, kind: &'static str) {
+    errors.get_or_create(&vec![("kind", kind)]).inc();
+}
+
 /// Counts one `result` in `counter`.
 pub fn count(counter: &ByResult, result: &'static str) {
     counter.get_or_create(&vec![("result", result)]).inc();
@@ -39,10 +44,26 @@ pub struct Metrics {
     pub trust_writes: ByResult,
     /// Trust ConfigMaps found changed or deleted by someone else, and restored.
     pub trust_restores: Counter,
+    /// Errors while reconciling, by `kind`: `push` (a pod did not apply its document:
+    /// refused, unreachable, timed out) and `status_write` (a status not written, to be
+    /// retried). Controller-runtime's `reconcile_errors_total`, for alerts.
+    pub reconcile_errors: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Time to handle one input (a watch event, a push report, a timer) and settle what
+    /// it changed, in seconds: the controller's loop, as controller-runtime's
+    /// `reconcile_time_seconds`.
+    pub reconcile_duration: Histogram,
+    /// Opted-in pods whose current document is not acknowledged yet (a push queued, in
+    /// flight or backed off): the work backlog, as controller-runtime's `workqueue_depth`.
+    pub push_backlog: Gauge,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
+        let reconcile_errors = Family::default();
+        // Every kind from the start, at 0, so that a rate over them is defined at once.
+        for kind in ["push", "status_write"] {
+            let _ = reconcile_errors.get_or_create(&vec![("kind", kind)]);
+        }
         Metrics {
             pushes: Family::default(),
             pods_tracked: Gauge::default(),
@@ -55,6 +76,10 @@ impl Default for Metrics {
             events: Family::default(),
             trust_writes: Family::default(),
             trust_restores: Counter::default(),
+            reconcile_errors,
+            // 50 µs .. ~1.6 s.
+            reconcile_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            push_backlog: Gauge::default(),
         }
     }
 }
@@ -109,6 +134,22 @@ impl Metrics {
             "trust_configmap_restores",
             "logpolicy-trust ConfigMaps found changed or deleted by someone else, and restored",
             self.trust_restores.clone(),
+        );
+        sub.register(
+            "reconcile_errors",
+            "Errors while reconciling, by kind (push: a pod did not apply its document; status_write: a status not written, retried)",
+            self.reconcile_errors.clone(),
+        );
+        sub.register_with_unit(
+            "reconcile_duration",
+            "Time to handle one input and settle what it changed",
+            Unit::Seconds,
+            self.reconcile_duration.clone(),
+        );
+        sub.register(
+            "push_backlog",
+            "Opted-in pods whose current document is not acknowledged yet (queued, in flight or backed off)",
+            self.push_backlog.clone(),
         );
     }
 

@@ -458,10 +458,15 @@ impl Controller {
         self.outputs.health.start(2 * self.scopes.len());
         loop {
             let input = inputs.next(self.deadlines()).await;
+            let started = Instant::now();
             let Some(pass) = self.handle(input) else {
                 break;
             };
             self.settle(pass);
+            let metrics = &self.outputs.metrics;
+            metrics
+                .reconcile_duration
+                .observe(started.elapsed().as_secs_f64());
         }
         self.stop();
     }
@@ -671,6 +676,7 @@ impl Controller {
         metrics::count(&metrics.pushes, report.outcome.metric_label());
         metrics.push_latency.observe(report.elapsed.as_secs_f64());
         if !matches!(report.outcome, PushOutcome::Applied) {
+            metrics::error(&metrics.reconcile_errors, "push");
             log::info!(pod = %report.pod, outcome = %report.outcome, attempts = report.attempts, "push did not apply");
         }
         // The index's time stamps the pod's last push.
@@ -698,6 +704,7 @@ impl Controller {
                 o.status = Some(status);
             }
         } else {
+            metrics::error(&self.outputs.metrics.reconcile_errors, "status_write");
             // Retried after the debounce interval.
             self.debounce.mark(key, Instant::now());
         }
@@ -742,6 +749,8 @@ impl Controller {
             metrics.pods_tracked.set(pods);
             let policies = i64::try_from(self.index.policy_count()).unwrap_or(i64::MAX);
             metrics.policies.set(policies);
+            let backlog = i64::try_from(self.index.backlog()).unwrap_or(i64::MAX);
+            metrics.push_backlog.set(backlog);
             if self.views_due.is_none() {
                 self.views_due = Some(Instant::now() + self.config.view_interval);
             }

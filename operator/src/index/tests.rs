@@ -1495,3 +1495,20 @@ fn the_argo_cd_health_check_reads_each_state() {
     let (got, _) = run(&serde_json::json!({"metadata": {"name": "new", "generation": 1}}));
     assert_eq!(got, "Progressing", "no status yet");
 }
+
+#[test]
+fn the_backlog_counts_pods_whose_document_is_not_acknowledged() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_pod(pod("web-2", 2, &[("app", "web")]), t0());
+    index.apply_pod(pod("db-1", 3, &[("app", "db")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let pushes = index.take_pushes(t0());
+    assert_eq!(index.backlog(), pushes.len());
+    index.record_push(&pushes[0].pod, pushes[0].ticket, PushResult::Applied);
+    assert_eq!(index.backlog(), pushes.len() - 1);
+    for p in &pushes[1..] {
+        index.record_push(&p.pod, p.ticket, PushResult::Applied);
+    }
+    assert_eq!(index.backlog(), 0);
+}
