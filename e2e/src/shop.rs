@@ -14,7 +14,7 @@ pub const SEC: Duration = Duration::from_secs(1);
 /// The LogPolicy `debug-payments`: `shop::payment` at debug in the pods labelled
 /// `app=shop`.
 pub const DEBUG_PAYMENTS: &str = r#"
-apiVersion: logpolicy.dev/v1alpha1
+apiVersion: logpolicy.dev/v1beta1
 kind: LogPolicy
 metadata: {name: debug-payments}
 spec:
@@ -112,7 +112,7 @@ pub fn wait_directive(
 pub fn payment_policy(name: &str, level: &str) -> String {
     format!(
         r#"
-apiVersion: logpolicy.dev/v1alpha1
+apiVersion: logpolicy.dev/v1beta1
 kind: LogPolicy
 metadata: {{name: {name}}}
 spec:
@@ -141,7 +141,7 @@ pub async fn temporary_raise(
     let t0 = SystemTime::now();
     s.apply(
         r#"
-apiVersion: logpolicy.dev/v1alpha1
+apiVersion: logpolicy.dev/v1beta1
 kind: LogPolicy
 metadata: {name: incident}
 spec:

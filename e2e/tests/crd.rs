@@ -1,5 +1,7 @@
 //! Scenario 1: the CRD as a platform engineer meets it: `kubectl apply -f crds/`,
-//! `kubectl explain`, `kubectl get lp` with its printer columns.
+//! `kubectl explain`, `kubectl get lp` with its printer columns, and its two versions
+//! (`v1beta1` stored, `v1alpha1` served): an object created in either reads the same in
+//! the other.
 
 use std::time::Duration;
 
@@ -142,4 +144,55 @@ spec:
             "kubectl get {category}: {listed}"
         );
     }
+
+    // Two versions, one schema: an object created in either reads the same in the other.
+    let policy = |version: &str, name: &str| {
+        format!(
+            "apiVersion: logpolicy.dev/{version}\nkind: LogPolicy\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: shop}}}}\n  targets:\n  - {{target: \"shop::payment\", level: debug}}\n  sampling:\n  - {{target: \"shop::http\", keepOneIn: 10, scope: request}}\n  duration: 10m\n  reason: \"written as {version}\"\n"
+        )
+    };
+    let read = |resource: &str, name: &str| -> serde_json::Value {
+        let out = cluster
+            .kubectl(&["get", resource, name, "-n", &ns.name, "-o", "json"])
+            .unwrap();
+        serde_json::from_str(&out).unwrap()
+    };
+    for (written, other) in [("v1alpha1", "v1beta1"), ("v1beta1", "v1alpha1")] {
+        let name = format!("written-as-{written}");
+        cluster
+            .kubectl_input(
+                &["apply", "-n", &ns.name, "-f", "-"],
+                &policy(written, &name),
+            )
+            .unwrap();
+        let as_written = read(&format!("logpolicies.{written}.logpolicy.dev"), &name);
+        let as_other = read(&format!("logpolicies.{other}.logpolicy.dev"), &name);
+        assert_eq!(as_written["apiVersion"], format!("logpolicy.dev/{written}"));
+        assert_eq!(as_other["apiVersion"], format!("logpolicy.dev/{other}"));
+        assert_eq!(as_written["spec"], as_other["spec"], "{name}");
+        assert_eq!(
+            as_other["spec"]["sampling"][0]["scope"], "request",
+            "{as_other}"
+        );
+        assert_eq!(as_other["spec"]["reason"], format!("written as {written}"));
+    }
+    // Stored as v1beta1; kubectl's default (the preferred version) is v1beta1 too.
+    let crd: serde_json::Value = serde_json::from_str(
+        &cluster
+            .kubectl(&["get", "crd", "logpolicies.logpolicy.dev", "-o", "json"])
+            .unwrap(),
+    )
+    .unwrap();
+    let stored: Vec<&str> = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["storage"] == true)
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stored, ["v1beta1"], "{crd}");
+    assert_eq!(
+        read("lp", "written-as-v1alpha1")["apiVersion"],
+        "logpolicy.dev/v1beta1"
+    );
 }

@@ -1,4 +1,5 @@
-//! The `LogPolicy` custom resource (`logpolicy.dev/v1alpha1`).
+//! The `LogPolicy` custom resource (`logpolicy.dev/v1beta1`, stored; `v1alpha1` served
+//! beside it with the same schema: [`crd`]).
 //!
 //! Every field's doc comment becomes its description in the CRD, which is what
 //! `kubectl explain logpolicy.spec.sampling` prints: write them for the on-call engineer
@@ -53,7 +54,7 @@ pub const DURATION_PATTERN: &str =
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "logpolicy.dev",
-    version = "v1alpha1",
+    version = "v1beta1",
     kind = "LogPolicy",
     plural = "logpolicies",
     singular = "logpolicy",
@@ -264,6 +265,11 @@ pub const CRD_FILE: &str = "crds/logpolicy.dev_logpolicies.yaml";
 /// (unset fields are left out), and Kubernetes 1.20 publishes a nullable field to
 /// `kubectl explain` without its type (`span <>`). Without `nullable`, a `null` sent by a
 /// client is pruned, which is what leaving the field out means.
+///
+/// It serves two versions with one schema: [`VERSION`] (`v1beta1`, stored, what the
+/// operator and the plugin write) and [`OLD_VERSIONS`] (`v1alpha1`, served so that
+/// objects and manifests written for it keep working; conversion `None`: the API server
+/// only rewrites `apiVersion`).
 pub fn crd() -> CustomResourceDefinition {
     use kube::CustomResourceExt;
     let derived = LogPolicy::crd();
@@ -271,8 +277,31 @@ pub fn crd() -> CustomResourceDefinition {
         return derived;
     };
     strip_nullable(&mut value);
+    if let Some(versions) = value
+        .pointer_mut("/spec/versions")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        if let Some(stored) = versions.first().cloned() {
+            for old in OLD_VERSIONS {
+                let mut served = stored.clone();
+                served["name"] = old.into();
+                served["storage"] = false.into();
+                versions.push(served);
+            }
+        }
+    }
     serde_json::from_value(value).unwrap_or(derived)
 }
+
+/// The version the operator and the plugin read and write, and the API server stores.
+pub const VERSION: &str = "v1beta1";
+
+/// Older versions the CRD still serves, with the same schema (see the chart README's
+/// "API versions" for how long).
+pub const OLD_VERSIONS: [&str; 1] = ["v1alpha1"];
+
+/// `logpolicy.dev/v1beta1`: the `apiVersion` of what the operator writes.
+pub const API_VERSION: &str = "logpolicy.dev/v1beta1";
 
 fn strip_nullable(v: &mut serde_json::Value) {
     match v {
@@ -633,7 +662,7 @@ mod tests {
     #[test]
     fn a_policy_round_trips_through_yaml() {
         let yaml = r#"
-apiVersion: logpolicy.dev/v1alpha1
+apiVersion: logpolicy.dev/v1beta1
 kind: LogPolicy
 metadata: {name: debug-payments, namespace: shop}
 spec:

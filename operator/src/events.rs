@@ -255,7 +255,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// `kubectl describe` needs to list it).
 pub fn policy_reference(key: &PolicyKey, uid: Option<&str>) -> ObjectReference {
     ObjectReference {
-        api_version: Some("logpolicy.dev/v1alpha1".to_owned()),
+        api_version: Some(crate::crd::API_VERSION.to_owned()),
         kind: Some("LogPolicy".to_owned()),
         namespace: Some(key.namespace.clone()),
         name: Some(key.name.clone()),

@@ -65,7 +65,7 @@ impl StatusWriter {
         };
         let api: Api<LogPolicy> = Api::namespaced(self.client.clone(), &key.namespace);
         let patch = serde_json::json!({
-            "apiVersion": "logpolicy.dev/v1alpha1",
+            "apiVersion": crate::crd::API_VERSION,
             "kind": "LogPolicy",
             "status": status,
         });

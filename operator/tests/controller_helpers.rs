@@ -14,7 +14,7 @@ use logpolicy_operator::{Index, PodInfo, PolicyKey};
 
 fn policy(name: &str, spec: serde_json::Value) -> DynamicObject {
     serde_json::from_value(serde_json::json!({
-        "apiVersion": "logpolicy.dev/v1alpha1",
+        "apiVersion": "logpolicy.dev/v1beta1",
         "kind": "LogPolicy",
         "metadata": {"name": name, "namespace": "shop", "generation": 1},
         "spec": spec,

@@ -17,7 +17,7 @@ use logpolicy_operator::{LogPolicy, LogPolicyStatus, PolicyKey};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-const PATH: &str = "/apis/logpolicy.dev/v1alpha1/namespaces/shop/logpolicies/debug-payments/status";
+const PATH: &str = "/apis/logpolicy.dev/v1beta1/namespaces/shop/logpolicies/debug-payments/status";
 const APPLY: &[(&str, &str)] = &[("fieldManager", "logpolicy-operator"), ("force", "true")];
 
 fn status() -> LogPolicyStatus {
@@ -37,7 +37,7 @@ fn status() -> LogPolicyStatus {
 /// The object as the API server returns it after the apply.
 fn policy_with(status: &LogPolicyStatus) -> serde_json::Value {
     let mut policy: LogPolicy = serde_json::from_value(serde_json::json!({
-        "apiVersion": "logpolicy.dev/v1alpha1", "kind": "LogPolicy",
+        "apiVersion": "logpolicy.dev/v1beta1", "kind": "LogPolicy",
         "metadata": {"name": "debug-payments", "namespace": "shop", "generation": 2},
         "spec": {"selector": {"matchLabels": {"app": "web"}}, "defaultLevel": "debug"},
     }))
@@ -61,7 +61,7 @@ impl Scenario {
         tokio::spawn(async move {
             let (call, send) = api.expect(Method::PATCH, PATH, APPLY).await;
             assert_eq!(call.content_type.as_deref(), Some(APPLY_PATCH));
-            assert_eq!(call.body["apiVersion"], "logpolicy.dev/v1alpha1");
+            assert_eq!(call.body["apiVersion"], "logpolicy.dev/v1beta1");
             assert_eq!(call.body["kind"], "LogPolicy");
             assert_eq!(
                 call.body.as_object().map(|o| o.len()),

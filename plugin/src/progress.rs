@@ -164,7 +164,7 @@ mod tests {
 
     fn policy(generation: i64, status: Option<serde_json::Value>) -> LogPolicy {
         let mut lp: LogPolicy = serde_json::from_value(serde_json::json!({
-            "apiVersion": "logpolicy.dev/v1alpha1", "kind": "LogPolicy",
+            "apiVersion": "logpolicy.dev/v1beta1", "kind": "LogPolicy",
             "metadata": {"name": "raise-shop-debug-bbbbb", "namespace": "shop", "generation": generation},
             "spec": {"selector": {"matchLabels": {"app": "shop"}}, "defaultLevel": "debug"},
         }))

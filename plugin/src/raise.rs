@@ -516,7 +516,7 @@ mod tests {
         let lp = raise_policy(&a, "shop", "raise-shop-payment-debug-bbbbb", selector);
         let text = yaml(&lp).unwrap();
         for line in [
-            "apiVersion: logpolicy.dev/v1alpha1",
+            "apiVersion: logpolicy.dev/v1beta1",
             "kind: LogPolicy",
             "  name: raise-shop-payment-debug-bbbbb",
             "  namespace: shop",

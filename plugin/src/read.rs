@@ -350,7 +350,7 @@ mod tests {
 
     fn lp(name: &str, priority: i32, created: &str, status: serde_json::Value) -> LogPolicy {
         serde_json::from_value(serde_json::json!({
-            "apiVersion": "logpolicy.dev/v1alpha1", "kind": "LogPolicy",
+            "apiVersion": "logpolicy.dev/v1beta1", "kind": "LogPolicy",
             "metadata": {"name": name, "namespace": "shop", "generation": 1, "creationTimestamp": created},
             "spec": {"selector": {"matchLabels": {"app": "shop"}}, "priority": priority,
                      "targets": [{"target": "shop::payment", "level": "debug"}], "reason": "INC-1"},
