@@ -40,8 +40,16 @@ pub enum Ended {
 pub struct Terminal {
     socket: String,
     config: PathBuf,
+    /// Where the program's exit status is written when it ends (by the `sh` around it).
+    status: PathBuf,
     watchdog: Option<Child>,
 }
+
+/// Runs the program (`"$@"`) and writes its exit status to `$0`: tmux's own
+/// `#{pane_dead_status}` was seen empty for a pane whose program had ended (tmux 3.3a
+/// under load). `trap : INT` keeps the shell alive through the Ctrl-C meant for the
+/// program (a handler, not an ignore: the program gets the default disposition back).
+const RECORD_STATUS: &str = "trap : INT; \"$@\"; echo $? > \"$0\"";
 
 /// The session's name on its server.
 const SESSION: &str = "main";
@@ -59,9 +67,12 @@ impl Terminal {
         );
         let config = dir.join("tmux.conf");
         std::fs::write(&config, CONFIG).map_err(|e| Error(format!("{}: {e}", config.display())))?;
+        let status = dir.join(format!("{socket}.status"));
+        let _ = std::fs::remove_file(&status);
         let mut terminal = Terminal {
             socket,
             config,
+            status,
             watchdog: None,
         };
         let mut args: Vec<OsString> = [
@@ -78,6 +89,8 @@ impl Terminal {
         .iter()
         .map(OsString::from)
         .collect();
+        args.extend(["sh", "-c", RECORD_STATUS].map(OsString::from));
+        args.push(terminal.status.clone().into_os_string());
         args.extend(command.iter().cloned());
         terminal.tmux(&args)?;
         // Stops the server if this process dies without dropping the terminal.
@@ -118,6 +131,16 @@ impl Terminal {
         ])?;
         let fields: Vec<&str> = out.trim().split(':').collect();
         let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i32>().ok());
+        // The shell wrote the program's status before it ended.
+        if let Ok(code) = std::fs::read_to_string(&self.status) {
+            if let Ok(code) = code.trim().parse::<i32>() {
+                return Ok(Some(match code {
+                    // The shell's way of saying a signal killed it.
+                    129..=192 => Ended::Signal(code - 128),
+                    code => Ended::Code(code),
+                }));
+            }
+        }
         Ok(match fields.first() {
             Some(&"1") => match (number(1), number(2)) {
                 (Some(code), _) => Some(Ended::Code(code)),
