@@ -31,6 +31,10 @@ pub const ENV_VARS: [&str; 2] = ["LOGPOLICY", "RUST_LOG"];
 /// [`Builder::from_env`] for `json-gcp` lines).
 pub const GCP_PROJECT_VAR: &str = "GOOGLE_CLOUD_PROJECT";
 
+/// How long [`Logging`] waits, when it stops, for what is queued to be written before
+/// it writes the line that names the callsites that wrote the most bytes.
+const SUMMARY_DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The baseline when neither variable is set.
 pub const DEFAULT_DIRECTIVES: &str = "info";
 
@@ -262,6 +266,10 @@ impl Logging {
         let Some(guard) = self.guard.take() else {
             return self.writer.stats();
         };
+        // What is queued is counted in the ledger once written: give the writer a
+        // moment to write it, so that the line counts it (bounded: behind a stalled
+        // output it could not be written anyway, and the guard's own wait follows).
+        self.writer.flush(SUMMARY_DRAIN);
         let mut line = Vec::with_capacity(512);
         let sites = self.handle.sites();
         if own_line::write_top_sites(&mut line, &self.style, self.handle.now(), &sites).is_some() {
@@ -732,10 +740,14 @@ impl Builder {
             write_skipped_directive(&mut line, &style, now, var, &error.to_string());
             writer.write_line(tracing_core::Level::WARN, true, &line);
         }
-        for (what, var, error) in &skipped {
+        // One `warn` line from target `logpolicy` per setting worked around.
+        let warn_skipped = |what: &str, source: &str, error: &str| {
             let mut line = Vec::with_capacity(256);
-            write_skipped(&mut line, &style, now, what, var, error);
+            write_skipped(&mut line, &style, now, what, source, error);
             writer.write_line(tracing_core::Level::WARN, true, &line);
+        };
+        for (what, var, error) in &skipped {
+            warn_skipped(what, var, error);
         }
         #[cfg(feature = "admin")]
         let admin = match admin {
@@ -767,20 +779,10 @@ impl Builder {
         let admin_problems: Vec<AdminError> = admin_problems
             .into_iter()
             .map(|p| {
-                let mut line = Vec::with_capacity(256);
-                write_skipped(
-                    &mut line,
-                    &style,
-                    now,
-                    p.what,
-                    &p.source,
-                    &p.error.to_string(),
-                );
-                writer.write_line(tracing_core::Level::WARN, true, &line);
+                warn_skipped(p.what, &p.source, &p.error.to_string());
                 p.error
             })
             .collect();
-        let filter_for_output = filter.clone();
         let mut layer = FormatLayer::new(format, writer.clone())
             .service(&service)
             .spans(self.spans);
@@ -791,7 +793,7 @@ impl Builder {
         if let Some(project) = gcp_project {
             layer = layer.gcp_project(project);
         }
-        let output = layer.with_policy(&filter_for_output);
+        let output = layer.with_policy(&filter);
         let logging = Logging {
             #[cfg(feature = "admin")]
             admin,

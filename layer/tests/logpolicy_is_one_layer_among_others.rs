@@ -141,12 +141,11 @@ fn as_a_layer_under_the_users_subscriber_it_keeps_everything_init_gives() {
 #[test]
 fn a_layer_given_to_the_builder_sees_what_the_policy_enables() {
     let count = Count::default();
+    let out = common::fresh_dir("with-layer").join("out.log");
     let (dispatch, logging) = Builder::new()
         .directives("info")
         .format(Format::Json)
-        .writer(WriterConfig::new(Output::File(
-            common::fresh_dir("with-layer").join("out.log"),
-        )))
+        .writer(WriterConfig::new(Output::File(out.clone())))
         .with_layer(count.clone())
         .build()
         .unwrap();
@@ -160,6 +159,17 @@ fn a_layer_given_to_the_builder_sees_what_the_policy_enables() {
     // callsites, when the writer thread wrote the events before it).
     assert_eq!(logging.handle().stats().total().written, 2);
     logging.finish();
+    // The exit line is written after what was queued, and counts both lines.
+    let lines = lines(&out);
+    let exit = lines.last().unwrap();
+    assert_eq!(exit["msg"], "bytes written by callsite", "{lines:?}");
+    let total: u64 = exit["lines"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 2, "{exit}");
 
     // A builder given layers cannot also be a layer of someone else's subscriber: the
     // layers would be lost, so it says so.
