@@ -585,6 +585,20 @@ fn the_service_monitor_scrapes_the_metrics_service() {
 }
 
 #[test]
+fn a_digest_pins_the_image_and_overrides_the_tag() {
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let objects = rendered(&[
+        ("image.repository", "registry.example/lp"),
+        ("image.tag", "1.2.3"),
+        ("image.digest", &digest),
+    ]);
+    assert_eq!(
+        container(&objects)["image"],
+        format!("registry.example/lp@{digest}")
+    );
+}
+
+#[test]
 fn values_reach_the_pod() {
     let objects = rendered(&[
         ("image.repository", "registry.example/lp"),
@@ -642,6 +656,7 @@ fn the_values_schema_rejects_bad_values_by_name() {
     for (set, expected) in [
         (("replicaCont", "2"), "replicaCont"),
         (("image.pullPolicy", "Sometimes"), "/image/pullPolicy"),
+        (("image.digest", "1.2.3"), "/image/digest"),
         (("replicaCount", "many"), "/replicaCount"),
         (("replicaCount", "-1"), "/replicaCount"),
         (("metrics.port", "70000"), "/metrics/port"),

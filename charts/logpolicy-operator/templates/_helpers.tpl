@@ -44,8 +44,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* The image, tag defaulting to the appVersion. */}}
+{{/* repository@digest when image.digest is set (the tag is then ignored), else repository:tag. */}}
 {{- define "logpolicy-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* "true" when the replicas elect a leader (more than one replica). */}}
