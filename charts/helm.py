@@ -5,10 +5,13 @@ Run through `scripts/helm`, which provides the virtualenv:
     scripts/helm template RELEASE CHART --namespace NS [--set k=v]... [-f values.yaml]...
                           [--kube-version v1.20.2] [--api-versions policy/v1beta1]...
     scripts/helm lint [--strict] CHART [--namespace NS] [--set k=v]... [-f values.yaml]...
+    scripts/helm package CHART --destination DIR
 
 `template` prints the rendered manifests as `helm template` does (one `# Source:`
 document per object, in Helm's install order, NOTES.txt left out); values are checked
-against the chart's values.schema.json. Errors go to stderr with exit status 1.
+against the chart's values.schema.json. `package` writes CHART as `NAME-VERSION.tgz` as
+`helm package` does (each file's time is its modification time: set them for a
+reproducible archive) and prints its path. Errors go to stderr with exit status 1.
 """
 
 from __future__ import annotations
@@ -176,6 +179,11 @@ def lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def package(args: argparse.Namespace) -> int:
+    print(helm.package(args.chart, destination=args.destination))
+    return 0
+
+
 class SetAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         sets = getattr(namespace, "sets", None) or []
@@ -206,6 +214,10 @@ def main(argv: list[str]) -> int:
     lt.add_argument("--strict", action="store_true", help="fail on warnings too")
     add_values_args(lt)
     lt.set_defaults(func=lint)
+    pk = sub.add_parser("package", help="package a chart like `helm package`")
+    pk.add_argument("chart")
+    pk.add_argument("--destination", "-d", default=".", metavar="DIR")
+    pk.set_defaults(func=package)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

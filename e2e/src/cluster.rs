@@ -127,7 +127,8 @@ impl Cluster {
     }
 }
 
-/// An API-server outage: kube-apiserver stopped, etcd kept (`e2e/cluster/outage`).
+/// An API-server outage: kube-apiserver stopped or killed, etcd kept
+/// (`e2e/cluster/outage`).
 /// [`end`](Outage::end) starts it again; so does dropping it (a failed test leaves the
 /// cluster up for the next).
 #[derive(Debug)]
@@ -159,6 +160,17 @@ impl Cluster {
     /// [ends](Outage::end).
     pub fn api_server_outage(&self) -> Result<Outage<'_>> {
         self.outage_script("stop")?;
+        Ok(Outage {
+            cluster: self,
+            over: false,
+        })
+    }
+
+    /// Kills kube-apiserver with SIGKILL, keeping etcd: a crash, with none of the
+    /// graceful shutdown's goodbyes on its connections; every API call fails until the
+    /// outage [ends](Outage::end).
+    pub fn api_server_crash(&self) -> Result<Outage<'_>> {
+        self.outage_script("kill")?;
         Ok(Outage {
             cluster: self,
             over: false,

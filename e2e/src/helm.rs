@@ -72,6 +72,47 @@ pub fn render_for(
     parse_documents(&template_for(kube_version, release, namespace, set)?)
 }
 
+/// `helm template RELEASE CHART --namespace NAMESPACE --set k=v...` of another chart,
+/// a directory or a packaged `.tgz` (such as the release's), parsed.
+pub fn render_chart(
+    chart: &std::path::Path,
+    release: &str,
+    namespace: &str,
+    set: &[(&str, &str)],
+) -> Result<Vec<serde_json::Value>> {
+    let mut args: Vec<String> = vec![
+        "template".into(),
+        release.into(),
+        chart.to_string_lossy().into_owned(),
+        "--namespace".into(),
+        namespace.into(),
+    ];
+    args.extend(set_args(set));
+    parse_documents(&run_helm(&args)?)
+}
+
+/// [`render`] with values files too (`-f FILE`, in order, before the `--set`s), as
+/// `helm template` merges them: lists of objects are easier to give in a file.
+pub fn render_with_values(
+    release: &str,
+    namespace: &str,
+    files: &[&std::path::Path],
+    set: &[(&str, &str)],
+) -> Result<Vec<serde_json::Value>> {
+    let mut args: Vec<String> = vec![
+        "template".into(),
+        release.into(),
+        chart_dir().to_string_lossy().into_owned(),
+        "--namespace".into(),
+        namespace.into(),
+    ];
+    for f in files {
+        args.extend(["-f".into(), f.to_string_lossy().into_owned()]);
+    }
+    args.extend(set_args(set));
+    parse_documents(&run_helm(&args)?)
+}
+
 /// `helm lint --strict charts/logpolicy-operator --set k=v...`: its report, or an error
 /// holding it when the chart fails.
 pub fn lint(set: &[(&str, &str)]) -> Result<String> {
@@ -82,6 +123,19 @@ pub fn lint(set: &[(&str, &str)]) -> Result<String> {
         chart.to_string_lossy().into_owned(),
     ];
     args.extend(set_args(set));
+    run_helm(&args)
+}
+
+/// [`lint`] of values files (`-f FILE`, in order).
+pub fn lint_values(files: &[&std::path::Path]) -> Result<String> {
+    let mut args: Vec<String> = vec![
+        "lint".into(),
+        "--strict".into(),
+        chart_dir().to_string_lossy().into_owned(),
+    ];
+    for f in files {
+        args.extend(["-f".into(), f.to_string_lossy().into_owned()]);
+    }
     run_helm(&args)
 }
 

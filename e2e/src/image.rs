@@ -64,11 +64,11 @@ impl Images {
     }
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from)
 }
 
-fn storage_dir() -> PathBuf {
+pub(crate) fn storage_dir() -> PathBuf {
     target_dir().join("images").join("storage")
 }
 

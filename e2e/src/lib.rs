@@ -4,16 +4,20 @@
 //! standing in for pods on 127.x.y.z addresses. The tests in `e2e/tests/` drive it the
 //! way a platform engineer does: with `kubectl`.
 
+pub mod accounts;
 pub mod binaries;
 pub mod cluster;
 pub mod helm;
 pub mod image;
+pub mod krew;
 pub mod logs;
 pub mod net;
 pub mod operator;
 pub mod plugin;
 pub mod pod;
 pub mod process;
+pub mod prometheus;
+pub mod release;
 pub mod scenario;
 pub mod shop;
 pub mod terminal;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::accounts;
 use crate::cluster::{repo_root, Cluster, Namespace};
 use crate::image::{Launch, Program, Runtime};
 use crate::net::{free_port, get_ok, http};
@@ -20,6 +21,10 @@ pub const KEY_SECRET: &str = "logpolicy-signing-key";
 pub const TRUST_CONFIG_MAP: &str = "logpolicy-trust";
 /// The ConfigMap's data key (a file for `LOGPOLICY_TRUSTED_KEYS_FILE`).
 pub const TRUST_DATA_KEY: &str = "trusted-keys";
+
+/// The ServiceAccount, in the operator's namespace, that the harness reads `/metrics`
+/// as (bound to the chart's `RELEASE-logpolicy-operator-metrics-reader`).
+pub const METRICS_SCRAPER: &str = "metrics-scraper";
 
 /// The kinds of the chart's objects that the harness applies (the Deployment is not:
 /// there is no kubelet; the harness runs its container itself).
@@ -45,6 +50,10 @@ pub struct Operator {
     /// The ServiceAccount's token, CA and namespace files, as a pod mounts them (in an
     /// image).
     pub service_account_dir: PathBuf,
+    /// What a scraper sends to its `/metrics` (the chart's `metrics.auth.enabled`, on by
+    /// default): a token of the ServiceAccount [`METRICS_SCRAPER`] in its namespace,
+    /// bound to the chart's metrics-reader ClusterRole. `None` when auth is off.
+    pub metrics_token: Option<String>,
     runtime: Runtime,
     /// The args and environment it runs with: a [`Operator::replica`] runs with the same.
     args: Vec<String>,
@@ -233,6 +242,27 @@ impl Operator {
         let sa = service_account(&objects)?;
         let mut args = deployment_args(&objects)?;
         args.extend(options.extra_args.iter().cloned());
+        let metrics_token = if args.iter().any(|a| a == "--metrics-auth=token") {
+            let reader = objects
+                .iter()
+                .filter(|o| o["kind"] == "ClusterRole")
+                .filter_map(|o| o["metadata"]["name"].as_str())
+                .find(|n| n.ends_with("-metrics-reader"))
+                .ok_or_else(|| {
+                    Error(
+                        "the chart turns metrics auth on but renders no metrics-reader ClusterRole"
+                            .into(),
+                    )
+                })?;
+            Some(accounts::service_account_token(
+                cluster,
+                &ns.name,
+                METRICS_SCRAPER,
+                &[reader],
+            )?)
+        } else {
+            None
+        };
 
         let token = cluster.kubectl(&["create", "token", &sa, "-n", &ns.name, "--duration=24h"])?;
         let dir = TestDir::new("operator")?;
@@ -267,7 +297,7 @@ impl Operator {
 
         let env = deployment_env(&objects)?;
         let pod_name = format!("{release}-logpolicy-operator-0");
-        let first = spawn_operator(
+        let mut first = spawn_operator(
             options.runtime,
             dir,
             "operator",
@@ -292,6 +322,7 @@ impl Operator {
                 .filter(|s| !s.is_empty()))
         })?;
         let trusted_keys = public_key_text(&secret_key)?;
+        first.metrics_token.clone_from(&metrics_token);
         eprintln!(
             "e2e: operator in {} ready in {:.1} s",
             ns.name,
@@ -303,6 +334,7 @@ impl Operator {
             trusted_keys,
             kubeconfig,
             service_account_dir,
+            metrics_token,
             runtime: options.runtime,
             args,
             env,
@@ -343,7 +375,7 @@ impl Operator {
             service_account_dir: &self.service_account_dir,
             api_server: &Cluster::shared()?.api_server,
         };
-        spawn_operator(
+        let mut replica = spawn_operator(
             self.runtime,
             dir,
             "operator-replica",
@@ -352,7 +384,9 @@ impl Operator {
             &credentials,
             &self.namespace,
             pod_name,
-        )
+        )?;
+        replica.metrics_token.clone_from(&self.metrics_token);
+        Ok(replica)
     }
 
     /// The `holderIdentity` of its leader Lease (empty when there is none).
@@ -379,14 +413,34 @@ pub struct Replica {
     pub pod_name: String,
     /// Where its `/metrics`, `/healthz`, `/readyz` are served.
     pub metrics_addr: std::net::SocketAddr,
+    /// The bearer token [`Replica::metrics`] sends ([`Operator::metrics_token`]).
+    metrics_token: Option<String>,
     process: Process,
     dir: TestDir,
 }
 
 impl Replica {
-    /// `GET /metrics`.
+    /// `GET /metrics`, with the scraper's token when metrics auth is on; expects 200.
     pub fn metrics(&self) -> Result<String> {
-        get_ok(self.metrics_addr, "/metrics").map(|r| r.body)
+        let Some(token) = &self.metrics_token else {
+            return get_ok(self.metrics_addr, "/metrics").map(|r| r.body);
+        };
+        let authorization = format!("Bearer {token}");
+        let reply = http(
+            self.metrics_addr,
+            "GET",
+            "/metrics",
+            &[("authorization", &authorization)],
+            "",
+        )?;
+        if reply.status == 200 {
+            Ok(reply.body)
+        } else {
+            Err(Error(format!(
+                "GET http://{}/metrics with the scraper's token: {}: {}",
+                self.metrics_addr, reply.status, reply.body
+            )))
+        }
     }
 
     /// Fails if it exited.
@@ -499,6 +553,7 @@ fn spawn_operator(
     Ok(Replica {
         pod_name,
         metrics_addr,
+        metrics_token: None,
         process,
         dir,
     })

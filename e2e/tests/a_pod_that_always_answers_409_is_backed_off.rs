@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use logpolicy_e2e::net::next_pod_ip;
 use logpolicy_e2e::pod::create_running_pods;
 use logpolicy_e2e::process::wait_for;
+use logpolicy_e2e::scenario::condition;
 use logpolicy_e2e::shop::payment_policy;
 use logpolicy_e2e::Scenario;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -181,6 +182,26 @@ async fn a_pod_that_always_answers_409_is_backed_off() {
         Ok((lp["status"]["failedPods"] == 2).then_some(lp))
     })
     .unwrap();
+    // Not Ready while its pods have not acknowledged it: in progress for kstatus
+    // (Reconciling), not failed (the spec is valid), and READY False in `kubectl get lp`.
+    for (type_, status, reason) in [
+        ("Ready", "False", "PodsFailed"),
+        ("Reconciling", "True", "PodsFailed"),
+        ("Stalled", "False", "Valid"),
+    ] {
+        let c = condition(&lp, type_).unwrap();
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&status.into(), &reason.into()),
+            "{c}"
+        );
+    }
+    let table = s.kubectl(&["get", "lp", "raise", "--no-headers"]).unwrap();
+    assert_eq!(
+        table.split_whitespace().nth(1),
+        Some("False"),
+        "READY: {table}"
+    );
     let failing = lp["status"]["failingPods"].as_array().unwrap();
     eprintln!("{failing:#?}");
     assert_eq!(failing.len(), 2, "{failing:?}");

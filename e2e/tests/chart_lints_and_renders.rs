@@ -97,10 +97,35 @@ fn value_sets() -> Vec<&'static [(&'static str, &'static str)]> {
             ("workloadNetworkPolicy.servicePorts", "{8080,http}"),
         ],
         &[("serviceMonitor.enabled", "true")],
+        &[
+            ("prometheusRule.enabled", "true"),
+            ("podMonitor.enabled", "true"),
+            ("dashboard.enabled", "true"),
+        ],
         &[("signingKey.existingSecret", "my-key")],
         &[("crds.install", "false")],
+        &[
+            ("serviceMonitor.enabled", "true"),
+            ("serviceMonitor.tokenSecret.name", "scraper-token"),
+            (
+                "metrics.auth.readers[0].namespace",
+                "monitoring,metrics.auth.readers[0].name=prometheus-k8s",
+            ),
+        ],
+        &[
+            ("metrics.auth.enabled", "false"),
+            ("serviceMonitor.enabled", "true"),
+        ],
         &[("maxDuration", "")],
         &[("maxDuration", "90m"), ("aggregateRoles", "false")],
+        &[
+            ("replicaCount", "2"),
+            ("podDisruptionBudget.maxUnavailable", "1"),
+            (
+                "topologySpreadConstraints[0].maxSkew",
+                "1,topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname,topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            ),
+        ],
     ]
 }
 
@@ -143,11 +168,19 @@ fn users_bound_to_edit_admin_or_view_get_logpolicies_through_aggregated_roles() 
                 "verbs": ["get", "list", "watch"]}])
     );
     let objects = rendered(&[("aggregateRoles", "false")]);
-    let names: Vec<&Value> = find(&objects, "ClusterRole", None)
+    let mut names: Vec<&str> = find(&objects, "ClusterRole", None)
         .iter()
-        .map(|r| &r["metadata"]["name"])
+        .map(|r| r["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, [&json!(FULLNAME)]);
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            FULLNAME,
+            &format!("{FULLNAME}-metrics-auth"),
+            &format!("{FULLNAME}-metrics-reader")
+        ]
+    );
 }
 
 #[test]
@@ -172,6 +205,9 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
             "ClusterRole",
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "CustomResourceDefinition",
             "Deployment",
@@ -214,17 +250,16 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
     assert_eq!(cluster_role["metadata"]["name"], FULLNAME);
     assert_eq!(cluster_role["rules"], watch_rules());
     binding_is_to_the_service_account(
-        one(&objects, "ClusterRoleBinding").unwrap(),
+        find(&objects, "ClusterRoleBinding", Some(FULLNAME))[0],
         "ClusterRole",
         FULLNAME,
     );
     let role = one(&objects, "Role").unwrap();
     assert_eq!(role["metadata"]["name"], format!("{FULLNAME}-self"));
-    assert_eq!(
-        role["rules"],
-        Value::Array(secret_rules()),
-        "no Lease rules"
-    );
+    // The Lease with one replica too: a heartbeat without an election.
+    let mut own = secret_rules();
+    own.extend(lease_rules());
+    assert_eq!(role["rules"], Value::Array(own));
     binding_is_to_the_service_account(
         one(&objects, "RoleBinding").unwrap(),
         "Role",
@@ -261,7 +296,8 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
         c["image"], "logpolicy/logpolicy-operator:0.1.0",
         "tag = appVersion"
     );
-    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+    // By tag: Always (a tag may be pushed again); by digest: IfNotPresent (below).
+    assert_eq!(c["imagePullPolicy"], "Always");
     let sc = &c["securityContext"];
     assert_eq!(sc["allowPrivilegeEscalation"], false);
     assert_eq!(sc["readOnlyRootFilesystem"], true);
@@ -300,6 +336,7 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
             format!("--namespace={NS}"),
             "--metrics-addr=0.0.0.0:8080".into(),
             "--pods-view=local".into(),
+            "--metrics-auth=token".into(),
             "--max-duration=24h".into()
         ]
     );
@@ -327,24 +364,37 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
 fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
     let objects = rendered(&[("watchNamespaces", "{shop,payments}")]);
     assert!(find(&objects, "ClusterRole", Some(FULLNAME)).is_empty());
-    assert!(find(&objects, "ClusterRoleBinding", None).is_empty());
-    // The users' aggregated ClusterRoles are the only cluster-scoped RBAC, and can go.
-    let names: Vec<&Value> = find(&objects, "ClusterRole", None)
-        .iter()
-        .map(|r| &r["metadata"]["name"])
-        .collect();
+    // The only cluster-scoped RBAC: the users' aggregated ClusterRoles, and the token
+    // checks of /metrics (TokenReviews and SubjectAccessReviews are cluster-scoped) with
+    // the scrapers' role. Both can go.
+    let names = |objects: &[Value], kind: &str| -> Vec<String> {
+        let mut names: Vec<String> = find(objects, kind, None)
+            .iter()
+            .map(|r| r["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort_unstable();
+        names
+    };
     assert_eq!(
-        names,
+        names(&objects, "ClusterRole"),
         [
-            &json!(format!("{FULLNAME}-edit")),
-            &json!(format!("{FULLNAME}-view"))
+            format!("{FULLNAME}-edit"),
+            format!("{FULLNAME}-metrics-auth"),
+            format!("{FULLNAME}-metrics-reader"),
+            format!("{FULLNAME}-view")
         ]
+    );
+    assert_eq!(
+        names(&objects, "ClusterRoleBinding"),
+        [format!("{FULLNAME}-metrics-auth")]
     );
     let objects = rendered(&[
         ("watchNamespaces", "{shop,payments}"),
         ("aggregateRoles", "false"),
+        ("metrics.auth.enabled", "false"),
     ]);
     assert!(find(&objects, "ClusterRole", None).is_empty());
+    assert!(find(&objects, "ClusterRoleBinding", None).is_empty());
     for ns in ["shop", "payments"] {
         let roles: Vec<_> = find(&objects, "Role", Some(FULLNAME))
             .into_iter()
@@ -359,11 +409,14 @@ fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
         assert_eq!(bindings.len(), 1, "one RoleBinding in {ns}");
         binding_is_to_the_service_account(bindings[0], "Role", FULLNAME);
     }
-    // The operator's own namespace keeps its Role for the key.
+    // The operator's own namespace keeps its Role for the key and its Lease (kept even
+    // with one replica: `kubectl logpolicy check` reads it to tell the operator runs).
     let own = find(&objects, "Role", Some(&format!("{FULLNAME}-self")));
     assert_eq!(own.len(), 1);
     assert_eq!(own[0]["metadata"]["namespace"], NS);
-    assert_eq!(own[0]["rules"], Value::Array(secret_rules()));
+    let mut rules = secret_rules();
+    rules.extend(lease_rules());
+    assert_eq!(own[0]["rules"], Value::Array(rules));
     assert_eq!(find(&objects, "Role", None).len(), 3);
     assert_eq!(find(&objects, "RoleBinding", None).len(), 3);
     assert!(args(&objects).contains(&"--watch-namespaces=shop,payments".to_owned()));
@@ -428,9 +481,12 @@ fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
         container(&objects)["volumeMounts"],
         json!([{"name": "signing-key", "mountPath": "/var/run/secrets/logpolicy", "readOnly": true}])
     );
-    // No Secret rule: with one replica the operator needs nothing in its namespace.
-    assert!(find(&objects, "Role", None).is_empty());
-    assert!(find(&objects, "RoleBinding", None).is_empty());
+    // No Secret rule: in its namespace the operator needs only its Lease (a heartbeat
+    // with one replica).
+    assert_eq!(
+        one(&objects, "Role").unwrap()["rules"],
+        Value::Array(lease_rules())
+    );
 
     let objects = rendered(&[
         ("signingKey.existingSecret", "my-key"),
@@ -549,6 +605,174 @@ fn the_workload_network_policy_opens_the_admin_port_to_the_operator_only() {
 }
 
 #[test]
+fn the_pod_monitor_scrapes_the_opted_in_pods_admin_port() {
+    assert!(find(&rendered(&[]), "PodMonitor", None).is_empty());
+    let objects = rendered(&[
+        ("podMonitor.enabled", "true"),
+        ("podMonitor.labels.release", "prom"),
+        ("podMonitor.interval", "15s"),
+    ]);
+    let pm = one(&objects, "PodMonitor").unwrap();
+    assert_eq!(pm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(pm["metadata"]["name"], format!("{FULLNAME}-workloads"));
+    assert_eq!(pm["metadata"]["namespace"], NS);
+    assert_eq!(pm["metadata"]["labels"]["release"], "prom");
+    assert_eq!(
+        pm["spec"]["selector"],
+        json!({"matchLabels": {"logpolicy.dev/enabled": "true"}})
+    );
+    assert_eq!(pm["spec"]["namespaceSelector"], json!({"any": true}));
+    let endpoints = pm["spec"]["podMetricsEndpoints"].as_array().unwrap();
+    assert_eq!(endpoints.len(), 1);
+    let endpoint = &endpoints[0];
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(endpoint["interval"], "15s");
+    assert_eq!(endpoint["scrapeTimeout"], "10s");
+    // The address comes from the pod's IP and its port annotation (9090 without one),
+    // not from a container port: e2e/tests/prometheus_answers_every_alert_and_panel.rs
+    // runs these relabelings in a real Prometheus.
+    let relabelings = endpoint["relabelings"].as_array().unwrap();
+    assert!(relabelings
+        .iter()
+        .any(|r| r["targetLabel"] == "__address__"));
+    assert!(relabelings
+        .iter()
+        .any(|r| r["replacement"] == "9090" && r["regex"] == ""));
+
+    // The watched namespaces, or the ones given.
+    let objects = rendered(&[
+        ("podMonitor.enabled", "true"),
+        ("watchNamespaces", "{shop,payments}"),
+    ]);
+    assert_eq!(
+        one(&objects, "PodMonitor").unwrap()["spec"]["namespaceSelector"],
+        json!({"matchNames": ["shop", "payments"]})
+    );
+    let objects = rendered(&[
+        ("podMonitor.enabled", "true"),
+        ("watchNamespaces", "{shop,payments}"),
+        ("podMonitor.namespaces", "{shop}"),
+    ]);
+    assert_eq!(
+        one(&objects, "PodMonitor").unwrap()["spec"]["namespaceSelector"],
+        json!({"matchNames": ["shop"]})
+    );
+}
+
+#[test]
+fn the_workload_network_policy_lets_the_scrapers_reach_the_admin_port_when_asked() {
+    let base = [
+        ("workloadNetworkPolicy.enabled", "true"),
+        ("workloadNetworkPolicy.namespaces", "{shop}"),
+        ("workloadNetworkPolicy.servicePorts", "{8080}"),
+    ];
+    let ingress = |set: &[(&str, &str)]| {
+        let objects = rendered(set);
+        one(&objects, "NetworkPolicy").unwrap()["spec"]["ingress"].clone()
+    };
+    assert_eq!(ingress(&base).as_array().unwrap().len(), 2);
+    let mut set = base.to_vec();
+    set.push((
+        "workloadNetworkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name",
+        "monitoring",
+    ));
+    let rules = ingress(&set);
+    assert_eq!(rules.as_array().unwrap().len(), 3);
+    assert_eq!(
+        rules[1],
+        json!({
+            "ports": [{"port": 9090, "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        })
+    );
+}
+
+#[test]
+fn the_dashboard_config_map_holds_the_grafana_dashboard_for_the_sidecar() {
+    assert!(find(&rendered(&[]), "ConfigMap", None).is_empty());
+    let file = std::fs::read_to_string(
+        logpolicy_e2e::cluster::repo_root().join("charts/logpolicy-operator/files/dashboard.json"),
+    )
+    .unwrap();
+    let objects = rendered(&[("dashboard.enabled", "true")]);
+    let cm = one(&objects, "ConfigMap").unwrap();
+    assert_eq!(cm["metadata"]["name"], format!("{FULLNAME}-dashboard"));
+    assert_eq!(cm["metadata"]["namespace"], NS);
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert!(cm["metadata"].get("annotations").is_none());
+    assert_eq!(
+        cm["data"]["logpolicy.json"].as_str().unwrap(),
+        file.trim_end()
+    );
+
+    let objects = rendered(&[
+        ("dashboard.enabled", "true"),
+        ("dashboard.namespace", "monitoring"),
+        ("dashboard.labels.grafana_dashboard", "logpolicy"),
+        ("dashboard.annotations.grafana_folder", "Logging"),
+    ]);
+    let cm = one(&objects, "ConfigMap").unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "logpolicy");
+    assert_eq!(
+        cm["metadata"]["annotations"],
+        json!({"grafana_folder": "Logging"})
+    );
+
+    // Grafana's dashboard model: a uid, a schema version, a data source variable that
+    // every panel and query uses, unique panel ids, panels that do not overlap.
+    let dashboard: Value = serde_json::from_str(&file).expect("dashboard.json is JSON");
+    assert_eq!(dashboard["uid"], "logpolicy-overview");
+    assert!(dashboard["schemaVersion"].as_u64().unwrap() >= 36);
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    assert_eq!(variables[0]["name"], "datasource");
+    assert_eq!(variables[0]["type"], "datasource");
+    assert_eq!(variables[0]["query"], "prometheus");
+    let ours = json!({"type": "prometheus", "uid": "${datasource}"});
+    for v in &variables[1..] {
+        assert_eq!(v["datasource"], ours, "variable {}", v["name"]);
+    }
+    let panels = dashboard["panels"].as_array().unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut cells = std::collections::BTreeSet::new();
+    let mut queries = 0;
+    for p in panels {
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "panel id {}",
+            p["id"]
+        );
+        let g = &p["gridPos"];
+        let (x, y, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["y"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(x + w <= 24, "{}: wider than the grid", p["title"]);
+        for cx in x..x + w {
+            for cy in y..y + h {
+                assert!(cells.insert((cx, cy)), "{} overlaps", p["title"]);
+            }
+        }
+        if p["type"] == "row" {
+            continue;
+        }
+        assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(p["description"].as_str().is_some_and(|t| !t.is_empty()));
+        assert_eq!(p["datasource"], ours, "{}", p["title"]);
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{}: no query", p["title"]);
+        for t in targets {
+            assert_eq!(t["datasource"], ours, "{}", p["title"]);
+            assert!(t["expr"].as_str().is_some_and(|e| !e.is_empty()));
+            queries += 1;
+        }
+    }
+    assert!(queries >= 18, "{queries} queries");
+}
+
+#[test]
 fn the_service_monitor_scrapes_the_metrics_service() {
     assert!(find(&rendered(&[]), "ServiceMonitor", None).is_empty());
     let objects = rendered(&[
@@ -572,9 +796,13 @@ fn the_service_monitor_scrapes_the_metrics_service() {
             })
             .unwrap()
     );
+    // Metrics auth is on: Prometheus sends its own ServiceAccount's token, as
+    // kubebuilder's scaffolded ServiceMonitor does.
     assert_eq!(
         sm["spec"]["endpoints"],
-        json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}])
+        json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
+                "scheme": "http",
+                "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}])
     );
     assert_eq!(sm["spec"]["namespaceSelector"], json!({"matchNames": [NS]}));
     assert!(args(&objects).contains(&"--metrics-addr=0.0.0.0:9100".to_owned()));
@@ -582,6 +810,93 @@ fn the_service_monitor_scrapes_the_metrics_service() {
         one(&objects, "Service").unwrap()["spec"]["ports"][0]["port"],
         9100
     );
+}
+
+#[test]
+fn metrics_need_a_token_by_default_and_scrapers_get_a_reader_role() {
+    let objects = rendered(&[]);
+    assert!(args(&objects).contains(&"--metrics-auth=token".to_owned()));
+    // The operator may review tokens, cluster-wide (the reviews are cluster-scoped).
+    let auth = format!("{FULLNAME}-metrics-auth");
+    assert_eq!(
+        find(&objects, "ClusterRole", Some(&auth))[0]["rules"],
+        json!([
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ])
+    );
+    binding_is_to_the_service_account(
+        find(&objects, "ClusterRoleBinding", Some(&auth))[0],
+        "ClusterRole",
+        &auth,
+    );
+    // The scrapers' role, bound to nobody unless asked.
+    let reader = format!("{FULLNAME}-metrics-reader");
+    assert_eq!(
+        find(&objects, "ClusterRole", Some(&reader))[0]["rules"],
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+    assert!(find(&objects, "ClusterRoleBinding", Some(&reader)).is_empty());
+    // One --set: a second one for the same list item would replace the item.
+    let objects = rendered(&[(
+        "metrics.auth.readers[0].namespace",
+        "monitoring,metrics.auth.readers[0].name=prometheus-k8s",
+    )]);
+    let binding = find(&objects, "ClusterRoleBinding", Some(&reader))[0];
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}])
+    );
+
+    // A Secret's token for the ServiceMonitor instead of Prometheus's own.
+    let objects = rendered(&[
+        ("serviceMonitor.enabled", "true"),
+        ("serviceMonitor.tokenSecret.name", "scraper-token"),
+    ]);
+    let endpoint = &one(&objects, "ServiceMonitor").unwrap()["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["authorization"],
+        json!({"type": "Bearer", "credentials": {"name": "scraper-token", "key": "token"}})
+    );
+    assert!(endpoint.get("bearerTokenFile").is_none());
+
+    // Off: open metrics, no token in the ServiceMonitor, no RBAC for it.
+    let objects = rendered(&[
+        ("metrics.auth.enabled", "false"),
+        ("serviceMonitor.enabled", "true"),
+    ]);
+    assert!(args(&objects).contains(&"--metrics-auth=none".to_owned()));
+    for o in &objects {
+        let name = o["metadata"]["name"].as_str().unwrap();
+        assert!(
+            !name.contains("-metrics-auth") && !name.contains("-metrics-reader"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        one(&objects, "ServiceMonitor").unwrap()["spec"]["endpoints"],
+        json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}])
+    );
+
+    // Bad values are refused by name.
+    for (set, path) in [
+        (("metrics.auth.enabled", "yes"), "/metrics/auth/enabled"),
+        (
+            ("metrics.auth.readers[0].name", "prometheus"),
+            "/metrics/auth/readers/0",
+        ),
+        (
+            ("serviceMonitor.tokenSecret.name", "Not_A_Name"),
+            "/serviceMonitor/tokenSecret/name",
+        ),
+    ] {
+        let err = helm::template(RELEASE, NS, &[set]).unwrap_err().to_string();
+        assert!(err.contains(path), "{set:?}: {err}");
+    }
 }
 
 #[test]
@@ -596,6 +911,111 @@ fn a_digest_pins_the_image_and_overrides_the_tag() {
         container(&objects)["image"],
         format!("registry.example/lp@{digest}")
     );
+    // A digest never moves: no registry round trip on each start.
+    assert_eq!(container(&objects)["imagePullPolicy"], "IfNotPresent");
+    let objects = rendered(&[("image.digest", &digest), ("image.pullPolicy", "Always")]);
+    assert_eq!(container(&objects)["imagePullPolicy"], "Always", "set wins");
+}
+
+#[test]
+fn topology_spread_constraints_reach_the_pod_and_count_the_operators_pods_by_default() {
+    let pod_spec =
+        |objects: &[Value]| one(objects, "Deployment").unwrap()["spec"]["template"]["spec"].clone();
+    assert!(pod_spec(&rendered(&[]))
+        .get("topologySpreadConstraints")
+        .is_none());
+
+    let file =
+        std::env::temp_dir().join(format!("logpolicy-chart-tsc-{}.yaml", std::process::id()));
+    std::fs::write(
+        &file,
+        "replicaCount: 2\ntopologySpreadConstraints:\n\
+         - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}\n\
+         - {maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, \
+            labelSelector: {matchLabels: {team: platform}}, matchLabelKeys: [pod-template-hash]}\n",
+    )
+    .unwrap();
+    let objects = helm::render_with_values(RELEASE, NS, &[&file], &[]).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let selector = &one(&objects, "Deployment").unwrap()["spec"]["selector"];
+    assert_eq!(
+        pod_spec(&objects)["topologySpreadConstraints"],
+        json!([
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": selector},
+            {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"team": "platform"}}, "matchLabelKeys": ["pod-template-hash"]},
+        ])
+    );
+
+    let err = helm::template(
+        RELEASE,
+        NS,
+        &[("topologySpreadConstraints[0].maxSkew", "1")],
+    )
+    .expect_err("a constraint needs topologyKey and whenUnsatisfiable")
+    .0;
+    assert!(
+        err.contains("/topologySpreadConstraints/0") && err.contains("topologyKey"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_disruption_budget_takes_max_unavailable_or_min_available_not_both() {
+    let pdb_spec = |set: &[(&str, &str)]| {
+        let mut set = set.to_vec();
+        set.push(("replicaCount", "3"));
+        let spec = one(&rendered(&set), "PodDisruptionBudget").unwrap()["spec"].clone();
+        (spec["minAvailable"].clone(), spec["maxUnavailable"].clone())
+    };
+    assert_eq!(
+        pdb_spec(&[]),
+        (json!(1), Value::Null),
+        "neither: minAvailable 1"
+    );
+    assert_eq!(
+        pdb_spec(&[("podDisruptionBudget.minAvailable", "2")]),
+        (json!(2), Value::Null)
+    );
+    assert_eq!(
+        pdb_spec(&[("podDisruptionBudget.maxUnavailable", "1")]),
+        (Value::Null, json!(1))
+    );
+    assert_eq!(
+        pdb_spec(&[("podDisruptionBudget.maxUnavailable", "50%")]),
+        (Value::Null, json!("50%"))
+    );
+    // Over a values file that sets minAvailable: null it.
+    assert_eq!(
+        pdb_spec(&[
+            ("podDisruptionBudget.minAvailable", "null"),
+            ("podDisruptionBudget.maxUnavailable", "0"),
+        ]),
+        (Value::Null, json!(0))
+    );
+
+    for (set, expected) in [
+        (
+            [
+                ("podDisruptionBudget.minAvailable", "1"),
+                ("podDisruptionBudget.maxUnavailable", "1"),
+            ],
+            "/podDisruptionBudget/maxUnavailable",
+        ),
+        (
+            [
+                ("podDisruptionBudget.minAvailable", "half"),
+                ("replicaCount", "2"),
+            ],
+            "/podDisruptionBudget/minAvailable",
+        ),
+    ] {
+        let err = helm::template(RELEASE, NS, &set)
+            .expect_err(&format!("{set:?} must be refused"))
+            .0;
+        assert!(err.contains(expected), "{set:?}: {err}");
+    }
 }
 
 #[test]
@@ -636,10 +1056,13 @@ fn values_reach_the_pod() {
         one(&objects, "ServiceAccount").unwrap()["metadata"]["name"],
         "custom"
     );
-    assert_eq!(
-        one(&objects, "ClusterRoleBinding").unwrap()["subjects"][0]["name"],
-        "custom"
-    );
+    for binding in [FULLNAME, &format!("{FULLNAME}-metrics-auth")] {
+        assert_eq!(
+            find(&objects, "ClusterRoleBinding", Some(binding))[0]["subjects"][0]["name"],
+            "custom",
+            "{binding}"
+        );
+    }
 }
 
 #[test]
@@ -672,6 +1095,8 @@ fn the_values_schema_rejects_bad_values_by_name() {
         (("networkPolicy.enable", "true"), "enable"),
         (("maxDuration", "1 day"), "/maxDuration"),
         (("aggregateRoles", "sometimes"), "/aggregateRoles"),
+        (("podMonitor.interval", "often"), "/podMonitor/interval"),
+        (("dashboard.namespace", "Grafana"), "/dashboard/namespace"),
     ] {
         let err = helm::template(RELEASE, NS, &[set])
             .expect_err(&format!("{set:?} must be refused"))

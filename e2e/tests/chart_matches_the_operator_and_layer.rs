@@ -117,8 +117,8 @@ fn permission_tables() -> Vec<Vec<Row>> {
     }
     assert_eq!(
         tables.len(),
-        2,
-        "two Permissions tables: watched, own namespace"
+        3,
+        "three Permissions tables: watched, own namespace, metrics auth"
     );
     tables
 }
@@ -127,26 +127,34 @@ fn permission_tables() -> Vec<Vec<Row>> {
 fn the_rbac_is_the_operator_readmes_permissions_table() {
     let tables = permission_tables();
     let watched: BTreeSet<String> = tables[0].iter().map(|r| rule_key(&r.rule)).collect();
+    // The Lease rows hold with one replica too: without an election it is a heartbeat.
     let own_all: BTreeSet<String> = tables[1].iter().map(|r| rule_key(&r.rule)).collect();
-    let own_single: BTreeSet<String> = tables[1]
-        .iter()
-        .filter(|r| !r.why.contains("--leader-election"))
-        .map(|r| rule_key(&r.rule))
-        .collect();
-    assert!(
-        own_single.len() < own_all.len(),
-        "the Lease rows are marked"
-    );
+    for row in tables.iter().flatten() {
+        assert!(
+            !row.why.trim().is_empty(),
+            "a row without a why: {}",
+            row.rule
+        );
+    }
 
     let objects = render(RELEASE, NS, &[]).unwrap();
     assert_eq!(
         rule_keys(&find(&objects, "ClusterRole", Some("lp-logpolicy-operator"))[0]["rules"]),
         watched
     );
+    // `--metrics-auth token`, the chart's default.
+    let metrics_auth: BTreeSet<String> = tables[2].iter().map(|r| rule_key(&r.rule)).collect();
     assert_eq!(
-        rule_keys(&one(&objects, "Role").unwrap()["rules"]),
-        own_single
+        rule_keys(
+            &find(
+                &objects,
+                "ClusterRole",
+                Some("lp-logpolicy-operator-metrics-auth")
+            )[0]["rules"]
+        ),
+        metrics_auth
     );
+    assert_eq!(rule_keys(&one(&objects, "Role").unwrap()["rules"]), own_all);
 
     let objects = render(RELEASE, NS, &[("replicaCount", "2")]).unwrap();
     assert_eq!(rule_keys(&one(&objects, "Role").unwrap()["rules"]), own_all);
@@ -213,7 +221,7 @@ fn every_flag_the_deployment_passes_is_an_operator_flag() {
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .unwrap();
-    assert_eq!(args.len(), 7);
+    assert_eq!(args.len(), 8);
     for arg in args {
         let flag = arg.as_str().unwrap().trim_start_matches("--");
         let field = flag.split('=').next().unwrap().replace('-', "_");

@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use logpolicy_e2e::cluster::repo_root;
-use logpolicy_e2e::helm::{render_for, to_yaml, E2E_KUBE_VERSION};
+use logpolicy_e2e::helm::{parse_documents, render_for, to_yaml, E2E_KUBE_VERSION};
 use logpolicy_e2e::{Cluster, Namespace};
 use serde_json::Value;
 
@@ -138,6 +138,22 @@ fn service_monitor_passes_a_server_side_dry_run() {
 }
 
 #[test]
+fn topology_spread_and_max_unavailable_pass_a_server_side_dry_run() {
+    dry_run(
+        &[
+            ("replicaCount", "2"),
+            ("podDisruptionBudget.maxUnavailable", "50%"),
+            // One --set for the whole constraint: each --set replaces a list.
+            (
+                "topologySpreadConstraints[0].maxSkew",
+                "1,topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname,topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            ),
+        ],
+        0,
+    );
+}
+
+#[test]
 fn existing_signing_key_passes_a_server_side_dry_run() {
     dry_run(
         &[
@@ -159,6 +175,11 @@ fn everything_at_once_passes_a_server_side_dry_run() {
             ("crds.keep", "false"),
             ("podLabels.team", "platform"),
             ("tolerations[0].operator", "Exists"),
+            (
+                "metrics.auth.readers[0].namespace",
+                "monitoring,metrics.auth.readers[0].name=prometheus-k8s",
+            ),
+            ("serviceMonitor.tokenSecret.name", "scraper-token"),
         ],
         2,
     );
@@ -190,20 +211,27 @@ fn the_workload_example_passes_a_server_side_dry_run() {
     let c = cluster();
     let ns = c.namespace("workload").unwrap();
     let path = repo_root().join("e2e/examples/workload.yaml");
+    let mut objects = parse_documents(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // The example names its own namespace (not `default`); here it is this test's.
+    for o in &mut objects {
+        assert_eq!(o["metadata"]["namespace"], "shop", "{o}");
+        o["metadata"]["namespace"] = Value::from(ns.name.as_str());
+    }
     let out = c
-        .kubectl(&[
-            "apply",
-            "--dry-run=server",
-            "-n",
-            &ns.name,
-            "-f",
-            &path.to_string_lossy(),
-        ])
+        .kubectl_input(
+            &["apply", "--dry-run=server", "-f", "-"],
+            &to_yaml(&objects.iter().collect::<Vec<_>>()).unwrap(),
+        )
         .unwrap();
-    assert!(
-        out.contains("deployment.apps/shop created (server dry run)"),
-        "{out}"
-    );
+    for created in [
+        "deployment.apps/shop",
+        "networkpolicy.networking.k8s.io/shop",
+    ] {
+        assert!(
+            out.contains(&format!("{created} created (server dry run)")),
+            "{out}"
+        );
+    }
 }
 
 /// The CRD reaches the API server as generated: its enum value `off` stays a string.

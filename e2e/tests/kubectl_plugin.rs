@@ -514,7 +514,7 @@ async fn a_raise_the_operator_refuses_exits_6_with_its_reason() {
     );
     run.expect_code(6).unwrap();
     assert!(run.stderr.contains("the operator refused lp/"), "{run}");
-    assert!(run.stderr.contains("Ready=False"), "{run}");
+    assert!(run.stderr.contains("Stalled=True"), "{run}");
     assert!(run.stderr.contains("spec.duration"), "{run}");
     // Refused, not lost: the LogPolicy stays for the user to fix or delete.
     let name = run.created_policy().unwrap();

@@ -63,9 +63,13 @@ fn off_the_pod_the_view_shows_what_is_in_force_not_its_settings() {
     assert_eq!(r["scope"], "reduced");
     assert_eq!(r["effective"]["directives"], f["effective"]["directives"]);
     assert_eq!(r["effective"]["sources"], f["effective"]["sources"]);
-    for key in ["generation", "nextExpiry"] {
+    for key in ["generation", "nextExpiry", "trustedKeys"] {
         assert_eq!(r[key], f[key], "{key}");
     }
+    // The ids of the keys it trusts (not secrets), and its clock, to every viewer.
+    let id = logpolicy::wire::key_id(&key.verifying_key()).to_string();
+    assert_eq!(r["trustedKeys"], serde_json::json!([id]));
+    assert!(r["readAt"].is_string(), "{r}");
     for key in ["version", "issuedAt", "appliedAt"] {
         assert_eq!(r["document"][key], f["document"][key], "document.{key}");
     }

@@ -7,6 +7,10 @@
 //! connections from the operator's own network namespace (a loopback peer: `kubectl
 //! port-forward`, `kubectl exec`), others get 403, unless
 //! [`PodsView::Network`] (`--pods-view network`) opens it to the network as well.
+//!
+//! With a [`TokenAccess`] (`--metrics-auth token`, the default) `/metrics`, and `/pods`
+//! for a peer other than loopback, answer only a bearer token whose user may `get` the
+//! path (see [`crate::access`]); `/healthz` and `/readyz` stay open (probes).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -21,6 +25,7 @@ use logpolicy::admin::is_local_peer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use crate::access::{Check, TokenAccess};
 use crate::health::{Health, Readiness};
 use crate::index::{PodKey, PodView};
 use crate::log;
@@ -42,6 +47,7 @@ pub struct Endpoints {
     registry: Arc<Registry>,
     views: watch::Receiver<Arc<Vec<PodView>>>,
     pods_view: PodsView,
+    access: Option<Arc<TokenAccess>>,
 }
 
 impl Endpoints {
@@ -57,7 +63,16 @@ impl Endpoints {
             registry,
             views,
             pods_view: PodsView::Local,
+            access: None,
         }
+    }
+
+    /// These endpoints with `/metrics` (and `/pods` for peers other than loopback)
+    /// answering only bearer tokens that `access` allows. Without it they are open.
+    #[must_use]
+    pub fn token_access(mut self, access: Arc<TokenAccess>) -> Self {
+        self.access = Some(access);
+        self
     }
 
     /// These endpoints with the per-pod view open to `who`.
@@ -67,8 +82,9 @@ impl Endpoints {
         self
     }
 
-    /// The reply to `method path` from a connection whose peer is `peer`.
-    pub fn respond(&self, method: &Method, path: &str, peer: IpAddr) -> Response<Full<Bytes>> {
+    /// The reply to `request` from a connection whose peer is `peer`.
+    pub async fn respond<B>(&self, request: &Request<B>, peer: IpAddr) -> Response<Full<Bytes>> {
+        let (method, path) = (request.method(), request.uri().path());
         if method != Method::GET {
             return reply(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -86,6 +102,32 @@ impl Endpoints {
                      --pods-view network opens it"
                 )}),
             );
+        }
+        let guarded = path == "/metrics" || (pods && !is_local_peer(peer));
+        if let (true, Some(access)) = (guarded, &self.access) {
+            let authorization = request.headers().get(hyper::header::AUTHORIZATION);
+            match access.check(authorization, path).await {
+                Check::Allowed { .. } => {}
+                Check::Unauthorized(why) => {
+                    let mut response =
+                        reply(StatusCode::UNAUTHORIZED, "text/plain", format!("{why}\n"));
+                    response.headers_mut().insert(
+                        hyper::header::WWW_AUTHENTICATE,
+                        hyper::header::HeaderValue::from_static("Bearer"),
+                    );
+                    return response;
+                }
+                Check::Forbidden(why) => {
+                    return reply(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n"))
+                }
+                Check::Unavailable(why) => {
+                    return reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "text/plain",
+                        format!("{why}\n"),
+                    )
+                }
+            }
         }
         if path == "/pods" || path == "/pods/" {
             let snapshot = self.views.borrow().clone();
@@ -173,7 +215,12 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
             }
         }
     };
-    log::info!(%addr, "serving /healthz, /readyz, /metrics, /pods");
+    let auth = if endpoints.access.is_some() {
+        "bearer token"
+    } else {
+        "none"
+    };
+    log::info!(%addr, metrics_auth = auth, "serving /healthz, /readyz, /metrics, /pods");
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -189,8 +236,8 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
         let endpoints = endpoints.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let reply = endpoints.respond(req.method(), req.uri().path(), peer);
-                async move { Ok::<_, Infallible>(reply) }
+                let endpoints = endpoints.clone();
+                async move { Ok::<_, Infallible>(endpoints.respond(&req, peer).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -260,7 +307,12 @@ mod tests {
         path: &str,
         peer: IpAddr,
     ) -> (u16, String, String) {
-        let response = endpoints.respond(&method, path, peer);
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(())
+            .unwrap();
+        let response = endpoints.respond(&request, peer).await;
         let status = response.status().as_u16();
         let content_type = response
             .headers()

@@ -1,4 +1,13 @@
-//! Leader election with a `coordination.k8s.io/v1` Lease, for more than one replica.
+//! Leader election with a `coordination.k8s.io/v1` Lease, for more than one replica,
+//! and the same Lease as a heartbeat without an election.
+//!
+//! Every operator keeps its Lease: with an election ([`LeaseConfig::elect`], the flag
+//! `--leader-election`) it leads only while it holds it; without, it leads always and
+//! writes itself as the holder every `renew_every` all the same, so that whoever may
+//! read the Lease (`kubectl logpolicy check`, `raise`) can tell whether an operator runs
+//! and which replica leads, the same way with one replica or several. Each write also
+//! carries the annotations of [`LeaseConfig::annotations`] (the operator's signing key
+//! id, [`KEY_ID_ANNOTATION`]).
 //!
 //! The rules, as client-go's leader election has them:
 //! - a Lease held by nobody (no `holderIdentity`) is taken at once;
@@ -18,6 +27,7 @@
 //! The decisions ([`Observer`], [`decide`], [`Leadership`]) take the time as an
 //! argument and are tested without a server; [`run`] drives them against the API.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -30,9 +40,19 @@ use tokio::task::JoinHandle;
 use crate::log;
 use crate::ownership::MANAGED_BY;
 
+/// The annotation on the Lease naming the id of the key the operator signs with (16
+/// hex digits, [`logpolicy::wire::key_id`]): what the pods must trust. A key id is not a
+/// secret, and the Lease is readable where the signing key's Secret is not.
+pub const KEY_ID_ANNOTATION: &str = "logpolicy.dev/signing-key-id";
+
 /// Timings and identity of the election.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
+    /// Whether the replicas elect a leader with the Lease; `false`: this replica leads
+    /// always and keeps the Lease as a heartbeat (it takes it whoever held it).
+    pub elect: bool,
+    /// Annotations set on the Lease with every write.
+    pub annotations: BTreeMap<String, String>,
     /// The Lease's namespace (the operator's own).
     pub namespace: String,
     /// The Lease's name.
@@ -51,10 +71,12 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// The defaults: 15 s lease, renewed every 5 s, deadline 10 s, followers look every
-    /// 2 s.
+    /// An election with the defaults: 15 s lease, renewed every 5 s, deadline 10 s,
+    /// followers look every 2 s; no annotations.
     pub fn new(namespace: &str, name: &str, identity: &str) -> Self {
         LeaseConfig {
+            elect: true,
+            annotations: BTreeMap::new(),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             identity: identity.to_owned(),
@@ -199,7 +221,8 @@ pub fn identity(pod_name: Option<&str>) -> String {
         .unwrap_or_else(|| format!("logpolicy-operator-{}", std::process::id()))
 }
 
-/// Who leads: with an election, the holder of the Lease; without, this replica, always.
+/// Who leads: with an election, the holder of the Lease; without (no config, or one
+/// that does not [`elect`](LeaseConfig::elect)), this replica, always.
 #[derive(Debug)]
 pub struct Election {
     task: Option<JoinHandle<()>>,
@@ -208,14 +231,15 @@ pub struct Election {
 }
 
 impl Election {
-    /// Starts the election of `config` ([`run`], until `stop` turns true), or none
-    /// (`None`: this replica leads). The receiver says whether this replica leads.
+    /// Starts the election or heartbeat of `config` ([`run`], until `stop` turns true),
+    /// or none (`None`: this replica leads, and writes no Lease). The receiver says
+    /// whether this replica leads.
     pub fn start(
         client: Client,
         config: Option<LeaseConfig>,
         stop: watch::Receiver<bool>,
     ) -> (Self, watch::Receiver<bool>) {
-        let (leader_tx, leader_rx) = watch::channel(config.is_none());
+        let (leader_tx, leader_rx) = watch::channel(config.as_ref().is_none_or(|c| !c.elect));
         let election = match config {
             Some(config) => Election {
                 task: Some(tokio::spawn(run(client, config, leader_tx, stop))),
@@ -256,7 +280,8 @@ async fn timed<T>(
         .unwrap_or_else(|_| Err(kube::Error::Service("lease call timed out".into())))
 }
 
-/// Runs the election until `stop` turns true, publishing whether this replica leads on
+/// Runs the election (or, when `config` does not elect, the heartbeat: this replica
+/// leads throughout) until `stop` turns true, publishing whether this replica leads on
 /// `leader`; releases the Lease on the way out if it holds it.
 pub async fn run(
     client: Client,
@@ -277,7 +302,7 @@ pub async fn run(
             Attempt::Failed => {}
         }
         let now = Instant::now();
-        let leading = leadership.is_leader(now);
+        let leading = !config.elect || leadership.is_leader(now);
         leader.send_if_modified(|l| {
             let changed = *l != leading;
             if changed {
@@ -292,7 +317,7 @@ pub async fn run(
             config.retry_every
         };
         // Wake to step down at the deadline, even if a call hangs until then.
-        if let Some(end) = leadership.ends_at() {
+        if let Some(end) = leadership.ends_at().filter(|_| config.elect) {
             wait = wait.min(end.saturating_duration_since(now));
         }
         tokio::select! {
@@ -336,11 +361,20 @@ async fn attempt(
     let record = Record::of(&lease, config.duration);
     let since = observer.observe(record.clone(), now);
     let acquiring = match decide(me, &record, since, now) {
-        Step::Wait(_) => return Attempt::HeldByOther,
+        // Without an election the heartbeat takes the Lease whoever holds it.
+        Step::Wait(_) if config.elect => return Attempt::HeldByOther,
+        Step::Wait(_) => true,
         Step::Renew => false,
         Step::Acquire => true,
     };
     let mut updated = lease.clone();
+    if !config.annotations.is_empty() {
+        let annotations = updated
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new);
+        annotations.extend(config.annotations.clone());
+    }
     let spec = updated.spec.get_or_insert_with(LeaseSpec::default);
     let stamp = now_micro();
     if acquiring {
@@ -370,6 +404,9 @@ async fn create(api: &Api<Lease>, config: &LeaseConfig) -> Attempt {
     lease.metadata.name = Some(config.name.clone());
     lease.metadata.namespace = Some(config.namespace.clone());
     lease.metadata.labels = Some([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())].into());
+    if !config.annotations.is_empty() {
+        lease.metadata.annotations = Some(config.annotations.clone());
+    }
     let stamp = now_micro();
     lease.spec = Some(LeaseSpec {
         holder_identity: Some(config.identity.clone()),

@@ -16,7 +16,8 @@
 //!   side, signed `PUT`s and read-backs, bounded, timed out, retried;
 //! - the Kubernetes (and process) edges: [`watches`], [`status_writer`], [`trust`] (the
 //!   `logpolicy-trust` ConfigMap), [`events`], [`lease`] (leader election),
-//!   [`signing_key`] and [`shutdown`];
+//!   [`signing_key`], [`shutdown`] and [`access`] (bearer tokens for `/metrics`, checked
+//!   with TokenReviews and SubjectAccessReviews);
 //! - [`controller`]: the loop that drives the index and the pusher from the watches;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the per-pod view.
 //!
@@ -38,6 +39,7 @@ pub mod index;
 pub mod push;
 pub mod status;
 
+pub mod access;
 pub mod events;
 pub mod lease;
 pub mod shutdown;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use kube::Client;
+use logpolicy_operator::access::{MetricsAuth, TokenAccess};
 use logpolicy_operator::controller::{self, ControllerConfig, Outputs};
 use logpolicy_operator::lease::{self, LeaseConfig};
 use logpolicy_operator::validate::{MaxDuration, DEFAULT_MAX_DURATION};
@@ -33,9 +34,16 @@ struct Args {
     /// anyone who reaches `--metrics-addr`.
     #[arg(long, env = "LOGPOLICY_PODS_VIEW", value_enum, default_value_t = http::PodsView::Local)]
     pods_view: http::PodsView,
+    /// How `/metrics` (and `/pods` for peers other than loopback) checks its callers:
+    /// `token`, an `Authorization: Bearer` token whose user may `get` the path, checked
+    /// with a TokenReview and a SubjectAccessReview (the operator needs `create` on
+    /// both); `none`, anyone who reaches `--metrics-addr` reads `/metrics`.
+    #[arg(long, env = "LOGPOLICY_METRICS_AUTH", value_enum, default_value_t = MetricsAuth::Token)]
+    metrics_auth: MetricsAuth,
     /// Elect one leader among the replicas with the Lease `logpolicy-operator` in
     /// `--namespace`; only the leader pushes and writes status. Needed with more than
-    /// one replica.
+    /// one replica. Without it the replica leads and keeps the Lease all the same, as a
+    /// heartbeat (`kubectl logpolicy check` reads it).
     #[arg(long, env = "LOGPOLICY_LEADER_ELECTION", default_value_t = false)]
     leader_election: bool,
     /// Watch only these namespaces (comma-separated), with one watch per namespace, so
@@ -72,8 +80,13 @@ async fn main() {
     health.set_standby_ready(args.leader_election);
     let metrics = Metrics::default();
     let (views_tx, views_rx) = watch::channel(Arc::default());
-    let endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx)
+    let mut endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx)
         .pods_view(args.pods_view);
+    let access =
+        (args.metrics_auth == MetricsAuth::Token).then(|| Arc::new(TokenAccess::default()));
+    if let Some(access) = &access {
+        endpoints = endpoints.token_access(access.clone());
+    }
     let stop = shutdown.receiver();
     tokio::spawn(http::serve(args.metrics_addr, endpoints, stop));
 
@@ -81,6 +94,9 @@ async fn main() {
     let Some(client) = client.await else {
         return flush(logging);
     };
+    if let Some(access) = &access {
+        access.set_client(client.clone());
+    }
     let key_file = args.signing_key_file.as_deref();
     let load = || signing_key::load(&client, &args.namespace, key_file);
     let Some(key) = shutdown.retry("signing key", load).await else {
@@ -96,8 +112,20 @@ async fn main() {
         max_duration: args.max_duration,
         ..ControllerConfig::default()
     };
-    let lease = (args.leader_election).then(|| LeaseConfig::new(&args.namespace, LEASE_NAME, &me));
-    controller::lead(client, pusher, config, outputs, lease, shutdown.receiver()).await;
+    // Always a Lease: without --leader-election it is a heartbeat (this replica leads
+    // regardless), so that its holder and renewTime say whether an operator runs, and
+    // its annotation which key the pods must trust, to anyone who may read it.
+    let lease = LeaseConfig {
+        elect: args.leader_election,
+        annotations: [(
+            lease::KEY_ID_ANNOTATION.to_owned(),
+            logpolicy::wire::key_id(&public).to_string(),
+        )]
+        .into(),
+        ..LeaseConfig::new(&args.namespace, LEASE_NAME, &me)
+    };
+    let stop = shutdown.receiver();
+    controller::lead(client, pusher, config, outputs, Some(lease), stop).await;
     flush(logging);
 }
 
@@ -110,6 +138,22 @@ fn flush(logging: Option<logpolicy::Logging>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_need_a_token_unless_turned_off() {
+        let auth = |args: &[&str]| {
+            let argv = std::iter::once("logpolicy-operator").chain(args.iter().copied());
+            Args::try_parse_from(argv).map(|a| a.metrics_auth)
+        };
+        assert_eq!(auth(&[]).unwrap(), MetricsAuth::Token);
+        assert_eq!(auth(&["--metrics-auth=none"]).unwrap(), MetricsAuth::Open);
+        assert_eq!(
+            auth(&["--metrics-auth", "token"]).unwrap(),
+            MetricsAuth::Token
+        );
+        let err = auth(&["--metrics-auth", "basic"]).unwrap_err().to_string();
+        assert!(err.contains("possible values: token, none"), "{err}");
+    }
 
     fn max_duration(args: &[&str]) -> Result<MaxDuration, clap::Error> {
         let argv = std::iter::once("logpolicy-operator").chain(args.iter().copied());

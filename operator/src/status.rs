@@ -12,7 +12,10 @@ use crate::crd::{FailingPod, LogPolicyStatus};
 use crate::index::PolicyView;
 use crate::text::truncate;
 
-/// `Ready`: the spec is valid and in force.
+/// `Ready`: the current generation is valid and every selected pod acknowledged it (or
+/// it selects no pod, or it expired and the pods are back to their baseline). False with
+/// reason `Invalid` (refused, and then also `Stalled`), `PodsPending` or `PodsFailed`
+/// (pushes in flight, and then also `Reconciling`).
 pub const READY: &str = "Ready";
 /// `Applied`: every selected pod acknowledged the policy.
 pub const APPLIED: &str = "Applied";
@@ -76,17 +79,58 @@ impl PolicyView {
     pub fn status(&self, previous: Option<&LogPolicyStatus>, now: SystemTime) -> LogPolicyStatus {
         let g = self.generation;
         let in_force = self.in_force_generation.is_some();
-        let ready = if self.errors.is_empty() && in_force {
+        let counts = format!("{}/{} pods", self.applied, self.matched);
+        let applied = if !in_force {
+            condition(APPLIED, false, "Invalid", counts.clone(), g, previous, now)
+        } else if self.expired {
+            condition(APPLIED, false, "Expired", counts.clone(), g, previous, now)
+        } else if self.matched == 0 {
             condition(
-                READY,
+                APPLIED,
+                false,
+                "NoPodsSelected",
+                "0/0 pods: the selector matches no opted-in pod".into(),
+                g,
+                previous,
+                now,
+            )
+        } else if self.applied == self.matched {
+            condition(
+                APPLIED,
                 true,
-                "Valid",
-                "the policy is valid and in force".into(),
+                "AllPodsApplied",
+                counts.clone(),
+                g,
+                previous,
+                now,
+            )
+        } else if self.failed > 0 {
+            condition(
+                APPLIED,
+                false,
+                "PodsFailed",
+                format!("{counts}, {} failed", self.failed),
                 g,
                 previous,
                 now,
             )
         } else {
+            condition(
+                APPLIED,
+                false,
+                "PodsPending",
+                counts.clone(),
+                g,
+                previous,
+                now,
+            )
+        };
+        let pushing = applied.status == "False"
+            && matches!(applied.reason.as_str(), "PodsPending" | "PodsFailed");
+        // Ready: the current generation is valid and every selected pod acknowledged it
+        // (none selected, or expired and so back to the baseline, count as done): what
+        // kstatus, `kubectl wait --for=condition=Ready`, Flux and Argo CD read as Current.
+        let ready = if !self.errors.is_empty() || !in_force {
             let mut message = self
                 .errors
                 .iter()
@@ -106,39 +150,45 @@ impl PolicyView {
                 previous,
                 now,
             )
-        };
-        let counts = format!("{}/{} pods", self.applied, self.matched);
-        let applied = if !in_force {
-            condition(APPLIED, false, "Invalid", counts, g, previous, now)
         } else if self.expired {
-            condition(APPLIED, false, "Expired", counts, g, previous, now)
+            let message = match self.expires_at.map(logpolicy::clock::format_rfc3339) {
+                Some(t) => format!("expired at {t}: the pods are back to their baseline"),
+                None => "expired: the pods are back to their baseline".to_owned(),
+            };
+            condition(READY, true, "Expired", message, g, previous, now)
         } else if self.matched == 0 {
             condition(
-                APPLIED,
-                false,
+                READY,
+                true,
                 "NoPodsSelected",
-                "0/0 pods: the selector matches no opted-in pod".into(),
+                applied.message.clone(),
                 g,
                 previous,
                 now,
             )
-        } else if self.applied == self.matched {
-            condition(APPLIED, true, "AllPodsApplied", counts, g, previous, now)
-        } else if self.failed > 0 {
+        } else if pushing && self.failed > 0 {
             condition(
-                APPLIED,
+                READY,
                 false,
                 "PodsFailed",
-                format!("{counts}, {} failed", self.failed),
+                applied.message.clone(),
+                g,
+                previous,
+                now,
+            )
+        } else if pushing {
+            condition(
+                READY,
+                false,
+                "PodsPending",
+                applied.message.clone(),
                 g,
                 previous,
                 now,
             )
         } else {
-            condition(APPLIED, false, "PodsPending", counts, g, previous, now)
+            condition(READY, true, "AllPodsApplied", counts, g, previous, now)
         };
-        let pushing = applied.status == "False"
-            && matches!(applied.reason.as_str(), "PodsPending" | "PodsFailed");
         let reconciling = condition(
             RECONCILING,
             pushing,

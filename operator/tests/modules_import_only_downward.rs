@@ -39,6 +39,7 @@ const ORDER: &[&[&str]] = &[
         "lease",
         "signing_key",
         "shutdown",
+        "access",
     ],
     // The loop.
     &["controller"],

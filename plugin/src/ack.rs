@@ -63,7 +63,7 @@ pub async fn wait_for_pods_telling(
                 return Err(Failure::new(
                     exit::REFUSED,
                     format!(
-                        "the operator refused lp/{name}: Ready=False {why}\nthe LogPolicy stays; fix it with kubectl edit lp/{name} or delete it with kubectl logpolicy revert {name}"
+                        "the operator refused lp/{name}: Stalled=True {why}\nthe LogPolicy stays; fix it with kubectl edit lp/{name} or delete it with kubectl logpolicy revert {name}"
                     ),
                 ))
             }

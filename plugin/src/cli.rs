@@ -1,5 +1,5 @@
 //! The command line: `kubectl logpolicy
-//! raise|list|status|extend|revert|effective|top|targets|suggest|completion`.
+//! raise|list|status|extend|revert|effective|top|targets|suggest|check|completion`.
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -28,7 +28,7 @@ Exit codes: 0 done (every selected pod acknowledged); 1 other errors (the API se
 cannot be reached, an object is not found); 2 bad arguments; 3 none of the selected
 pods has opted in; 4 some pods did not acknowledge within --wait (the policy stays);
 5 the operator is not running; 6 refused by the API server or the operator; 7 raise:
-no selected pod knows a --target (nothing was created).";
+no selected pod knows a --target (nothing was created); 8 check: a check failed.";
 
 const RAISE_EXAMPLES: &str = "\
 Examples:
@@ -76,6 +76,17 @@ Examples:
 
   # As JSON (rates as numbers per second, shares from 0 to 1)
   kubectl logpolicy top -l app=shop -o json";
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  # Why a raise may not reach the opted-in pods of namespace shop
+  kubectl logpolicy check -n shop
+
+  # The pods of deploy/shop only; the operator installed in namespace ops
+  kubectl logpolicy check deploy/shop --operator-namespace ops
+
+  # Every namespace, as JSON
+  kubectl logpolicy check -A -o json";
 
 const TARGETS_EXAMPLES: &str = "\
 Examples:
@@ -142,6 +153,11 @@ pub enum Command {
     /// never touching warnings and errors; --apply creates it.
     #[command(after_help = SUGGEST_EXAMPLES)]
     Suggest(SuggestArgs),
+    /// Whether a raise can reach the pods: the CRD, the operator running and its key, the
+    /// trust ConfigMap, and each pod opted in, reachable, trusting the key, its clock;
+    /// one line each, exit 8 on a failure.
+    #[command(after_help = CHECK_EXAMPLES)]
+    Check(CheckArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  kubectl logpolicy completion bash > /etc/bash_completion.d/kubectl-logpolicy\n  kubectl logpolicy completion zsh > \"${fpath[1]}/_kubectl-logpolicy\"\n  kubectl logpolicy completion fish > ~/.config/fish/completions/kubectl-logpolicy.fish"
@@ -326,6 +342,17 @@ pub struct TargetsArgs {
     #[command(flatten)]
     pub pods: PodsArgs,
     /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+/// `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Which pods (default: every opted-in pod of the namespace).
+    #[command(flatten)]
+    pub pods: PodsArgs,
+    /// Output format (a line per check, or the report as data).
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
 }

@@ -15,11 +15,13 @@ pub const NOT_OPTED_IN: u8 = 3;
 pub const NOT_ACKNOWLEDGED: u8 = 4;
 /// The operator is not running: no status for the policy within `--wait`.
 pub const NO_OPERATOR: u8 = 5;
-/// Refused by the API server or by the operator (`Ready=False`).
+/// Refused by the API server or by the operator (`Stalled=True`).
 pub const REFUSED: u8 = 6;
 /// `raise`: no selected pod knows a target it names (no callsite of it, or under it,
 /// has run); nothing was created. `--allow-unknown-target` goes ahead.
 pub const UNKNOWN_TARGET: u8 = 7;
+/// `check`: a check failed (each failure is a `FAIL` line saying what to do).
+pub const CHECK_FAILED: u8 = 8;
 
 /// A failure: what to say on stderr, and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //! twice a window apart, rates by target, callsite or pod, the targets they know: the
 //! arithmetic pure), [`cli`] (the command line), then the commands: [`ack`] (waiting
 //! for pods), [`raise`] (`raise`, `extend`), [`revert`], [`read`] (`list`, `status`,
-//! `effective`), [`top`], [`targets`].
+//! `effective`), [`top`], [`targets`], [`check`] (what keeps a raise from arriving).
 
 pub mod exit;
 pub mod flags;
@@ -31,6 +31,7 @@ pub mod cost;
 pub mod fleet;
 
 pub mod ack;
+pub mod check;
 pub mod raise;
 pub mod read;
 pub mod revert;
@@ -54,6 +55,7 @@ pub async fn run(cli: Cli) -> exit::Result<()> {
         Command::Top(args) => top::top(c, args).await,
         Command::Targets(args) => targets::targets(c, args).await,
         Command::Suggest(args) => suggest::suggest(c, args).await,
+        Command::Check(args) => check::check(c, args).await,
         Command::Completion { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use logpolicy_operator::status::{APPLIED, READY};
+use logpolicy_operator::status::{APPLIED, READY, STALLED};
 use logpolicy_operator::LogPolicy;
 use serde::Serialize;
 
@@ -21,7 +21,8 @@ use crate::cluster::PodHold;
 pub enum Progress {
     /// No status for this generation yet: the operator has not seen it.
     Unseen,
-    /// `Ready=False`: the operator refused the spec (the condition's message).
+    /// `Stalled=True`: the operator refused the spec (the condition's reason and
+    /// message). From an operator that predates `Stalled`: `Ready=False` reason `Invalid`.
     Refused(String),
     /// Every selected pod acknowledged it.
     Applied,
@@ -54,8 +55,12 @@ pub fn progress(lp: &LogPolicy) -> Progress {
     if status.observed_generation.is_none_or(|g| g < generation) {
         return Progress::Unseen;
     }
-    if let Some(ready) = condition(lp, READY).filter(|c| c.status == "False") {
-        return Progress::Refused(format!("{}: {}", ready.reason, ready.message));
+    // `Ready=False` alone is not a refusal: it is also what pushes in flight look like.
+    let refused = condition(lp, STALLED)
+        .filter(|c| c.status == "True")
+        .or_else(|| condition(lp, READY).filter(|c| c.status == "False" && c.reason == "Invalid"));
+    if let Some(c) = refused {
+        return Progress::Refused(format!("{}: {}", c.reason, c.message));
     }
     let all = condition(lp, APPLIED).is_some_and(|c| c.status == "True");
     if all && status.applied_pods == status.matched_pods {
@@ -183,7 +188,7 @@ mod tests {
         assert_eq!(progress(&policy(1, None)), Progress::Unseen);
         let applied = serde_json::json!({
             "observedGeneration": 1, "matchedPods": 3, "appliedPods": 3,
-            "conditions": [cond("Ready", "True", "Valid", ""), cond("Applied", "True", "AllPodsApplied", "3/3 pods")],
+            "conditions": [cond("Ready", "True", "AllPodsApplied", "3/3 pods"), cond("Applied", "True", "AllPodsApplied", "3/3 pods")],
         });
         assert_eq!(
             progress(&policy(1, Some(applied.clone()))),
@@ -193,16 +198,30 @@ mod tests {
         assert_eq!(progress(&policy(2, Some(applied))), Progress::Unseen);
         let refused = serde_json::json!({
             "observedGeneration": 2,
-            "conditions": [cond("Ready", "False", "Invalid", "spec.targets[0].target: bad (nothing is applied)")],
+            "conditions": [cond("Ready", "False", "Invalid", "spec.targets[0].target: bad (nothing is applied)"),
+                cond("Stalled", "True", "Invalid", "spec.targets[0].target: bad (nothing is applied)")],
         });
         assert_eq!(
             progress(&policy(2, Some(refused))),
             Progress::Refused("Invalid: spec.targets[0].target: bad (nothing is applied)".into())
         );
+        // From an operator that wrote no Stalled condition yet.
+        let refused_before_stalled = serde_json::json!({
+            "observedGeneration": 2,
+            "conditions": [cond("Ready", "False", "Invalid", "spec.selector: must not be empty")],
+        });
+        assert_eq!(
+            progress(&policy(2, Some(refused_before_stalled))),
+            Progress::Refused("Invalid: spec.selector: must not be empty".into())
+        );
         let pending = serde_json::json!({
             "observedGeneration": 2, "matchedPods": 3, "appliedPods": 1, "failedPods": 1,
             "failingPods": [{"name": "shop-2", "reason": "timeout after 2s"}],
-            "conditions": [cond("Ready", "True", "Valid", ""), cond("Applied", "False", "PodsFailed", "1/3 pods, 1 failed")],
+            // Ready=False while pushes are in flight: pending, not refused.
+            "conditions": [cond("Ready", "False", "PodsFailed", "1/3 pods, 1 failed"),
+                cond("Applied", "False", "PodsFailed", "1/3 pods, 1 failed"),
+                cond("Reconciling", "True", "PodsFailed", "1/3 pods, 1 failed"),
+                cond("Stalled", "False", "Valid", "the spec is valid")],
         });
         let lp = policy(2, Some(pending));
         assert_eq!(
@@ -263,7 +282,7 @@ mod tests {
                 reason: "gone".into(),
             }],
             conditions: serde_json::from_value(serde_json::json!([
-                cond("Ready", "True", "Valid", ""),
+                cond("Ready", "True", "AllPodsApplied", "2/2 pods"),
                 cond("Applied", "True", "AllPodsApplied", "2/2 pods")
             ]))
             .unwrap(),

@@ -230,8 +230,11 @@ pub fn sources_for(
         .iter()
         .filter(|lp| Selector::try_from(lp.spec.selector.clone()).is_ok_and(|s| s.matches(labels)))
         .filter(|lp| condition(lp, EXPIRED).is_none_or(|c| c.status != "True"))
+        // Refused with nothing in force (`Applied` reason `Invalid`); a refused new
+        // generation leaves the previous one in force, and `Ready=False` alone may only
+        // mean pushes in flight.
         .filter(|lp| {
-            condition(lp, logpolicy_operator::status::READY).is_none_or(|c| c.status == "True")
+            condition(lp, logpolicy_operator::status::APPLIED).is_none_or(|c| c.reason != "Invalid")
         })
         .collect();
     active.sort_by(|a, b| {
@@ -360,7 +363,11 @@ mod tests {
     }
 
     fn cond(t: &str, s: &str) -> serde_json::Value {
-        serde_json::json!({"type": t, "status": s, "reason": "R", "message": "",
+        cond_r(t, s, "R")
+    }
+
+    fn cond_r(t: &str, s: &str, reason: &str) -> serde_json::Value {
+        serde_json::json!({"type": t, "status": s, "reason": reason, "message": "",
             "lastTransitionTime": "2026-12-03T07:00:00Z"})
     }
 
@@ -441,7 +448,18 @@ mod tests {
                 "invalid",
                 50,
                 "2026-12-03T06:40:00Z",
-                serde_json::json!({"observedGeneration": 1, "conditions": [cond("Ready", "False")]}),
+                serde_json::json!({"observedGeneration": 1, "conditions": [
+                    cond_r("Ready", "False", "Invalid"), cond_r("Applied", "False", "Invalid"),
+                    cond_r("Stalled", "True", "Invalid")]}),
+            ),
+            // Pushes in flight: Ready=False, and in force.
+            lp(
+                "pending",
+                5,
+                "2026-12-03T06:45:00Z",
+                serde_json::json!({"observedGeneration": 1, "expirationTime": "2026-12-03T08:00:00Z",
+                    "conditions": [cond_r("Ready", "False", "PodsPending"),
+                    cond_r("Applied", "False", "PodsPending"), cond("Expired", "False")]}),
             ),
         ];
         let shop = [("app".to_owned(), "shop".to_owned())].into();
@@ -449,7 +467,7 @@ mod tests {
             .into_iter()
             .map(|s| s.policy)
             .collect();
-        assert_eq!(names, ["high", "old-low", "new-low"]);
+        assert_eq!(names, ["high", "pending", "old-low", "new-low"]);
         let other = [("app".to_owned(), "ledger".to_owned())].into();
         assert!(sources_for(&policies, &other, now).is_empty());
     }

@@ -123,6 +123,7 @@ fn the_exit_codes_table_lists_each_code_once() {
         exit::NO_OPERATOR,
         exit::REFUSED,
         exit::UNKNOWN_TARGET,
+        exit::CHECK_FAILED,
     ];
     assert_eq!(table, codes, "the README's exit codes");
 }

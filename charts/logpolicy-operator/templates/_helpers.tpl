@@ -83,7 +83,7 @@ logpolicy-signing-key
   verbs: ["create", "patch", "list", "watch", "delete"]
 {{- end }}
 
-{{/* The rules the operator needs in its own namespace; empty when it needs none. */}}
+{{/* The rules the operator needs in its own namespace (the Lease always). */}}
 {{- define "logpolicy-operator.ownRules" -}}
 {{- if not .Values.signingKey.existingSecret }}
 - apiGroups: [""]
@@ -94,7 +94,7 @@ logpolicy-signing-key
   resources: ["secrets"]
   verbs: ["create"]
 {{- end }}
-{{- if include "logpolicy-operator.leaderElection" . }}
+{{- /* The Lease: leader election, else a heartbeat (operator/README.md) */}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   resourceNames: ["logpolicy-operator"]
@@ -102,5 +102,4 @@ logpolicy-signing-key
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["create"]
-{{- end }}
 {{- end }}

@@ -87,6 +87,14 @@ async fn demo() -> Result<()> {
         "operator running as ServiceAccount {}/{}-logpolicy-operator, metrics on http://{}",
         operator.namespace, operator.release, operator.metrics_addr
     );
+    if operator.metrics_token.is_some() {
+        println!(
+            "  /metrics wants a token: curl -H \"Authorization: Bearer $(kubectl -n {} create token {})\" http://{}/metrics",
+            operator.namespace,
+            logpolicy_e2e::operator::METRICS_SCRAPER,
+            operator.metrics_addr
+        );
+    }
 
     say("Starting three shop services as pods (each sends itself 10 requests/s; every 20th fails)");
     let specs = (0..3)

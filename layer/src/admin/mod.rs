@@ -53,14 +53,18 @@
 //! # Endpoints
 //!
 //! - `GET /logpolicy`: `{"effective": {...}, "layers": [...], "document": {...},
-//!   "nextExpiry": ..., "afterNextExpiry": {...}, "generation": N}`. `effective` is the
+//!   "nextExpiry": ..., "afterNextExpiry": {...}, "generation": N, "trustedKeys": [...],
+//!   "readAt": ...}`. `effective` is the
 //!   merged policy as directives (`"directives": "info,shop::payment=debug,@always_keep=warn"`)
 //!   and structured (`defaultLevel`, `targets`, `alwaysKeep`, `sampling`, `burst`,
 //!   `maxBytesPerSecond`) with the `sources` in force; `layers` is every layer, the
 //!   baseline `env` included, in the document's layer shape plus `active`; `document`
 //!   is the version, `issuedAt` and pod of the last document accepted (`null` before the
 //!   first); `nextExpiry` is when the next layer in force expires and `afterNextExpiry`
-//!   what the effective policy becomes then.
+//!   what the effective policy becomes then; `trustedKeys` the ids of the keys it
+//!   accepts signatures from now (empty: none, every push refused) and `readAt` its
+//!   clock when it answered (both in every viewer's view: `kubectl logpolicy check`
+//!   compares them with the operator's key and the reader's clock).
 //! - `PUT /logpolicy`: a signed [`PolicyDocument`](crate::wire::PolicyDocument) (see
 //!   [`crate::wire`] for the signature). Its layers replace every layer but the baseline,
 //!   in one atomic change; the answer (200, the same body as `GET`, plus

@@ -597,6 +597,13 @@ impl Admin {
             next_expiry: next,
             after_next_expiry: next.map(|at| effective_view(&policy.effective_at(at))),
             generation: self.handle.generation(),
+            trusted_keys: Some(
+                self.keys
+                    .current()
+                    .map(|keys| keys.ids().map(|id| id.to_string()).collect())
+                    .unwrap_or_default(),
+            ),
+            read_at: Some(now),
             scope: ViewScope::Full,
             unchanged,
         }

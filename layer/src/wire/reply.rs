@@ -80,6 +80,15 @@ pub struct PolicyView {
     pub after_next_expiry: Option<EffectiveView>,
     /// Increases with every compiled change, expiry included.
     pub generation: u64,
+    /// The ids of the keys whose signatures this pod accepts now (16 hex digits each, as
+    /// the `X-Logpolicy-Signature` header names them); empty when it trusts none (every
+    /// push is refused). Key ids are not secrets: every viewer gets them. Absent
+    /// (`None`) from pods of earlier versions.
+    pub trusted_keys: Option<Vec<String>>,
+    /// This pod's clock when it answered, the clock it judges documents by (`issuedAt`
+    /// within 5 minutes of it). Absent from pods of earlier versions.
+    #[serde(with = "crate::clock::serde_rfc3339_opt")]
+    pub read_at: Option<SystemTime>,
     /// How much this view shows: `full` to a peer on the pod's loopback (a process of
     /// the pod, `kubectl port-forward`), `reduced` to any other.
     #[serde(default)]
@@ -204,6 +213,8 @@ mod tests {
             next_expiry: Some(t),
             after_next_expiry: None,
             generation: 9,
+            trusted_keys: Some(vec!["0123456789abcdef".into()]),
+            read_at: Some(t),
             scope: ViewScope::Full,
             unchanged: Some(false),
         };
@@ -218,6 +229,8 @@ mod tests {
         assert_eq!(json["layers"][0]["active"], true);
         assert_eq!(json["effective"]["defaultLevel"], "info");
         assert_eq!(json["nextExpiry"], "2027-01-15T08:00:00Z");
+        assert_eq!(json["trustedKeys"][0], "0123456789abcdef");
+        assert_eq!(json["readAt"], "2027-01-15T08:00:00Z");
         assert_eq!(serde_json::from_value::<PolicyView>(json).unwrap(), view);
     }
 

@@ -139,8 +139,9 @@ impl Outputs {
 }
 
 /// Runs a [`Controller`] for each term this replica leads, until `shutdown` turns true:
-/// with `lease`, this replica leads while it holds the Lease ([`Election`]); without, it
-/// leads at once. On the way out the Lease is released (waiting at most 5 s), so that a
+/// with a `lease` that elects, this replica leads while it holds the Lease
+/// ([`Election`]); otherwise it leads at once (and keeps a `lease` that does not elect
+/// as a heartbeat). On the way out the Lease is released (waiting at most 5 s), so that a
 /// successor takes over at once.
 pub async fn lead(
     client: Client,
@@ -153,7 +154,7 @@ pub async fn lead(
     let scopes = watches::watch_scopes(&config.namespaces);
     let namespaces: Vec<&str> = scopes.iter().map(|s| s.as_deref().unwrap_or("*")).collect();
     let identity = outputs.identity.as_str();
-    log::info!(identity = %identity, leader_election = lease.is_some(), ?namespaces, "starting");
+    log::info!(identity = %identity, leader_election = lease.as_ref().is_some_and(|l| l.elect), ?namespaces, "starting");
     let (election, mut leader) = Election::start(client.clone(), lease, shutdown.clone());
     let mut stop = shutdown.clone();
     loop {

@@ -1364,25 +1364,52 @@ fn gitops_states() -> Vec<(&'static str, i64, crate::crd::LogPolicyStatus)> {
 #[test]
 fn gitops_tools_read_each_state_as_in_progress_current_or_failed() {
     let states = gitops_states();
+    // (state, kstatus, Reconciling's reason, Ready's status and reason)
     let expected = [
-        ("pending", "InProgress", "PodsPending"),
-        ("a pod failed", "InProgress", "PodsFailed"),
-        ("applied", "Current", "AllPodsApplied"),
+        (
+            "pending",
+            "InProgress",
+            "PodsPending",
+            ("False", "PodsPending"),
+        ),
+        (
+            "a pod failed",
+            "InProgress",
+            "PodsFailed",
+            ("False", "PodsFailed"),
+        ),
+        (
+            "applied",
+            "Current",
+            "AllPodsApplied",
+            ("True", "AllPodsApplied"),
+        ),
         (
             "a new generation not observed",
             "InProgress",
             "AllPodsApplied",
+            ("True", "AllPodsApplied"),
         ),
-        ("expired", "Current", "Expired"),
-        ("no pod selected", "Current", "NoPodsSelected"),
-        ("invalid", "Failed", "Invalid"),
+        ("expired", "Current", "Expired", ("True", "Expired")),
+        (
+            "no pod selected",
+            "Current",
+            "NoPodsSelected",
+            ("True", "NoPodsSelected"),
+        ),
+        ("invalid", "Failed", "Invalid", ("False", "Invalid")),
     ];
     assert_eq!(states.len(), expected.len());
-    for ((what, generation, status), (want, result, reconciling)) in states.iter().zip(expected) {
+    for ((what, generation, status), (want, result, reconciling, ready)) in
+        states.iter().zip(expected)
+    {
         assert_eq!(*what, want);
         assert_eq!(kstatus(*generation, status), result, "{what}: {status:?}");
         let r = condition(status, "Reconciling");
         assert_eq!(r.reason, reconciling, "{what}");
+        let c = condition(status, "Ready");
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ready, "{what}");
+        assert_eq!(c.observed_generation, Some(1), "{what}");
         assert_eq!(r.observed_generation, Some(1), "{what}");
         assert_eq!(condition(status, "Stalled").observed_generation, Some(1));
     }

@@ -1,0 +1,91 @@
+//! The release artifacts: `scripts/release --no-verify --allow-dirty` run once per test
+//! process, with the buildah storage of the image tests ([`crate::image`]), so that the
+//! images and the static binaries it reuses are built once.
+//!
+//! `--no-verify`: `./scripts/test` verifies the `logpolicy` package by building it from
+//! its own files; the operator's and the plugin's would each be a debug build of kube
+//! from scratch (minutes), and the images are built from the same sources.
+//! `--allow-dirty`: a local run checks the work in progress; CI's tree is clean.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::binaries::without_test_env;
+use crate::cluster::{repo_root, Error, Result};
+use crate::image::{storage_dir, target_dir};
+
+/// What `scripts/release` wrote.
+#[derive(Debug)]
+pub struct Dist {
+    /// `target/dist`.
+    pub dir: PathBuf,
+    /// The crates' version, e.g. `0.1.0`.
+    pub version: String,
+}
+
+impl Dist {
+    /// The release, made once per process.
+    pub fn get() -> Result<&'static Dist> {
+        static MADE: OnceLock<Result<Dist>> = OnceLock::new();
+        MADE.get_or_init(make).as_ref().map_err(Clone::clone)
+    }
+
+    /// A file of the release.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The names of its files, sorted.
+    pub fn files(&self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)
+            .map_err(|e| Error(format!("{}: {e}", self.dir.display())))?
+        {
+            let entry = entry.map_err(|e| Error(format!("{}: {e}", self.dir.display())))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+fn make() -> Result<Dist> {
+    let started = std::time::Instant::now();
+    let mut cmd = Command::new(repo_root().join("scripts/release"));
+    without_test_env(&mut cmd);
+    let out = cmd
+        .args(["--no-verify", "--allow-dirty"])
+        .current_dir(repo_root())
+        .env("LOGPOLICY_IMAGES_STORAGE", storage_dir())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Error(format!("running scripts/release: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(Error(format!(
+            "scripts/release failed ({}):\n{stdout}",
+            out.status
+        )));
+    }
+    eprintln!(
+        "e2e: scripts/release: {:.1} s\n{stdout}",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Dist {
+        dir: target_dir().join("dist"),
+        version: layer_version()?,
+    })
+}
+
+/// The `logpolicy` crate's version, from `layer/Cargo.toml`.
+fn layer_version() -> Result<String> {
+    let path = repo_root().join("layer/Cargo.toml");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error(format!("{}: {e}", path.display())))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .ok_or_else(|| Error(format!("{}: no version", path.display())))
+}

@@ -1,0 +1,538 @@
+//! A real Prometheus server, set up as the chart sets up the Prometheus Operator's:
+//! it scrapes the operator's `/metrics` with a ServiceAccount token (as the
+//! ServiceMonitor does), finds the opted-in pods through the real API server and
+//! scrapes their admin endpoint with the chart's PodMonitor relabelings (as the
+//! Prometheus Operator turns a PodMonitor into a scrape configuration), and evaluates
+//! the rules of the chart's PrometheusRule. Then every query of the Grafana dashboard
+//! answers with data, every rule evaluates without error, the alerts of a healthy
+//! installation stay quiet, a raise in force past the (shortened) maximum fires
+//! `LogPolicyRaiseOutstanding` for each raised pod, and killing the operator fires
+//! `LogPolicyOperatorDown`.
+//!
+//! There is no Prometheus Operator here: the scrape configuration is written the way it
+//! generates one (`job`, `namespace`, `container`, `pod` from service discovery, then
+//! the PodMonitor's relabelings, which the test takes from the rendered chart). Nor is
+//! there Kubernetes service discovery (Debian builds Prometheus without it): the test
+//! reads the Pod objects from the API server and hands Prometheus, through a discovery
+//! file, the targets and `__meta_kubernetes_pod_*` labels that discovery would make of
+//! them (one target per container port, or per container without ports).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use logpolicy_e2e::cluster::repo_root;
+use logpolicy_e2e::helm::{one, render};
+use logpolicy_e2e::operator::{Operator, OperatorOptions};
+use logpolicy_e2e::process::wait_for;
+use logpolicy_e2e::prometheus::{Prometheus, Sample, Target};
+use logpolicy_e2e::shop::wait_known;
+use logpolicy_e2e::{Error, PodSpec, Result, Scenario};
+use serde_json::{json, Value};
+
+/// Scrapes and rule evaluations every second: rates over this window have samples.
+const RATE_WINDOW: &str = "10s";
+
+/// The chart's PodMonitor and PrometheusRule rendered with `set`.
+fn chart_monitoring(set: &[(&str, &str)]) -> Result<(Value, Value)> {
+    let mut all = vec![
+        ("podMonitor.enabled", "true"),
+        ("prometheusRule.enabled", "true"),
+    ];
+    all.extend_from_slice(set);
+    let objects = render("lp", "logpolicy-system", &all)?;
+    Ok((
+        one(&objects, "PodMonitor")?.clone(),
+        one(&objects, "PrometheusRule")?.clone(),
+    ))
+}
+
+/// A PodMonitor relabeling (the CRD's camelCase) as a Prometheus `relabel_config`.
+fn relabel_config(r: &Value) -> Result<Value> {
+    let mut out = serde_json::Map::new();
+    for (k, v) in r
+        .as_object()
+        .ok_or_else(|| Error(format!("relabeling {r}")))?
+    {
+        let key = match k.as_str() {
+            "sourceLabels" => "source_labels",
+            "targetLabel" => "target_label",
+            "action" | "regex" | "replacement" | "separator" | "modulus" => k.as_str(),
+            other => return Err(Error(format!("relabeling field {other} not translated"))),
+        };
+        out.insert(key.to_owned(), v.clone());
+    }
+    Ok(Value::Object(out))
+}
+
+/// `s` as Prometheus makes a label name of it: every character but ASCII letters,
+/// digits and `_` as `_`.
+fn label_name(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The targets Kubernetes service discovery (`role: pod`) makes of `pods` (a Pod
+/// list), with its `__meta_kubernetes_*` labels, as a discovery file's target groups.
+fn pod_discovery(pods: &Value) -> Value {
+    let mut groups = Vec::new();
+    for pod in pods["items"].as_array().into_iter().flatten() {
+        let meta = &pod["metadata"];
+        let ip = pod["status"]["podIP"].as_str().unwrap_or_default();
+        let mut labels = serde_json::Map::new();
+        let mut put = |k: String, v: &str| {
+            labels.insert(k, Value::String(v.to_owned()));
+        };
+        put(
+            "__meta_kubernetes_namespace".into(),
+            meta["namespace"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_name".into(),
+            meta["name"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_uid".into(),
+            meta["uid"].as_str().unwrap_or_default(),
+        );
+        put("__meta_kubernetes_pod_ip".into(), ip);
+        put(
+            "__meta_kubernetes_pod_phase".into(),
+            pod["status"]["phase"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_node_name".into(),
+            pod["spec"]["nodeName"].as_str().unwrap_or_default(),
+        );
+        for (kind, map) in [
+            ("label", &meta["labels"]),
+            ("annotation", &meta["annotations"]),
+        ] {
+            for (k, v) in map.as_object().into_iter().flatten() {
+                put(
+                    format!("__meta_kubernetes_pod_{kind}_{}", label_name(k)),
+                    v.as_str().unwrap_or_default(),
+                );
+                put(
+                    format!("__meta_kubernetes_pod_{kind}present_{}", label_name(k)),
+                    "true",
+                );
+            }
+        }
+        for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
+            let mut with_container = labels.clone();
+            with_container.insert(
+                "__meta_kubernetes_pod_container_name".into(),
+                container["name"].clone(),
+            );
+            with_container.insert(
+                "__meta_kubernetes_pod_container_init".into(),
+                json!("false"),
+            );
+            let ports = container["ports"].as_array().cloned().unwrap_or_default();
+            if ports.is_empty() {
+                groups.push(json!({"targets": [ip], "labels": with_container}));
+            }
+            for port in ports {
+                let number = port["containerPort"].to_string();
+                let mut l = with_container.clone();
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_name".into(),
+                    json!(port["name"].as_str().unwrap_or_default()),
+                );
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_number".into(),
+                    json!(number),
+                );
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_protocol".into(),
+                    json!(port["protocol"].as_str().unwrap_or("TCP")),
+                );
+                groups.push(json!({"targets": [format!("{ip}:{number}")], "labels": l}));
+            }
+        }
+    }
+    Value::Array(groups)
+}
+
+/// The scrape job the Prometheus Operator generates for `pod_monitor` (in namespace
+/// `monitor_ns`), its targets discovered in the file `pods.json` beside the
+/// configuration.
+fn pod_monitor_job(pod_monitor: &Value, monitor_ns: &str) -> Result<Value> {
+    let name = pod_monitor["metadata"]["name"].as_str().unwrap_or_default();
+    let endpoint = &pod_monitor["spec"]["podMetricsEndpoints"][0];
+    let selector = pod_monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .ok_or_else(|| Error("the PodMonitor has no matchLabels".into()))?;
+    let mut relabel = Vec::new();
+    for (label, value) in selector {
+        let label = label_name(label);
+        relabel.push(json!({
+            "source_labels": [format!("__meta_kubernetes_pod_label_{label}"),
+                              format!("__meta_kubernetes_pod_labelpresent_{label}")],
+            "regex": format!("({});true", value.as_str().unwrap_or_default()),
+            "action": "keep",
+        }));
+    }
+    relabel.extend([
+        json!({"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "(Failed|Succeeded)", "action": "drop"}),
+        json!({"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"}),
+        json!({"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"}),
+        json!({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}),
+        json!({"target_label": "job", "replacement": format!("{monitor_ns}/{name}")}),
+    ]);
+    for r in endpoint["relabelings"].as_array().into_iter().flatten() {
+        relabel.push(relabel_config(r)?);
+    }
+    Ok(json!({
+        "job_name": format!("podMonitor/{monitor_ns}/{name}/0"),
+        "metrics_path": endpoint["path"],
+        "scheme": endpoint["scheme"],
+        "file_sd_configs": [{"files": ["pods.json"], "refresh_interval": "1s"}],
+        "relabel_configs": relabel,
+    }))
+}
+
+/// Every query of the dashboard, with its panel's title, Grafana's variables
+/// substituted as a user picking `namespace` (and every pod) would see them.
+fn dashboard_queries(namespace: &str) -> Result<Vec<(String, String)>> {
+    let path = repo_root().join("charts/logpolicy-operator/files/dashboard.json");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error(format!("{}: {e}", path.display())))?;
+    let dashboard: Value =
+        serde_json::from_str(&text).map_err(|e| Error(format!("{}: {e}", path.display())))?;
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap_or_default();
+            let expr = expr
+                .replace("$__rate_interval", RATE_WINDOW)
+                .replace("$namespace", namespace)
+                .replace("$pod", ".*");
+            assert!(!expr.contains('$'), "a variable left in {expr}");
+            queries.push((panel["title"].as_str().unwrap_or("?").to_owned(), expr));
+        }
+    }
+    Ok(queries)
+}
+
+/// The values of `samples` by the label `label`.
+fn by(samples: &[Sample], label: &str) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = samples
+        .iter()
+        .map(|s| (s.labels.get(label).cloned().unwrap_or_default(), s.value))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The alerts Prometheus holds now (`/api/v1/alerts`): name, state and labels.
+fn alerts(prometheus: &mut Prometheus) -> Result<Vec<(String, String, Value)>> {
+    let data = prometheus.api("alerts", "")?;
+    Ok(data["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            (
+                a["labels"]["alertname"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                a["state"].as_str().unwrap_or_default().to_owned(),
+                a["labels"].clone(),
+            )
+        })
+        .collect())
+}
+
+const RAISE: &str = r#"
+apiVersion: logpolicy.dev/v1beta1
+kind: LogPolicy
+metadata: {name: incident}
+spec:
+  selector: {matchLabels: {app: shop}}
+  targets:
+  - {target: "shop::payment", level: debug}
+  duration: 10m
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_answers_every_alert_and_panel() {
+    let s = Scenario::without_operator("prom").await.unwrap();
+    let ns = s.namespace().to_owned();
+    // The chart binds its metrics-reader ClusterRole (get on /metrics) to Prometheus's
+    // ServiceAccount.
+    let mut operator = Operator::start(OperatorOptions {
+        set: vec![
+            ("watchNamespaces".to_owned(), format!("{{{ns}}}")),
+            // One --set for both fields: a second one naming readers[0] replaces it.
+            (
+                "metrics.auth.readers[0].namespace".to_owned(),
+                format!("{ns},metrics.auth.readers[0].name=prometheus"),
+            ),
+        ],
+        ..OperatorOptions::default()
+    })
+    .unwrap();
+
+    // Prometheus's ServiceAccount (allowed to list the pods, as its service discovery
+    // would be).
+    s.apply(&format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: prometheus}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: prometheus-discovery}}
+rules:
+- {{apiGroups: [""], resources: [pods], verbs: [get, list, watch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: prometheus-discovery}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: prometheus-discovery}}
+subjects: [{{kind: ServiceAccount, name: prometheus, namespace: {ns}}}]
+"#
+    ))
+    .unwrap();
+    let token = s
+        .kubectl(&["create", "token", "prometheus", "--duration=1h"])
+        .unwrap();
+
+    let pods = s
+        .pods(vec![PodSpec::shop("shop-0"), PodSpec::shop("shop-1")])
+        .await
+        .unwrap();
+    wait_known(&pods).unwrap();
+    s.apply(RAISE).unwrap();
+    s.wait_condition("incident", "Applied", "True", Duration::from_secs(20))
+        .unwrap();
+
+    // The alerts as the chart renders them, two `for`s shortened so that they fire
+    // within the test: a raise in force for 5 s is past its maximum, an operator not
+    // scraped for 2 s is down.
+    let (pod_monitor, rule) = chart_monitoring(&[
+        ("prometheusRule.alerts.LogPolicyRaiseOutstanding.for", "5s"),
+        ("prometheusRule.alerts.LogPolicyOperatorDown.for", "2s"),
+    ])
+    .unwrap();
+    let rules = json!({"groups": rule["spec"]["groups"]});
+    let operator_target = operator.metrics_addr.to_string();
+    let config = json!({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "rule_files": ["rules.yaml"],
+        "scrape_configs": [
+            {
+                // As the ServiceMonitor: the token of Prometheus's ServiceAccount, and the
+                // labels the Prometheus Operator gives an endpoint's target.
+                "job_name": "logpolicy-operator",
+                "authorization": {"credentials_file": "token"},
+                "static_configs": [{"targets": [operator_target], "labels": {
+                    "namespace": operator.namespace, "pod": operator.pod_name}}],
+            },
+            {
+                "job_name": "without-a-token",
+                "static_configs": [{"targets": [operator_target]}],
+            },
+            pod_monitor_job(&pod_monitor, "logpolicy-system").unwrap(),
+        ],
+    });
+    let listed: Value =
+        serde_json::from_str(&s.kubectl(&["get", "pods", "-o", "json"]).unwrap()).unwrap();
+    let discovered = pod_discovery(&listed);
+    let mut prometheus = Prometheus::start(
+        &config.to_string(),
+        &[
+            ("rules.yaml", &rules.to_string()),
+            ("token", token.trim()),
+            ("pods.json", &discovered.to_string()),
+        ],
+    )
+    .unwrap();
+
+    // The operator with the token, without it refused; one target per pod, at the
+    // address of its port annotation, with the labels the PodMonitor gives it.
+    let shop_urls: BTreeSet<String> = pods
+        .iter()
+        .map(|p| format!("http://{}/metrics", p.admin))
+        .collect();
+    let scraped = |targets: &[Target], job: &str| -> BTreeSet<String> {
+        targets
+            .iter()
+            .filter(|t| t.job == job && t.health == "up")
+            .map(|t| t.url.clone())
+            .collect()
+    };
+    let workloads_job = format!(
+        "logpolicy-system/{}",
+        pod_monitor["metadata"]["name"].as_str().unwrap()
+    );
+    let targets = wait_for(Duration::from_secs(30), "every target scraped", || {
+        let targets = prometheus.targets()?;
+        let refused = targets
+            .iter()
+            .any(|t| t.job == "without-a-token" && t.health == "down");
+        Ok((scraped(&targets, "logpolicy-operator").len() == 1
+            && scraped(&targets, &workloads_job) == shop_urls
+            && refused)
+            .then_some(targets))
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", prometheus.tail(20)));
+    let workload_targets: Vec<&Target> =
+        targets.iter().filter(|t| t.job == workloads_job).collect();
+    assert_eq!(workload_targets.len(), 2, "one target per pod: {targets:?}");
+    let mut labelled: Vec<(String, String)> = workload_targets
+        .iter()
+        .map(|t| {
+            (
+                t.labels["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                t.labels["pod"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    labelled.sort();
+    assert_eq!(
+        labelled,
+        [
+            (ns.clone(), "shop-0".to_owned()),
+            (ns.clone(), "shop-1".to_owned())
+        ]
+    );
+    let refused = targets.iter().find(|t| t.job == "without-a-token").unwrap();
+    assert!(
+        refused.last_error.contains("401"),
+        "the operator's /metrics without a token: {refused:?}"
+    );
+
+    // Every panel's every query answers with data.
+    let queries = dashboard_queries(&ns).unwrap();
+    assert!(queries.len() >= 18, "{queries:?}");
+    wait_for(
+        Duration::from_secs(30),
+        "every dashboard query to answer with data",
+        || {
+            let mut empty = Vec::new();
+            for (title, expr) in &queries {
+                if prometheus.query(expr)?.is_empty() {
+                    empty.push(format!("{title}: {expr}"));
+                }
+            }
+            if empty.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(Error(format!("no data for:\n{}", empty.join("\n"))))
+            }
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "{} queries of the dashboard answered with data",
+        queries.len()
+    );
+    // What a few of them say (once each pod has been scraped twice: a rate needs two
+    // samples).
+    let bytes_query = format!(
+        "sum by (pod) (rate(logpolicy_target_bytes_total{{namespace=\"{ns}\", target=\"shop::http\"}}[{RATE_WINDOW}]))"
+    );
+    let bytes = wait_for(
+        Duration::from_secs(30),
+        "shop::http bytes per second from both pods",
+        || {
+            let bytes = prometheus.query(&bytes_query)?;
+            let pods: Vec<String> = by(&bytes, "pod").into_iter().map(|b| b.0).collect();
+            Ok(
+                (pods == ["shop-0", "shop-1"] && bytes.iter().all(|b| b.value > 0.0))
+                    .then_some(bytes),
+            )
+        },
+    )
+    .unwrap();
+    eprintln!("shop::http bytes/s by pod: {:?}", by(&bytes, "pod"));
+    let layers = prometheus
+        .query(&format!(
+            "logpolicy_policy_active_layers{{namespace=\"{ns}\"}} - 1"
+        ))
+        .unwrap();
+    assert_eq!(
+        by(&layers, "pod"),
+        [("shop-0".to_owned(), 1.0), ("shop-1".to_owned(), 1.0)],
+        "one raise in force on each pod"
+    );
+    let leaders = prometheus.query("sum(logpolicy_operator_leader)").unwrap();
+    assert_eq!(leaders.first().map(|l| l.value), Some(1.0));
+
+    // Every rule loads and evaluates without error.
+    let groups = prometheus.rule_groups().unwrap();
+    let names: Vec<&str> = groups.iter().filter_map(|g| g["name"].as_str()).collect();
+    assert_eq!(names, ["logpolicy-operator", "logpolicy-workloads"]);
+    for group in &groups {
+        for rule in group["rules"].as_array().unwrap() {
+            assert_eq!(rule["health"], "ok", "{rule}");
+            assert_eq!(rule["lastError"].as_str().unwrap_or_default(), "", "{rule}");
+        }
+    }
+
+    // The raise has been in force for longer than 5 s on both pods: that alert fires,
+    // for each pod, and no other does.
+    let firing = wait_for(
+        Duration::from_secs(30),
+        "LogPolicyRaiseOutstanding to fire for both pods",
+        || {
+            let firing: Vec<_> = alerts(&mut prometheus)?
+                .into_iter()
+                .filter(|a| a.1 == "firing")
+                .collect();
+            Ok((firing
+                .iter()
+                .filter(|a| a.0 == "LogPolicyRaiseOutstanding")
+                .count()
+                == 2)
+                .then_some(firing))
+        },
+    )
+    .unwrap();
+    let mut raised: Vec<(String, String)> = firing
+        .iter()
+        .map(|a| {
+            assert_eq!(a.0, "LogPolicyRaiseOutstanding", "{firing:?}");
+            (
+                a.2["namespace"].as_str().unwrap_or_default().to_owned(),
+                a.2["pod"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    raised.sort();
+    assert_eq!(
+        raised,
+        [
+            (ns.clone(), "shop-0".to_owned()),
+            (ns.clone(), "shop-1".to_owned())
+        ]
+    );
+
+    // The operator killed: down within the 2 s of its `for` and a few scrapes.
+    let killed = std::time::Instant::now();
+    operator.kill();
+    wait_for(
+        Duration::from_secs(30),
+        "LogPolicyOperatorDown to fire",
+        || {
+            Ok(alerts(&mut prometheus)?
+                .iter()
+                .any(|a| a.0 == "LogPolicyOperatorDown" && a.1 == "firing")
+                .then_some(()))
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "LogPolicyOperatorDown firing {:.1} s after the operator was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    drop(pods);
+}

@@ -1,0 +1,398 @@
+//! What `scripts/release` writes to `target/dist/`, checked as its users would use it:
+//! the checksums with `sha256sum -c`; the crates' manifests as crates.io would read
+//! them; the krew manifest by krew's rules, installing the plugin archive it names and
+//! running the binary; the packaged chart rendered with `image.digest` set to the
+//! digest of the operator image built; the SBOMs against the crates of each binary.
+//!
+//! Needs buildah (the images); skipped (with the reason) where it cannot run, unless
+//! `LOGPOLICY_E2E_REQUIRE_IMAGES=1` (as `scripts/test` sets) makes that a failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers: a failure is a test failure
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use logpolicy_e2e::cluster::repo_root;
+use logpolicy_e2e::helm::{chart_dir, one, render, render_chart};
+use logpolicy_e2e::image::{Images, REQUIRE_VAR};
+use logpolicy_e2e::krew;
+use logpolicy_e2e::release::Dist;
+use sha2::{Digest, Sha256};
+
+/// The release, or `None` (the test is skipped) when buildah cannot run here.
+fn dist() -> Option<&'static Dist> {
+    if let Err(why) = Images::buildable() {
+        assert!(
+            std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
+            "{REQUIRE_VAR}=1, but buildah cannot build the images here: {why}"
+        );
+        eprintln!("SKIPPED: the release's images need buildah: {why}");
+        return None;
+    }
+    Some(Dist::get().unwrap())
+}
+
+/// krew's and Go's name of the host's architecture.
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => panic!("no release for {other}"),
+    }
+}
+
+fn plugin_archive(dist: &Dist) -> String {
+    format!(
+        "kubectl-logpolicy_v{}_linux_{}.tar.gz",
+        dist.version,
+        arch()
+    )
+}
+
+/// Runs `cmd`; its stdout, or a panic with its stderr.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// One file of a tar archive (`tar -xOf`).
+fn tar_file(archive: &Path, member: &str) -> Vec<u8> {
+    let out = Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg(member)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tar -xOf {} {member}: {}",
+        archive.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn tar_list(archive: &Path) -> Vec<String> {
+    run(Command::new("tar").arg("-tf").arg(archive))
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    krew::hex(&Sha256::digest(bytes))
+}
+
+#[test]
+fn the_checksums_cover_every_artifact_and_hold() {
+    let Some(dist) = dist() else { return };
+    let v = &dist.version;
+    let archive = plugin_archive(dist);
+    let expected: BTreeSet<String> = [
+        format!("logpolicy-{v}.crate"),
+        format!("logpolicy-operator-{v}.crate"),
+        format!("kubectl-logpolicy-{v}.crate"),
+        archive.clone(),
+        format!("{archive}.sha256"),
+        "logpolicy.yaml".to_owned(),
+        format!("logpolicy-operator-{v}.tgz"),
+        format!("logpolicy-operator-{v}.oci.tar"),
+        format!("logpolicy-demo-service-{v}.oci.tar"),
+        "images.txt".to_owned(),
+        format!("logpolicy-operator-{v}.spdx.json"),
+        format!("logpolicy-demo-service-{v}.spdx.json"),
+        "SHA256SUMS".to_owned(),
+    ]
+    .into_iter()
+    .collect();
+    let files: BTreeSet<String> = dist.files().unwrap().into_iter().collect();
+    assert_eq!(files, expected, "the files of {}", dist.dir.display());
+
+    // As a user checks a download.
+    let report = run(Command::new("sha256sum")
+        .args(["--strict", "-c", "SHA256SUMS"])
+        .current_dir(&dist.dir));
+    let checked: BTreeSet<String> = report
+        .lines()
+        .map(|l| {
+            let name = l.strip_suffix(": OK").unwrap_or_else(|| panic!("{l}"));
+            name.to_owned()
+        })
+        .collect();
+    let mut all_but_sums = expected.clone();
+    all_but_sums.remove("SHA256SUMS");
+    assert_eq!(checked, all_but_sums, "what SHA256SUMS covers");
+
+    // The sums are the files' (not only consistent with what sha256sum reads back).
+    let sums = std::fs::read_to_string(dist.path("SHA256SUMS")).unwrap();
+    for line in sums.lines() {
+        let (sum, name) = line.split_once("  ").unwrap();
+        assert_eq!(
+            sum,
+            sha256_hex(&std::fs::read(dist.path(name)).unwrap()),
+            "{name}"
+        );
+    }
+    let own = std::fs::read_to_string(dist.path(&format!("{archive}.sha256"))).unwrap();
+    assert!(
+        sums.lines().any(|l| l == own.trim_end()),
+        "{archive}.sha256 ({own}) is not the line of SHA256SUMS"
+    );
+}
+
+/// The dependency sections of a normalized Cargo.toml (`[dependencies.NAME]`) and their
+/// `key = value` lines.
+fn dependencies(cargo_toml: &str) -> Vec<(String, Vec<String>)> {
+    let mut sections = Vec::new();
+    let mut current: Option<(String, Vec<String>)> = None;
+    for line in cargo_toml.lines() {
+        if line.starts_with('[') {
+            sections.extend(current.take());
+            if let Some(name) = line
+                .strip_prefix("[dependencies.")
+                .and_then(|n| n.strip_suffix(']'))
+            {
+                current = Some((name.trim_matches('"').to_owned(), Vec::new()));
+            }
+        } else if let Some((_, lines)) = current.as_mut() {
+            if !line.trim().is_empty() {
+                lines.push(line.trim().to_owned());
+            }
+        }
+    }
+    sections.extend(current);
+    sections
+}
+
+#[test]
+fn the_crates_name_their_workspace_dependencies_by_version_in_publishing_order() {
+    let Some(dist) = dist() else { return };
+    let v = &dist.version;
+    // In the order to publish: each depends only on crates before it.
+    let order = ["logpolicy", "logpolicy-operator", "kubectl-logpolicy"];
+    for (i, name) in order.iter().enumerate() {
+        let krate = dist.path(&format!("{name}-{v}.crate"));
+        let manifest =
+            String::from_utf8(tar_file(&krate, &format!("{name}-{v}/Cargo.toml"))).unwrap();
+        assert!(
+            !manifest.lines().any(|l| l.trim() == "publish = false"),
+            "{name}: publish = false"
+        );
+        let workspace_deps: Vec<(String, Vec<String>)> = dependencies(&manifest)
+            .into_iter()
+            .filter(|(dep, _)| order.contains(&dep.as_str()))
+            .collect();
+        let expected: Vec<&str> = order[..i].to_vec();
+        let found: Vec<&str> = workspace_deps.iter().map(|(d, _)| d.as_str()).collect();
+        assert_eq!(found, expected, "{name}: its dependencies on the workspace");
+        for (dep, lines) in &workspace_deps {
+            assert!(
+                lines.contains(&format!("version = \"{v}\"")),
+                "{name} -> {dep}: no version {v}: {lines:?}"
+            );
+            assert!(
+                !lines.iter().any(|l| l.starts_with("path")),
+                "{name} -> {dep}: a path in the package: {lines:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_krew_manifest_follows_krews_rules_and_installs_the_static_plugin() {
+    let Some(dist) = dist() else { return };
+    let v = &dist.version;
+    let path = dist.path("logpolicy.yaml");
+    let manifest = krew::read(&path).unwrap();
+    krew::validate(&path, &manifest).unwrap();
+    assert_eq!(manifest.spec.version, format!("v{v}"));
+    assert_eq!(manifest.spec.homepage, env!("CARGO_PKG_REPOSITORY"));
+
+    let archive_name = plugin_archive(dist);
+    let platform = krew::platform(&manifest, "linux", arch()).unwrap();
+    assert_eq!(
+        platform.uri,
+        format!(
+            "{}/releases/download/v{v}/{archive_name}",
+            env!("CARGO_PKG_REPOSITORY")
+        )
+    );
+    let archive = dist.path(&archive_name);
+    let mut entries = tar_list(&archive);
+    entries.sort();
+    assert_eq!(entries, ["LICENSE", "kubectl-logpolicy"]);
+    assert_eq!(
+        tar_file(&archive, "LICENSE"),
+        std::fs::read(repo_root().join("LICENSE")).unwrap()
+    );
+
+    // `kubectl krew install --manifest=logpolicy.yaml --archive=ARCHIVE`, as krew does it.
+    let dir = dist.dir.parent().unwrap().join("krew-install-test");
+    let bin = krew::install(platform, &archive, &dir).unwrap();
+    assert!(dir.join("install/LICENSE").is_file());
+    let ldd = Command::new("ldd").arg(&bin).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("=>"),
+        "the plugin is dynamically linked:\n{}",
+        String::from_utf8_lossy(&ldd.stdout)
+    );
+    let version = run(Command::new(&bin).arg("--version"));
+    assert_eq!(version.trim(), format!("kubectl-logpolicy {v}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `blobs/sha256/HEX` of an OCI archive, checked against its name.
+fn blob(archive: &Path, digest: &str) -> Vec<u8> {
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let bytes = tar_file(archive, &format!("blobs/sha256/{hex}"));
+    assert_eq!(
+        sha256_hex(&bytes),
+        hex,
+        "{}: blob {digest}",
+        archive.display()
+    );
+    bytes
+}
+
+#[test]
+fn the_packaged_chart_pins_the_operator_image_built_by_its_digest() {
+    let Some(dist) = dist() else { return };
+    let v = &dist.version;
+    // images.txt: NAME:VERSION@DIGEST, the digest of each archive's one manifest.
+    let images = std::fs::read_to_string(dist.path("images.txt")).unwrap();
+    let mut references = Vec::new();
+    for name in ["logpolicy-operator", "logpolicy-demo-service"] {
+        let archive = dist.path(&format!("{name}-{v}.oci.tar"));
+        let index: serde_json::Value =
+            serde_json::from_slice(&tar_file(&archive, "index.json")).unwrap();
+        let manifests = index["manifests"].as_array().unwrap();
+        assert_eq!(manifests.len(), 1, "{name}: {index}");
+        let digest = manifests[0]["digest"].as_str().unwrap();
+        let manifest: serde_json::Value = serde_json::from_slice(&blob(&archive, digest)).unwrap();
+        for layer in manifest["layers"].as_array().unwrap() {
+            blob(&archive, layer["digest"].as_str().unwrap());
+        }
+        let reference = format!("logpolicy/{name}:{v}@{digest}");
+        assert!(
+            images.lines().any(|l| l == reference),
+            "images.txt has no {reference}:\n{images}"
+        );
+        references.push((name, digest.to_owned()));
+    }
+    assert_eq!(images.lines().count(), 2, "{images}");
+
+    let chart = dist.path(&format!("logpolicy-operator-{v}.tgz"));
+    // Helm reads Chart.yaml first.
+    assert_eq!(tar_list(&chart)[0], "logpolicy-operator/Chart.yaml");
+    // The chart's default image is the tag; image.digest pins the image built.
+    let (_, digest) = &references[0];
+    let image = |set: &[(&str, &str)]| {
+        let objects = render_chart(&chart, "lp", "logpolicy-system", set).unwrap();
+        let deployment = one(&objects, "Deployment").unwrap();
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(image(&[]), format!("logpolicy/logpolicy-operator:{v}"));
+    assert_eq!(
+        image(&[("image.digest", digest)]),
+        format!("logpolicy/logpolicy-operator@{digest}")
+    );
+    // The packaged chart is the chart: it renders as charts/logpolicy-operator does.
+    let set = [("image.digest", digest.as_str()), ("replicaCount", "2")];
+    assert_eq!(
+        render_chart(&chart, "lp", "logpolicy-system", &set).unwrap(),
+        render("lp", "logpolicy-system", &set).unwrap(),
+        "{} renders otherwise than {}",
+        chart.display(),
+        chart_dir().display()
+    );
+}
+
+/// `name = "NAME"` then `version = "V"` in Cargo.lock: the versions of NAME.
+fn locked_versions(name: &str) -> Vec<String> {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    let lines: Vec<&str> = lock.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == format!("name = \"{name}\""))
+        .filter_map(|w| w[1].strip_prefix("version = \""))
+        .map(|v| v.trim_end_matches('"').to_owned())
+        .collect()
+}
+
+#[test]
+fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
+    let Some(dist) = dist() else { return };
+    let v = &dist.version;
+    for (name, present, absent) in [
+        (
+            "logpolicy-operator",
+            &["logpolicy-operator", "logpolicy", "kube-client", "rustls"][..],
+            &["logpolicy-demo-service", "clap_complete", "proptest"][..],
+        ),
+        (
+            "logpolicy-demo-service",
+            &["logpolicy-demo-service", "logpolicy"][..],
+            &["kube-client", "logpolicy-operator", "proptest"][..],
+        ),
+    ] {
+        let path = dist.path(&format!("{name}-{v}.spdx.json"));
+        let sbom: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(sbom["spdxVersion"], "SPDX-2.3", "{}", path.display());
+        let packages = sbom["packages"].as_array().unwrap();
+        let crates: Vec<(&str, &str)> = packages
+            .iter()
+            .filter(|p| {
+                p["externalRefs"].as_array().into_iter().flatten().any(|r| {
+                    r["referenceLocator"]
+                        .as_str()
+                        .is_some_and(|l| l.starts_with("pkg:cargo/"))
+                })
+            })
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap(),
+                    p["versionInfo"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert!(
+            crates.len() > 20,
+            "{name}: {} crates in its SBOM: {crates:?}",
+            crates.len()
+        );
+        for krate in present {
+            let found: Vec<&str> = crates
+                .iter()
+                .filter(|(n, _)| n == krate)
+                .map(|(_, v)| *v)
+                .collect();
+            assert!(!found.is_empty(), "{name}: no {krate} in its SBOM");
+            let locked = locked_versions(krate);
+            for version in found {
+                assert!(
+                    locked.iter().any(|l| l == version),
+                    "{name}: {krate} {version} in the SBOM, Cargo.lock has {locked:?}"
+                );
+            }
+        }
+        for krate in absent {
+            assert!(
+                !crates.iter().any(|(n, _)| n == krate),
+                "{name}: {krate} in its SBOM"
+            );
+        }
+    }
+}
