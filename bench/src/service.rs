@@ -33,6 +33,119 @@ pub fn log_request(method: &str, path: &str, lines: u32, latency_us: impl FnOnce
     }
 }
 
+/// The environment variable that carries the service's [`Shape`] (`light`, the
+/// default, or `standard`) from `http-bench --shape` (or the caller of `http-ab`) to
+/// the service it starts.
+pub const SHAPE_ENV: &str = "LOGPOLICY_BENCH_SHAPE";
+
+/// What a request's lines carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// [`log_request`]: `lines - 1` lines with three fields, then the access line with
+    /// five (about 145 bytes of JSON each with ours).
+    Light,
+    /// [`log_standard`]: every line with the six fields services really write
+    /// (`request_id`, `method`, `path`, `status`, `latency_us`, `user`) and a message
+    /// (about 220 bytes of JSON each with ours).
+    Standard,
+}
+
+impl Shape {
+    /// `light` or `standard`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Light => "light",
+            Shape::Standard => "standard",
+        }
+    }
+
+    /// The shape `name` names.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "light" => Some(Shape::Light),
+            "standard" => Some(Shape::Standard),
+            _ => None,
+        }
+    }
+
+    /// The shape [`SHAPE_ENV`] names ([`Shape::Light`] when unset); exits with a message
+    /// when it names none.
+    pub fn from_env() -> Self {
+        match std::env::var(SHAPE_ENV) {
+            Err(_) => Shape::Light,
+            Ok(v) => Shape::parse(&v).unwrap_or_else(|| {
+                eprintln!("{SHAPE_ENV}={v:?}: expected light or standard");
+                std::process::exit(2)
+            }),
+        }
+    }
+}
+
+/// A request's id as services carry it: 16 lowercase hex digits, made from a counter
+/// without allocating (what the service does whether it logs or not).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestId([u8; 16]);
+
+impl RequestId {
+    /// The id of the `n`th request (its bits scrambled, as random ids look).
+    pub fn new(n: u64) -> Self {
+        let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut digits = [0u8; 16];
+        for d in digits.iter_mut().rev() {
+            *d = b"0123456789abcdef"[(x & 0xf) as usize];
+            x >>= 4;
+        }
+        RequestId(digits)
+    }
+
+    /// The 16 hex digits.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// The users the standard shape's requests come from, by request.
+const USERS: [&str; 4] = ["cust-40721", "cust-18842", "cust-77310", "cust-52094"];
+
+/// Logs one request's `lines` lines (at most 5) of the standard shape: each with
+/// `request_id`, `method`, `path`, `status`, `latency_us` (read when the line is
+/// written) and `user`, and a message of its own, from five callsites, as a handler
+/// logs its steps.
+#[inline]
+pub fn log_standard(
+    method: &str,
+    path: &str,
+    lines: u32,
+    id: &RequestId,
+    n: u64,
+    latency_us: impl Fn() -> u64,
+) {
+    let request_id = id.as_str();
+    let user = USERS[(n % USERS.len() as u64) as usize];
+    let status = 200u16;
+    macro_rules! line {
+        ($msg:literal) => {{
+            let latency_us = latency_us();
+            tracing::info!(target: "http", request_id, method, path, status, latency_us, user, $msg);
+        }};
+    }
+    if lines > 0 {
+        line!("request received");
+    }
+    if lines > 1 {
+        line!("session authenticated");
+    }
+    if lines > 2 {
+        line!("orders loaded");
+    }
+    if lines > 3 {
+        line!("response encoded");
+    }
+    if lines > 4 {
+        line!("request completed");
+    }
+}
+
 /// The core the service (every thread of it) is pinned to.
 pub const SERVICE_CPU: usize = 0;
 /// The core the load generator is pinned to.
@@ -113,4 +226,34 @@ pub fn quantile(sorted: &[f64], p: f64) -> Option<f64> {
     let at = p * (sorted.len() - 1) as f64;
     let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
     Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_sixteen_hex_digits_and_differ_from_request_to_request() {
+        let ids: Vec<String> = (0..1000)
+            .map(|n| RequestId::new(n).as_str().to_owned())
+            .collect();
+        for id in &ids {
+            assert_eq!(id.len(), 16, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                "{id}"
+            );
+        }
+        let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len());
+    }
+
+    #[test]
+    fn shapes_are_named_and_parsed_back() {
+        for shape in [Shape::Light, Shape::Standard] {
+            assert_eq!(Shape::parse(shape.name()), Some(shape));
+        }
+        assert_eq!(Shape::parse("heavy"), None);
+    }
 }

@@ -1,6 +1,7 @@
 //! A real Prometheus server, set up as the chart sets up the Prometheus Operator's:
-//! it scrapes the operator's `/metrics` with a ServiceAccount token (as the
-//! ServiceMonitor does), finds the opted-in pods through the real API server and
+//! it scrapes the operator's `/metrics` with its ServiceAccount's token (as the
+//! ServiceMonitor does; the chart binds that account to its metrics-reader ClusterRole
+//! through `metrics.auth.readers`, and a scrape without the token gets 401), finds the opted-in pods through the real API server and
 //! scrapes their admin endpoint with the chart's PodMonitor relabelings (as the
 //! Prometheus Operator turns a PodMonitor into a scrape configuration), and evaluates
 //! the rules of the chart's PrometheusRule. Then every query of the Grafana dashboard

@@ -210,8 +210,8 @@ impl Kube {
 
     /// Why the operator seems not to run, from its Lease, when the Lease says so:
     /// `Some(reason)` when it was released or not renewed for longer than its duration;
-    /// `None` when it is held, absent or cannot be read (the operator runs without an
-    /// election by default: no Lease then).
+    /// `None` when it is held, absent or cannot be read (an operator older than its
+    /// Lease heartbeat kept none without `--leader-election`: absence proves nothing).
     pub async fn lease_says_down(&self) -> Option<String> {
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.operator_namespace);
         let lease = api.get_opt(LEASE_NAME).await.ok()??;
@@ -229,7 +229,7 @@ impl Kube {
                 None => format!("its Lease {at} is held (the operator may be overloaded or unable to write status)"),
             },
             Ok(None) => format!(
-                "there is no Lease {at} (there is one only with --leader-election; use --operator-namespace if it runs elsewhere)"
+                "there is no Lease {at} (a running operator keeps it; is it running, or does it run in another namespace? --operator-namespace)"
             ),
             Err(e) => format!("its Lease {at} cannot be read: {e}"),
         }

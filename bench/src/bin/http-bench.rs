@@ -32,8 +32,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use logpolicy_bench::load_generator::{self, LoadConfig};
 use logpolicy_bench::service::{
-    listening_port, log_request, pin_to, quantile, quit, stderr_lines, wait_bounded, BODY,
-    LISTENING, LOAD_CPU, SERVICE_CPU,
+    listening_port, log_request, log_standard, pin_to, quantile, quit, stderr_lines, wait_bounded,
+    RequestId, Shape, BODY, LISTENING, LOAD_CPU, SERVICE_CPU, SHAPE_ENV,
 };
 use logpolicy_bench::{install, Installed, Logger};
 use serde_json::{json, Value};
@@ -69,7 +69,7 @@ fn main() {
         };
         let lines: u32 = args[3].parse().expect("lines per request");
         let cpu: usize = args[4].parse().expect("cpu");
-        serve(logger, lines, cpu);
+        serve(logger, lines, cpu, Shape::from_env());
         return;
     }
     parent(Options::parse(&args[1..]));
@@ -79,7 +79,7 @@ fn main() {
 
 static SERVED: AtomicU64 = AtomicU64::new(0);
 
-fn serve(logger: Option<Logger>, lines: u32, cpu: usize) {
+fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape) {
     // Before any thread exists, so the runtime and the logger's writer thread inherit it.
     let pinned = pin_to(cpu);
     let installed: Option<Installed> = logger.map(install);
@@ -101,7 +101,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize) {
                     let _ = stream.set_nodelay(true);
                     let quit = Arc::clone(&quit);
                     tokio::spawn(async move {
-                        let service = service_fn(move |req| handle(req, lines, Arc::clone(&quit)));
+                        let service = service_fn(move |req| handle(req, lines, shape, Arc::clone(&quit)));
                         let _ = http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)
                             .await;
@@ -118,6 +118,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize) {
     let report = json!({
         "served": SERVED.load(Ordering::Relaxed),
         "lines_per_request": lines,
+        "shape": shape.name(),
         "pinned": pinned.is_ok(),
         "pin_error": pinned.err(),
         "flush_secs": flush_start.elapsed().as_secs_f64(),
@@ -129,6 +130,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize) {
 async fn handle(
     req: Request<Incoming>,
     lines: u32,
+    shape: Shape,
     quit: Arc<tokio::sync::Notify>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let start = Instant::now();
@@ -136,11 +138,17 @@ async fn handle(
     if path == "/quit" {
         quit.notify_one();
     } else {
-        SERVED.fetch_add(1, Ordering::Relaxed);
+        let n = SERVED.fetch_add(1, Ordering::Relaxed);
         let method = req.method().as_str();
-        log_request(method, path, lines, || {
-            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
-        });
+        let latency_us = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        match shape {
+            Shape::Light => log_request(method, path, lines, latency_us),
+            Shape::Standard => {
+                // Made whether the service logs or not, as a service's request id is.
+                let id = RequestId::new(n);
+                log_standard(method, path, lines, &id, n, latency_us);
+            }
+        }
     }
     let mut response = Response::new(Full::new(Bytes::from_static(BODY)));
     response
@@ -182,6 +190,8 @@ struct Options {
     generator: String,
     /// Connections of `wrk` (one thread, pinned to the load generator's core).
     wrk_connections: usize,
+    /// What each line carries (`--shape`): today's light lines or the standard shape.
+    shape: Shape,
 }
 
 impl Options {
@@ -204,6 +214,7 @@ impl Options {
             arena: None,
             generator: "builtin".to_owned(),
             wrk_connections: 8,
+            shape: Shape::Light,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -245,6 +256,7 @@ impl Options {
                         usage(flag);
                     }
                 }
+                "--shape" => o.shape = Shape::parse(&value()).unwrap_or_else(|| usage(flag)),
                 "--wrk-connections" => {
                     o.wrk_connections = value().parse().unwrap_or_else(|_| usage(flag));
                 }
@@ -291,7 +303,7 @@ fn usage(flag: &str) -> ! {
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
          [--paired-runs 3] [--paired-lines 5] [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)] \
          [--ours-output writer|devnull|discard|filter-only (diagnostics of ours)] \
-         [--generator builtin|wrk|both] [--wrk-connections 8]"
+         [--generator builtin|wrk|both] [--wrk-connections 8] [--shape light|standard]"
     );
     std::process::exit(2)
 }
@@ -421,11 +433,17 @@ fn parent(mut o: Options) {
     let summary_wrk = summarise(&cells, &wrk_runs);
     let mut out = String::new();
     out.push_str(&format!(
-        "\n## HTTP service: req/s by logger x lines per request\n\n\
+        "\n## HTTP service: req/s by logger x lines per request ({} lines)\n\n\
+         {}\n\n\
          hyper 1, tokio current-thread, service pinned to cpu {SERVICE_CPU}, load generator to cpu {LOAD_CPU}; \
          {} keep-alive connections, pipeline {}; {:?} warm-up + {:?} measured, best of {} round(s); \
          log file: {}; load average before {load_before}, after {load_after}; \
          writing a new file cost {} before the run, {} after (see the README: the log file)\n\n",
+        o.shape.name(),
+        match o.shape {
+            Shape::Light => "Light lines (`--shape light`): `lines - 1` lines with `method`, `path`, `step`, then the access line with `method`, `path`, `status`, `latency_us`, `bytes`.",
+            Shape::Standard => "The standard shape (`--shape standard`): every line with `request_id`, `method`, `path`, `status`, `latency_us`, `user` and a message, from a callsite of its own.",
+        },
         o.connections, o.pipeline, o.warmup, o.measure, o.rounds, log_file(&o),
         probe_text(probe_before), probe_text(probe_after),
     ));
@@ -649,6 +667,7 @@ impl Service {
         let mut command = Command::new(exe);
         command
             .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
+            .env(SHAPE_ENV, o.shape.name())
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(Stdio::piped());
