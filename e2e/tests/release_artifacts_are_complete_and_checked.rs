@@ -396,3 +396,44 @@ fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
         }
     }
 }
+
+/// The README's push, `skopeo copy --preserve-digests oci-archive:... DEST`, keeps the
+/// digest `images.txt` gives (so the chart's `image.digest` finds the pushed image):
+/// run with an OCI layout as the destination (no registry here), the digest skopeo
+/// reads back from it is the one in `images.txt`.
+#[test]
+fn pushing_with_skopeo_as_the_readme_says_keeps_the_digest() {
+    let Some(dist) = dist() else { return };
+    if Command::new("skopeo").arg("--version").output().is_err() {
+        assert!(
+            std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
+            "{REQUIRE_VAR}=1, but skopeo is not installed (apt-get install skopeo)"
+        );
+        eprintln!("SKIPPED: skopeo is not installed");
+        return;
+    }
+    let v = &dist.version;
+    let images = std::fs::read_to_string(dist.path("images.txt")).unwrap();
+    let dest = std::env::temp_dir().join(format!("logpolicy-skopeo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dest);
+    for name in ["logpolicy-operator", "logpolicy-demo-service"] {
+        let archive = dist.path(&format!("{name}-{v}.oci.tar"));
+        let layout = format!("oci:{}:{v}", dest.join(name).display());
+        run(Command::new("skopeo").args([
+            "copy",
+            "--quiet",
+            "--preserve-digests",
+            &format!("oci-archive:{}", archive.display()),
+            &layout,
+        ]));
+        let inspected: serde_json::Value =
+            serde_json::from_str(&run(Command::new("skopeo").args(["inspect", &layout]))).unwrap();
+        let digest = inspected["Digest"].as_str().unwrap();
+        let reference = format!("logpolicy/{name}:{v}@{digest}");
+        assert!(
+            images.lines().any(|l| l == reference),
+            "skopeo pushed {reference}, images.txt says:\n{images}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dest);
+}
