@@ -160,7 +160,7 @@ fn values_set_the_for_severity_and_threshold_of_each_alert() {
     let backlog = alert(&groups, "LogPolicyNotAcknowledged").unwrap();
     assert_eq!(
         backlog["expr"],
-        "max by (namespace) (logpolicy_operator_push_backlog) > 5"
+        "max by (policy_namespace, policy) (logpolicy_operator_policy_pods_unacknowledged) > 5"
     );
     assert_eq!(
         alert(&groups, "LogPolicyOperatorNoLeader").unwrap()["labels"]["severity"],

@@ -467,6 +467,18 @@ subjects: [{{kind: ServiceAccount, name: prometheus, namespace: {ns}}}]
     );
     let leaders = prometheus.query("sum(logpolicy_operator_leader)").unwrap();
     assert_eq!(leaders.first().map(|l| l.value), Some(1.0));
+    // The policy's own series: both pods acknowledged it, under the policy's namespace
+    // (not the scrape's `namespace`).
+    let unacknowledged = prometheus
+        .query(&format!(
+            "logpolicy_operator_policy_pods_unacknowledged{{policy_namespace=\"{ns}\", policy=\"incident\"}}"
+        ))
+        .unwrap();
+    assert_eq!(
+        unacknowledged.iter().map(|u| u.value).collect::<Vec<_>>(),
+        [0.0],
+        "one series for the policy, every pod acknowledged"
+    );
 
     // Every rule loads and evaluates without error.
     let groups = prometheus.rule_groups().unwrap();

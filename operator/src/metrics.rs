@@ -11,6 +11,19 @@ use prometheus_client::registry::{Registry, Unit};
 /// A counter by `result` (a short, bounded label such as `ok`, `sent`, `dropped`).
 pub type ByResult = Family<Vec<(&'static str, &'static str)>, Counter>;
 
+/// A gauge by LogPolicy (`policy_namespace`, `policy`: not `namespace`, which the
+/// scrape sets to the operator's): one series per policy the operator
+/// tracks, removed with the policy.
+pub type ByPolicy = Family<Vec<(&'static str, String)>, Gauge>;
+
+/// The labels of the policy `name` in `namespace`, in a [`ByPolicy`] family.
+pub fn policy_labels(namespace: &str, name: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("policy_namespace", namespace.to_owned()),
+        ("policy", name.to_owned()),
+    ]
+}
+
 /// Counts one error of `kind` in `reconcile_errors`.
 pub fn error(errors: &ByResult, kind: &'static str) {
     errors.get_or_create(&vec![("kind", kind)]).inc();
@@ -55,6 +68,11 @@ pub struct Metrics {
     /// Opted-in pods whose current document is not acknowledged yet (a push queued, in
     /// flight or backed off): the work backlog, as controller-runtime's `workqueue_depth`.
     pub push_backlog: Gauge,
+    /// Per valid, unexpired LogPolicy in force: its selected pods that have not
+    /// acknowledged its current generation (`status.matchedPods - appliedPods`; 0 when
+    /// it is refused or expired), as of its last status. What an alert on a policy that
+    /// does not arrive names; kept by the leader only (cleared when it stops leading).
+    pub policy_pods_unacknowledged: ByPolicy,
 }
 
 impl Default for Metrics {
@@ -80,6 +98,7 @@ impl Default for Metrics {
             // 50 µs .. ~1.6 s.
             reconcile_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             push_backlog: Gauge::default(),
+            policy_pods_unacknowledged: Family::default(),
         }
     }
 }
@@ -150,6 +169,11 @@ impl Metrics {
             "push_backlog",
             "Opted-in pods whose current document is not acknowledged yet (queued, in flight or backed off)",
             self.push_backlog.clone(),
+        );
+        sub.register(
+            "policy_pods_unacknowledged",
+            "Selected pods that have not acknowledged a valid, unexpired LogPolicy's current generation, by policy",
+            self.policy_pods_unacknowledged.clone(),
         );
     }
 

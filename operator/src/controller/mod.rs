@@ -789,11 +789,22 @@ impl Controller {
     /// Events and status writes for the policies whose debounce interval is over.
     fn write_due_statuses(&mut self) {
         for key in self.debounce.take_due(Instant::now()) {
+            let unacknowledged = &self.outputs.metrics.policy_pods_unacknowledged;
+            let labels = metrics::policy_labels(&key.namespace, &key.name);
             let Some(view) = self.index.policy_view(&key) else {
                 // Deleted.
                 self.policy_events.forget(&key);
+                unacknowledged.remove(&labels);
                 continue;
             };
+            let waiting = if view.errors.is_empty() && !view.expired {
+                view.matched.saturating_sub(view.applied)
+            } else {
+                0
+            };
+            unacknowledged
+                .get_or_create(&labels)
+                .set(i64::from(waiting));
             let entry = self.observed.get(&key).cloned().unwrap_or_default();
             for event in self
                 .policy_events
@@ -818,6 +829,8 @@ impl Controller {
 
     fn stop(mut self) {
         self.outputs.health.stop();
+        // Another replica takes over and reports them.
+        self.outputs.metrics.policy_pods_unacknowledged.clear();
         self.tasks.abort_all();
         self.outputs.pod_views.send_replace(Arc::new(Vec::new()));
         log::info!("controller stopped");
