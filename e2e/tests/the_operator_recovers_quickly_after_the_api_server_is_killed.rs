@@ -18,7 +18,7 @@ async fn a_policy_applied_after_the_api_server_was_killed_reaches_the_pods_withi
     let operator = Operator::start(OperatorOptions {
         set: vec![(
             "logLevel".to_owned(),
-            std::env::var("XLOG").unwrap_or(r"info\,logpolicy_operator=debug".to_owned()),
+            r"info\,logpolicy_operator=debug".to_owned(),
         )],
         ..OperatorOptions::default()
     })
@@ -51,13 +51,6 @@ async fn a_policy_applied_after_the_api_server_was_killed_reaches_the_pods_withi
             "{waits:.3?} s from the server's readiness\noperator:\n{}",
             operator.tail(80)
         );
-    }
-    if let Ok(d) = std::env::var("XDUMP") {
-        let _ = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(operator.dir())
-            .arg(&d)
-            .status();
     }
     // The operator's status write got through too.
     wait_for(20 * SEC, "status of the new generation", || {

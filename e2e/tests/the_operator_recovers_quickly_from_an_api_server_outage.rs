@@ -1,7 +1,10 @@
 //! After an API-server outage (kube-apiserver stopped for a while, etcd kept), the
 //! pods keep their policy, the operator recovers without a restart, and a policy
-//! applied right after the server is back reaches the pods within seconds: the
-//! watches retry at most 2 s apart, whatever the outage's length.
+//! applied right after the server is back reaches the pods within 2 s: the watches
+//! retry at most 1 s apart, whatever the outage's length, and list again at once when
+//! the restarted server no longer knows their resource version.
+//! `the_operator_recovers_quickly_after_the_api_server_is_killed` does the same after
+//! a SIGKILL.
 //!
 //! The only test of its process: it stops the API server every test talks to.
 
@@ -12,7 +15,7 @@ use logpolicy_e2e::shop::{payment_policy, three_shops, wait_directive, wait_know
 use logpolicy_e2e::Scenario;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_policy_applied_after_an_outage_reaches_the_pods_within_seconds() {
+async fn a_policy_applied_after_an_outage_reaches_the_pods_within_2_s() {
     let s = Scenario::new("outage").await.unwrap();
     let pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();
@@ -35,7 +38,7 @@ async fn a_policy_applied_after_an_outage_reaches_the_pods_within_seconds() {
     let waits = wait_directive(&pods, "shop::payment=trace", true, start, 60 * SEC).unwrap();
     eprintln!("server back -> policy applied -> in the pods: {waits:.3?} s");
     for w in &waits {
-        assert!(*w < 6.0, "{waits:?} s");
+        assert!(*w <= 2.0, "{waits:?} s");
     }
     // The operator's status write got through too.
     wait_for(20 * SEC, "status of the new generation", || {
