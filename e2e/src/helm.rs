@@ -113,6 +113,18 @@ pub fn render_with_values(
     parse_documents(&run_helm(&args)?)
 }
 
+/// Whether a rendered object is a Helm hook (such as `helm test`'s check pod and its
+/// ServiceAccount and roles): `helm template` renders them, `helm install` does not
+/// create them.
+pub fn is_hook(object: &serde_json::Value) -> bool {
+    !object["metadata"]["annotations"]["helm.sh/hook"].is_null()
+}
+
+/// The objects of `objects` that `helm install` creates (not the hooks).
+pub fn installed(objects: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    objects.into_iter().filter(|o| !is_hook(o)).collect()
+}
+
 /// `helm lint --strict charts/logpolicy-operator --set k=v...`: its report, or an error
 /// holding it when the chart fails.
 pub fn lint(set: &[(&str, &str)]) -> Result<String> {

@@ -170,7 +170,7 @@ fn deployment_env(objects: &[Value]) -> Result<Vec<(String, String)>> {
 fn service_account(objects: &[Value]) -> Result<String> {
     objects
         .iter()
-        .find(|o| o["kind"] == "ServiceAccount")
+        .find(|o| o["kind"] == "ServiceAccount" && !crate::helm::is_hook(o))
         .and_then(|o| o["metadata"]["name"].as_str())
         .map(str::to_owned)
         .ok_or_else(|| Error("the chart renders no ServiceAccount".into()))
@@ -234,7 +234,7 @@ impl Operator {
         let objects = chart_objects(&release, &ns.name, &options.with_defaults())?;
         let rbac: Vec<Value> = objects
             .iter()
-            .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k))
+            .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k) && !crate::helm::is_hook(o))
             .cloned()
             .collect();
         let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers: a failure is a test failure
 
-use logpolicy_e2e::helm::{self, find, one, render, render_for, E2E_KUBE_VERSION};
+use logpolicy_e2e::helm::{self, find, installed, one, render, render_for, E2E_KUBE_VERSION};
 use serde_json::{json, Value};
 
 const RELEASE: &str = "lp";
@@ -104,6 +104,7 @@ fn value_sets() -> Vec<&'static [(&'static str, &'static str)]> {
         ],
         &[("signingKey.existingSecret", "my-key")],
         &[("crds.install", "false")],
+        &[("tests.enabled", "false")],
         &[
             ("serviceMonitor.enabled", "true"),
             ("serviceMonitor.tokenSecret.name", "scraper-token"),
@@ -167,7 +168,7 @@ fn users_bound_to_edit_admin_or_view_get_logpolicies_through_aggregated_roles() 
         json!([{"apiGroups": ["logpolicy.dev"], "resources": ["logpolicies", "logpolicies/status"],
                 "verbs": ["get", "list", "watch"]}])
     );
-    let objects = rendered(&[("aggregateRoles", "false")]);
+    let objects = installed(rendered(&[("aggregateRoles", "false")]));
     let mut names: Vec<&str> = find(&objects, "ClusterRole", None)
         .iter()
         .map(|r| r["metadata"]["name"].as_str().unwrap())
@@ -198,7 +199,8 @@ fn max_duration_is_passed_to_the_operator_and_can_be_lifted() {
 
 #[test]
 fn defaults_are_a_cluster_wide_operator_with_its_crd() {
-    let objects = rendered(&[]);
+    // What `helm install` creates (`helm test`'s check: below).
+    let objects = installed(rendered(&[]));
     assert_eq!(
         kinds(&objects),
         [
@@ -388,11 +390,11 @@ fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
         names(&objects, "ClusterRoleBinding"),
         [format!("{FULLNAME}-metrics-auth")]
     );
-    let objects = rendered(&[
+    let objects = installed(rendered(&[
         ("watchNamespaces", "{shop,payments}"),
         ("aggregateRoles", "false"),
         ("metrics.auth.enabled", "false"),
-    ]);
+    ]));
     assert!(find(&objects, "ClusterRole", None).is_empty());
     assert!(find(&objects, "ClusterRoleBinding", None).is_empty());
     for ns in ["shop", "payments"] {
@@ -464,10 +466,10 @@ fn two_replicas_elect_a_leader_and_have_a_disruption_budget() {
 
 #[test]
 fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
-    let objects = rendered(&[
+    let objects = installed(rendered(&[
         ("signingKey.existingSecret", "my-key"),
         ("signingKey.existingSecretKey", "key"),
-    ]);
+    ]));
     assert!(args(&objects)
         .contains(&"--signing-key-file=/var/run/secrets/logpolicy/signing-key".to_owned()));
     let pod = &one(&objects, "Deployment").unwrap()["spec"]["template"]["spec"];
@@ -488,10 +490,10 @@ fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
         Value::Array(lease_rules())
     );
 
-    let objects = rendered(&[
+    let objects = installed(rendered(&[
         ("signingKey.existingSecret", "my-key"),
         ("replicaCount", "3"),
-    ]);
+    ]));
     assert_eq!(
         one(&objects, "Role").unwrap()["rules"],
         Value::Array(lease_rules())
@@ -500,7 +502,7 @@ fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
 
 #[test]
 fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_admin_ports() {
-    let objects = rendered(&[("networkPolicy.enabled", "true")]);
+    let objects = installed(rendered(&[("networkPolicy.enabled", "true")]));
     let np = one(&objects, "NetworkPolicy").unwrap();
     assert_eq!(np["metadata"]["namespace"], NS);
     assert_eq!(
@@ -521,7 +523,7 @@ fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_ad
         ])
     );
 
-    let objects = rendered(&[
+    let objects = installed(rendered(&[
         ("networkPolicy.enabled", "true"),
         ("networkPolicy.apiServerCidrs", "{10.0.0.10/32}"),
         ("networkPolicy.apiServerPorts", "{6443}"),
@@ -531,7 +533,7 @@ fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_ad
             "monitoring",
         ),
         ("watchNamespaces", "{shop}"),
-    ]);
+    ]));
     let np = one(&objects, "NetworkPolicy").unwrap();
     assert_eq!(
         np["spec"]["ingress"],
@@ -574,7 +576,10 @@ fn the_workload_network_policy_opens_the_admin_port_to_the_operator_only() {
             json!([
                 {"ports": [{"port": 9090, "protocol": "TCP"}],
                  "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-                           "podSelector": {"matchLabels": selector}}]},
+                           "podSelector": {"matchLabels": selector}},
+                          // `helm test`'s check pod, which reads the pods' views.
+                          {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                           "podSelector": {"matchLabels": check_selector()}}]},
                 {"ports": [{"port": 8080, "protocol": "TCP"}, {"port": "http", "protocol": "TCP"}]},
             ])
         );
@@ -913,6 +918,16 @@ fn a_digest_pins_the_image_and_overrides_the_tag() {
     );
     // A digest never moves: no registry round trip on each start.
     assert_eq!(container(&objects)["imagePullPolicy"], "IfNotPresent");
+    // `helm test`'s check runs the same image.
+    let check = one(&objects, "Pod").unwrap();
+    assert_eq!(
+        check["spec"]["containers"][0]["image"],
+        format!("registry.example/lp@{digest}")
+    );
+    assert_eq!(
+        check["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
     let objects = rendered(&[("image.digest", &digest), ("image.pullPolicy", "Always")]);
     assert_eq!(container(&objects)["imagePullPolicy"], "Always", "set wins");
 }
@@ -1053,9 +1068,19 @@ fn values_reach_the_pod() {
     assert_eq!(pod["spec"]["securityContext"]["runAsUser"], 1000);
     assert_eq!(pod["spec"]["serviceAccountName"], "custom");
     assert_eq!(
-        one(&objects, "ServiceAccount").unwrap()["metadata"]["name"],
-        "custom"
+        find(&objects, "ServiceAccount", Some("custom")).len(),
+        1,
+        "the operator's"
     );
+    // `helm test`'s check pod pulls the same image, where the operator may run, as the
+    // same user (its account is its own).
+    let check = &one(&objects, "Pod").unwrap()["spec"];
+    assert_eq!(check["containers"][0]["image"], "registry.example/lp:1.2.3");
+    assert_eq!(check["imagePullSecrets"], json!([{"name": "pull"}]));
+    assert_eq!(check["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    assert_eq!(check["tolerations"], json!([{"operator": "Exists"}]));
+    assert_eq!(check["securityContext"]["runAsUser"], 1000);
+    assert_eq!(check["serviceAccountName"], format!("{FULLNAME}-check"));
     for binding in [FULLNAME, &format!("{FULLNAME}-metrics-auth")] {
         assert_eq!(
             find(&objects, "ClusterRoleBinding", Some(binding))[0]["subjects"][0]["name"],
@@ -1097,6 +1122,8 @@ fn the_values_schema_rejects_bad_values_by_name() {
         (("aggregateRoles", "sometimes"), "/aggregateRoles"),
         (("podMonitor.interval", "often"), "/podMonitor/interval"),
         (("dashboard.namespace", "Grafana"), "/dashboard/namespace"),
+        (("tests.enabled", "yes"), "/tests/enabled"),
+        (("tests.enable", "true"), "enable"),
     ] {
         let err = helm::template(RELEASE, NS, &[set])
             .expect_err(&format!("{set:?} must be refused"))
@@ -1107,4 +1134,268 @@ fn the_values_schema_rejects_bad_values_by_name() {
             .0;
         assert!(err.contains(expected), "lint {set:?}: {err}");
     }
+}
+
+/// The labels that select `helm test`'s check pod: not the operator's, so that neither
+/// its Service, disruption budget and NetworkPolicy nor its spread constraints count it.
+fn check_selector() -> Value {
+    json!({"app.kubernetes.io/name": "logpolicy-operator-check", "app.kubernetes.io/instance": RELEASE})
+}
+
+/// What `kubectl logpolicy check` reads in each namespace it checks
+/// (plugin/src/check.rs, plugin/src/cluster.rs): the pods, each opted-in pod's
+/// `GET /logpolicy` through the pod proxy, and the trust ConfigMap.
+fn check_namespace_rules() -> Vec<Value> {
+    vec![
+        json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}),
+        json!({"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]}),
+        json!({"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["logpolicy-trust"], "verbs": ["get"]}),
+    ]
+}
+
+/// `kind name` of each hook, sorted.
+fn hook_names(objects: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = objects
+        .iter()
+        .filter(|o| helm::is_hook(o))
+        .map(|o| {
+            let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
+            format!(
+                "{} {ns}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The check pod's containers: (name, command, args).
+fn check_containers(objects: &[Value]) -> Vec<(String, Value, Value)> {
+    let pod = one(objects, "Pod").unwrap();
+    pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["command"].clone(),
+                c["args"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn helm_test_runs_kubectl_logpolicy_check_from_the_operator_image_with_only_what_it_reads() {
+    let objects = rendered(&[]);
+    let check = format!("{FULLNAME}-check");
+    assert_eq!(
+        hook_names(&objects),
+        [
+            format!("ClusterRole /{check}"),
+            format!("ClusterRoleBinding /{check}"),
+            format!("Pod {NS}/{check}"),
+            format!("Role {NS}/{check}-lease"),
+            format!("RoleBinding {NS}/{check}-lease"),
+            format!("ServiceAccount {NS}/{check}"),
+        ]
+    );
+    for o in objects.iter().filter(|o| helm::is_hook(o)) {
+        let what = format!("{} {}", o["kind"], o["metadata"]["name"]);
+        // The account and its roles first; all gone once the test passed.
+        let weight = if o["kind"] == "Pod" { "0" } else { "-1" };
+        assert_eq!(
+            o["metadata"]["annotations"],
+            json!({
+                "helm.sh/hook": "test",
+                "helm.sh/hook-weight": weight,
+                "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+            }),
+            "{what}"
+        );
+        let labels = &o["metadata"]["labels"];
+        for (k, v) in check_selector().as_object().unwrap() {
+            assert_eq!(&labels[k], v, "{what}: {k}");
+        }
+        assert_eq!(labels["app.kubernetes.io/component"], "check", "{what}");
+    }
+
+    let pod = one(&objects, "Pod").unwrap();
+    let operator = one(&objects, "Deployment").unwrap();
+    let selector = operator["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    assert!(
+        selector
+            .iter()
+            .any(|(k, v)| &pod["metadata"]["labels"][k] != v),
+        "the operator's selector must not select the check pod"
+    );
+    let spec = &pod["spec"];
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["serviceAccountName"], check.as_str());
+    assert_eq!(spec["automountServiceAccountToken"], true);
+    assert_eq!(
+        spec["securityContext"],
+        json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+               "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(
+        check_containers(&objects),
+        [(
+            "check".to_owned(),
+            json!(["/usr/local/bin/kubectl-logpolicy"]),
+            json!(["check", format!("--operator-namespace={NS}"), "-A"])
+        )]
+    );
+    let c = &spec["containers"][0];
+    let operator_container = container(&objects);
+    assert_eq!(c["image"], operator_container["image"]);
+    assert_eq!(c["imagePullPolicy"], operator_container["imagePullPolicy"]);
+    assert_eq!(c["securityContext"], operator_container["securityContext"]);
+    for r in ["requests", "limits"] {
+        for k in ["cpu", "memory"] {
+            assert!(c["resources"][r][k].is_string(), "resources.{r}.{k}");
+        }
+    }
+
+    let sa = *find(&objects, "ServiceAccount", Some(&check))
+        .first()
+        .unwrap();
+    assert_eq!(sa["automountServiceAccountToken"], false);
+    let subjects = json!([{"kind": "ServiceAccount", "name": check, "namespace": NS}]);
+    // Cluster-wide: the CRD, and the pods and trust ConfigMaps of every namespace.
+    let mut rules = vec![
+        json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                                "resourceNames": ["logpolicies.logpolicy.dev"], "verbs": ["get"]}),
+    ];
+    rules.extend(check_namespace_rules());
+    assert_eq!(
+        find(&objects, "ClusterRole", Some(&check))[0]["rules"],
+        Value::Array(rules)
+    );
+    let binding = find(&objects, "ClusterRoleBinding", Some(&check))[0];
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": check})
+    );
+    assert_eq!(binding["subjects"], subjects);
+    // The operator's Lease, by name, in the release namespace.
+    let lease = format!("{check}-lease");
+    assert_eq!(
+        find(&objects, "Role", Some(&lease))[0]["rules"],
+        json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                "resourceNames": ["logpolicy-operator"], "verbs": ["get"]}])
+    );
+    let binding = find(&objects, "RoleBinding", Some(&lease))[0];
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": lease})
+    );
+    assert_eq!(binding["subjects"], subjects);
+}
+
+#[test]
+fn in_namespaced_mode_helm_test_checks_each_watched_namespace_with_roles_there_only() {
+    let objects = rendered(&[("watchNamespaces", "{shop,payments}")]);
+    let check = format!("{FULLNAME}-check");
+    // No cluster-scoped object: the check finds the CRD by discovery.
+    assert_eq!(
+        hook_names(&objects),
+        [
+            format!("Pod {NS}/{check}"),
+            format!("Role {NS}/{check}-lease"),
+            format!("Role payments/{check}"),
+            format!("Role shop/{check}"),
+            format!("RoleBinding {NS}/{check}-lease"),
+            format!("RoleBinding payments/{check}"),
+            format!("RoleBinding shop/{check}"),
+            format!("ServiceAccount {NS}/{check}"),
+        ]
+    );
+    // One container per namespace, named after it: the roles are per namespace.
+    let command = json!(["/usr/local/bin/kubectl-logpolicy"]);
+    let operator_ns = format!("--operator-namespace={NS}");
+    assert_eq!(
+        check_containers(&objects),
+        [
+            (
+                "shop".to_owned(),
+                command.clone(),
+                json!(["check", operator_ns, "-n", "shop"])
+            ),
+            (
+                "payments".to_owned(),
+                command,
+                json!(["check", operator_ns, "-n", "payments"])
+            ),
+        ]
+    );
+    for ns in ["shop", "payments"] {
+        let role = find(&objects, "Role", Some(&check))
+            .into_iter()
+            .find(|r| r["metadata"]["namespace"] == ns)
+            .unwrap();
+        assert_eq!(role["rules"], Value::Array(check_namespace_rules()), "{ns}");
+        let binding = find(&objects, "RoleBinding", Some(&check))
+            .into_iter()
+            .find(|r| r["metadata"]["namespace"] == ns)
+            .unwrap();
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": check, "namespace": NS}]),
+            "{ns}"
+        );
+    }
+}
+
+#[test]
+fn with_network_policies_the_check_pod_reaches_the_api_server_and_the_admin_ports_only() {
+    let objects = rendered(&[
+        ("networkPolicy.enabled", "true"),
+        ("networkPolicy.apiServerCidrs", "{10.0.0.10/32}"),
+        ("watchNamespaces", "{shop}"),
+    ]);
+    let check = format!("{FULLNAME}-check");
+    let operator = find(&objects, "NetworkPolicy", Some(FULLNAME))[0];
+    let np = find(&objects, "NetworkPolicy", Some(&check))[0];
+    assert!(helm::is_hook(np));
+    assert_eq!(
+        np["spec"]["podSelector"],
+        json!({"matchLabels": check_selector()})
+    );
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert!(
+        np["spec"].get("ingress").is_none(),
+        "nothing connects to it"
+    );
+    assert_eq!(np["spec"]["egress"], operator["spec"]["egress"]);
+}
+
+#[test]
+fn helm_test_can_be_left_out() {
+    let objects = rendered(&[
+        ("tests.enabled", "false"),
+        ("networkPolicy.enabled", "true"),
+        ("workloadNetworkPolicy.enabled", "true"),
+        ("workloadNetworkPolicy.namespaces", "{shop}"),
+        ("workloadNetworkPolicy.servicePorts", "{8080}"),
+    ]);
+    assert_eq!(hook_names(&objects), Vec::<String>::new());
+    let admin = find(
+        &objects,
+        "NetworkPolicy",
+        Some(&format!("{FULLNAME}-admin-port")),
+    )[0];
+    assert_eq!(
+        admin["spec"]["ingress"][0]["from"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "the operator's pods only"
+    );
 }

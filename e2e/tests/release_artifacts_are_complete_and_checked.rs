@@ -337,9 +337,17 @@ fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
     let v = &dist.version;
     for (name, present, absent) in [
         (
+            // With the kubectl plugin, which the chart's `helm test` runs.
             "logpolicy-operator",
-            &["logpolicy-operator", "logpolicy", "kube-client", "rustls"][..],
-            &["logpolicy-demo-service", "clap_complete", "proptest"][..],
+            &[
+                "logpolicy-operator",
+                "kubectl-logpolicy",
+                "logpolicy",
+                "kube-client",
+                "rustls",
+                "clap_complete",
+            ][..],
+            &["logpolicy-demo-service", "proptest"][..],
         ),
         (
             "logpolicy-demo-service",
@@ -416,6 +424,7 @@ fn pushing_with_skopeo_as_the_readme_says_keeps_the_digest() {
     let images = std::fs::read_to_string(dist.path("images.txt")).unwrap();
     let dest = std::env::temp_dir().join(format!("logpolicy-skopeo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(&dest).unwrap();
     for name in ["logpolicy-operator", "logpolicy-demo-service"] {
         let archive = dist.path(&format!("{name}-{v}.oci.tar"));
         let layout = format!("oci:{}:{v}", dest.join(name).display());

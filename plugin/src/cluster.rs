@@ -83,8 +83,10 @@ impl Connection {
             }
             None => match Config::from_kubeconfig(&options).await {
                 Ok(c) => c,
-                Err(e) if self.context.is_none() => Config::incluster().map_err(|_| {
-                    Failure::error(format!("no kubeconfig ({e}) and not in a cluster"))
+                Err(e) if self.context.is_none() => Config::incluster().map_err(|why| {
+                    Failure::error(format!(
+                        "no kubeconfig ({e}) and no in-cluster service account ({why})"
+                    ))
                 })?,
                 Err(e) => return Err(Failure::error(format!("kubeconfig: {e}"))),
             },
