@@ -17,7 +17,9 @@
 //! A restarted API server has a new watch cache, which answers a watch resumed from a
 //! resource version of the old one with `410 Gone`: the watcher lists again at once
 //! rather than after another wait (measured after a SIGKILL: the errors just before
-//! the server was ready, then the 410, cost up to two waits of the old 2 s cap).
+//! the server was ready, then the 410, cost up to two waits of the old 2 s cap). And a
+//! restarted server may hold a request sent while it was starting (a watch held 10 s):
+//! for a while after an error, a watcher that stays silent is started again.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -124,29 +126,89 @@ fn is_gone(error: &watcher::Error) -> bool {
     }
 }
 
-/// `watch` with a [`WatchBackoff`]: after an error (which it passes on), it is polled
-/// again only once the backoff's wait is over.
-fn backed_off<T: Send + 'static>(
-    watch: impl Stream<Item = Result<Event<T>, watcher::Error>> + Send + 'static,
-) -> BoxStream<'static, Result<Event<T>, watcher::Error>> {
-    let state = (watch.boxed(), WatchBackoff::default(), Duration::ZERO);
-    futures::stream::unfold(state, |(mut watch, mut backoff, wait)| async move {
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+/// After an error other than `410 Gone`, for this long, a watcher that stays silent is
+/// started again (see [`backed_off`]).
+pub const RESTART_WINDOW: Duration = Duration::from_secs(15);
+/// The silence after which a watcher is started again within [`RESTART_WINDOW`], doubled
+/// per restart in a row (a long list in a big cluster still completes).
+pub const SILENT_RESTART: Duration = Duration::from_secs(1);
+
+/// The watcher `make` makes, with a [`WatchBackoff`]: after an error (which it passes
+/// on), it is polled again only once the backoff's wait is over.
+///
+/// A restarted API server may hold a request sent while it was still starting (seen: a
+/// watch and a status write held 10 s, then the watch answered `410 Gone`), while it
+/// answers the requests sent after it is ready at once. So for [`RESTART_WINDOW`] after
+/// an error other than `410 Gone`, a watcher that yields nothing for
+/// [`SILENT_RESTART`] (doubled per restart in a row) is dropped and made again: a fresh
+/// list, then a fresh watch, sent to the server as it is now. A change (`Apply` or
+/// `Delete`) ends that window: the watch is live.
+fn backed_off<T, S, F>(make: F) -> BoxStream<'static, Result<Event<T>, watcher::Error>>
+where
+    T: Send + 'static,
+    S: Stream<Item = Result<Event<T>, watcher::Error>> + Send + 'static,
+    F: Fn() -> S + Send + 'static,
+{
+    struct State<T, F> {
+        make: F,
+        watch: BoxStream<'static, Result<Event<T>, watcher::Error>>,
+        backoff: WatchBackoff,
+        wait: Duration,
+        restart_until: Option<tokio::time::Instant>,
+        restarts: u32,
+    }
+    let watch = make().boxed();
+    let state = State {
+        make,
+        watch,
+        backoff: WatchBackoff::default(),
+        wait: Duration::ZERO,
+        restart_until: None,
+        restarts: 0,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        if !st.wait.is_zero() {
+            tokio::time::sleep(st.wait).await;
+            st.wait = Duration::ZERO;
         }
-        let item = watch.next().await?;
-        let wait = match &item {
-            Ok(_) => {
-                backoff.reset();
-                Duration::ZERO
+        let item = loop {
+            let window = st
+                .restart_until
+                .is_some_and(|t| tokio::time::Instant::now() < t);
+            if !window {
+                break st.watch.next().await;
+            }
+            let silence = SILENT_RESTART * 2u32.saturating_pow(st.restarts.min(3));
+            match tokio::time::timeout(silence, st.watch.next()).await {
+                Ok(item) => break item,
+                Err(_) => {
+                    log::debug!(
+                        silent_ms = silence.as_millis(),
+                        "watch silent after an error: starting it again (a fresh list)"
+                    );
+                    st.watch = (st.make)().boxed();
+                    st.restarts += 1;
+                }
+            }
+        }?;
+        match &item {
+            Ok(event) => {
+                st.backoff.reset();
+                if matches!(event, Event::Apply(_) | Event::Delete(_)) {
+                    st.restart_until = None;
+                    st.restarts = 0;
+                }
             }
             Err(e) => {
-                let wait = backoff.after(e, Instant::now());
-                log::debug!(error = %e, wait_ms = wait.as_millis(), "watch error: waiting");
-                wait
+                st.wait = st.backoff.after(e, Instant::now());
+                if !is_gone(e) {
+                    st.restart_until = Some(tokio::time::Instant::now() + RESTART_WINDOW);
+                    st.restarts = 0;
+                }
+                log::debug!(error = %e, wait_ms = st.wait.as_millis(), "watch error: waiting");
             }
-        };
-        Some((item, (watch, backoff, wait)))
+        }
+        Some((item, st))
     })
     .boxed()
 }
@@ -173,7 +235,7 @@ pub fn policy_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Dynam
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
             None => Api::all_with(client.clone(), &ar),
         };
-        backed_off(watcher::watcher(api, watcher::Config::default()))
+        backed_off(move || watcher::watcher(api.clone(), watcher::Config::default()))
             .map(move |r| (i, r))
             .boxed()
     });
@@ -188,7 +250,7 @@ pub fn pod_events(client: &Client, scopes: &[Option<String>]) -> Tagged<Option<P
             None => Api::all(client.clone()),
         };
         let opted_in = watcher::Config::default().labels(&format!("{OPT_IN_LABEL}=true"));
-        backed_off(watcher::watcher(api, opted_in))
+        backed_off(move || watcher::watcher(api.clone(), opted_in.clone()))
             .map(move |r| (i, r.map(strip_pod_event)))
             .boxed()
     });
@@ -206,7 +268,8 @@ pub fn config_map_events(
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        backed_off(watcher::watcher(api, by_name(name)))
+        let config = by_name(name);
+        backed_off(move || watcher::watcher(api.clone(), config.clone()))
             .map(move |r| (i, r))
             .boxed()
     });
@@ -282,7 +345,10 @@ mod tests {
             Err(refused()),
             Ok(Event::InitDone),
         ];
-        let mut watch = backed_off(futures::stream::iter(items));
+        let items = std::sync::Mutex::new(Some(items));
+        let mut watch = backed_off(move || {
+            futures::stream::iter(items.lock().unwrap().take().unwrap_or_default())
+        });
         let start = tokio::time::Instant::now();
         let mut at = Vec::new();
         while let Some(item) = watch.next().await {
@@ -299,6 +365,94 @@ mod tests {
             (1000, true),
         ];
         assert_eq!(at, expected);
+    }
+
+    type Item = Result<Event<u32>, watcher::Error>;
+
+    /// A watcher made by `make` from the `n`th list of items, then silent for ever; the
+    /// number of watchers made.
+    fn scripted(
+        scripts: Vec<Vec<Item>>,
+    ) -> (
+        BoxStream<'static, Item>,
+        std::sync::Arc<std::sync::Mutex<usize>>,
+    ) {
+        let made = std::sync::Arc::new(std::sync::Mutex::new(0));
+        let scripts = std::sync::Mutex::new(scripts.into_iter());
+        let count = made.clone();
+        let watch = backed_off(move || {
+            *count.lock().unwrap() += 1;
+            let items = scripts.lock().unwrap().next().unwrap_or_default();
+            futures::stream::iter(items).chain(futures::stream::pending())
+        });
+        (watch, made)
+    }
+
+    fn kind(item: &Item) -> String {
+        match item {
+            Err(_) => "error".into(),
+            Ok(Event::Init) => "init".into(),
+            Ok(Event::InitApply(n)) => format!("init-apply {n}"),
+            Ok(Event::InitDone) => "init-done".into(),
+            Ok(Event::Apply(n)) => format!("apply {n}"),
+            Ok(Event::Delete(n)) => format!("delete {n}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_held_silent_after_an_error_is_made_again_with_a_fresh_list() {
+        let (mut watch, made) = scripted(vec![
+            // The server went away; the watch resumed then is held by the server.
+            vec![Err(refused())],
+            // Made again: a fresh list, then a live watch.
+            vec![
+                Ok(Event::Init),
+                Ok(Event::InitApply(1)),
+                Ok(Event::InitDone),
+                Ok(Event::Apply(2)),
+            ],
+        ]);
+        let start = tokio::time::Instant::now();
+        let mut at = Vec::new();
+        for _ in 0..5 {
+            let item = watch.next().await.unwrap();
+            at.push((start.elapsed().as_millis(), kind(&item)));
+        }
+        // 250 ms of backoff, then 1 s of silence: made again at 1,250 ms.
+        let expected = [
+            (0, "error"),
+            (1250, "init"),
+            (1250, "init-apply 1"),
+            (1250, "init-done"),
+            (1250, "apply 2"),
+        ]
+        .map(|(t, k)| (t, k.to_owned()));
+        assert_eq!(at, expected);
+        assert_eq!(*made.lock().unwrap(), 2);
+        // A change ended the window: a quiet live watch is left alone.
+        let quiet = tokio::time::timeout(Duration::from_secs(60), watch.next()).await;
+        assert!(quiet.is_err());
+        assert_eq!(*made.lock().unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_watch_is_never_made_again_without_an_error_and_restarts_slow_down() {
+        let (mut watch, made) = scripted(vec![vec![Ok(Event::Init), Ok(Event::InitDone)]]);
+        assert_eq!(kind(&watch.next().await.unwrap()), "init");
+        assert_eq!(kind(&watch.next().await.unwrap()), "init-done");
+        let quiet = tokio::time::timeout(Duration::from_secs(600), watch.next()).await;
+        assert!(quiet.is_err());
+        assert_eq!(*made.lock().unwrap(), 1);
+
+        // After an error, silent watchers are made again after 1, 2, 4, 8, 8 s of
+        // silence, within the window only.
+        let (mut watch, made) = scripted(vec![vec![Err(refused())]]);
+        assert_eq!(kind(&watch.next().await.unwrap()), "error");
+        let quiet = tokio::time::timeout(Duration::from_secs(120), watch.next()).await;
+        assert!(quiet.is_err());
+        // 0.25 s backoff; remade at 1.25, 3.25, 7.25, 15.25 s (the window, 15 s from
+        // the error, is over at the next check).
+        assert_eq!(*made.lock().unwrap(), 5);
     }
 
     #[test]
