@@ -26,7 +26,7 @@ use logpolicy_e2e::helm::{one, render};
 use logpolicy_e2e::operator::{Operator, OperatorOptions};
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::prometheus::{Prometheus, Sample, Target};
-use logpolicy_e2e::shop::wait_known;
+use logpolicy_e2e::shop::{payment_policy, wait_known};
 use logpolicy_e2e::{Error, PodSpec, Result, Scenario};
 use serde_json::{json, Value};
 
@@ -247,17 +247,6 @@ fn alerts(prometheus: &mut Prometheus) -> Result<Vec<(String, String, Value)>> {
         .collect())
 }
 
-const RAISE: &str = r#"
-apiVersion: logpolicy.dev/v1beta1
-kind: LogPolicy
-metadata: {name: incident}
-spec:
-  selector: {matchLabels: {app: shop}}
-  targets:
-  - {target: "shop::payment", level: debug}
-  duration: 10m
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_answers_every_alert_and_panel() {
     let s = Scenario::without_operator("prom").await.unwrap();
@@ -308,7 +297,9 @@ subjects: [{{kind: ServiceAccount, name: prometheus, namespace: {ns}}}]
         .await
         .unwrap();
     wait_known(&pods).unwrap();
-    s.apply(RAISE).unwrap();
+    // A raise with an expiry: what LogPolicyRaiseOutstanding watches.
+    let raise = payment_policy("incident", "debug") + "  duration: 10m\n";
+    s.apply(&raise).unwrap();
     s.wait_condition("incident", "Applied", "True", Duration::from_secs(20))
         .unwrap();
 

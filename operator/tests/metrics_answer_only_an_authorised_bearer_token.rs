@@ -155,6 +155,21 @@ where
     tokio::spawn(script(api))
 }
 
+/// The API server's part of one request with a known token: its TokenReview, then the
+/// SubjectAccessReview for `path`, answered `allowed`.
+fn reviews(
+    api: ApiServerVerifier,
+    token: &'static str,
+    path: &'static str,
+    allowed: bool,
+) -> tokio::task::JoinHandle<ApiServerVerifier> {
+    scenario(api, move |mut api| async move {
+        expect_token_review(&mut api, token, Token::Known).await;
+        expect_access_review(&mut api, path, allowed).await;
+        api
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_request_without_a_bearer_token_gets_401_and_costs_no_api_call() {
     let (endpoints, mut api) = endpoints(PodsView::Local);
@@ -192,11 +207,7 @@ async fn a_request_without_a_bearer_token_gets_401_and_costs_no_api_call() {
 #[tokio::test(start_paused = true)]
 async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
     let (endpoints, api) = endpoints(PodsView::Local);
-    let api = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "scrape-token", Token::Known).await;
-        expect_access_review(&mut api, "/metrics", true).await;
-        api
-    });
+    let api = reviews(api, "scrape-token", "/metrics", true);
     let reply = get(
         &endpoints,
         "/metrics",
@@ -228,11 +239,7 @@ async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
 
     // A minute after the review: reviewed again.
     tokio::time::advance(Duration::from_secs(15)).await;
-    let api = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "scrape-token", Token::Known).await;
-        expect_access_review(&mut api, "/metrics", true).await;
-        api
-    });
+    let api = reviews(api, "scrape-token", "/metrics", true);
     let reply = get(
         &endpoints,
         "/metrics",
@@ -250,11 +257,7 @@ async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
 #[tokio::test(start_paused = true)]
 async fn a_token_whose_user_may_not_get_metrics_gets_403_naming_the_user() {
     let (endpoints, api) = endpoints(PodsView::Local);
-    let api = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "t", Token::Known).await;
-        expect_access_review(&mut api, "/metrics", false).await;
-        api
-    });
+    let api = reviews(api, "t", "/metrics", false);
     let reply = get(&endpoints, "/metrics", Some("Bearer t"), remote()).await;
     assert_eq!((reply.status, reply.challenge), (403, None));
     assert!(
@@ -277,11 +280,7 @@ async fn a_token_whose_user_may_not_get_metrics_gets_403_naming_the_user() {
     );
     api.no_more_calls(Duration::from_millis(100)).await;
     tokio::time::advance(Duration::from_secs(1)).await;
-    let api = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "t", Token::Known).await;
-        expect_access_review(&mut api, "/metrics", true).await;
-        api
-    });
+    let api = reviews(api, "t", "/metrics", true);
     assert_eq!(
         get(&endpoints, "/metrics", Some("Bearer t"), remote())
             .await
@@ -378,11 +377,7 @@ async fn the_per_pod_view_opened_to_the_network_needs_a_token_for_its_own_path()
         (reply.status, reply.challenge.as_deref()),
         (401, Some("Bearer"))
     );
-    let api = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "t", Token::Known).await;
-        expect_access_review(&mut api, "/pods/shop/web-1", false).await;
-        api
-    });
+    let api = reviews(api, "t", "/pods/shop/web-1", false);
     let reply = get(&endpoints, "/pods/shop/web-1", Some("Bearer t"), remote()).await;
     assert_eq!(reply.status, 403, "{}", reply.body);
     assert!(
@@ -392,11 +387,7 @@ async fn the_per_pod_view_opened_to_the_network_needs_a_token_for_its_own_path()
     );
     let mut api = finished(api).await;
     // The same token for /metrics is another question.
-    let api2 = scenario(api, |mut api| async move {
-        expect_token_review(&mut api, "t", Token::Known).await;
-        expect_access_review(&mut api, "/metrics", true).await;
-        api
-    });
+    let api2 = reviews(api, "t", "/metrics", true);
     assert_eq!(
         get(&endpoints, "/metrics", Some("Bearer t"), remote())
             .await

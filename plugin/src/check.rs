@@ -644,11 +644,10 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         CustomResourceDefinitionSpec, CustomResourceDefinitionVersion,
     };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{GroupVersionForDiscovery, MicroTime};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupVersionForDiscovery;
     use logpolicy::wire::{key_id, SigningKey};
 
     fn crd(versions: &[(&str, bool, bool)]) -> CrdSeen {
@@ -710,17 +709,7 @@ mod tests {
     }
 
     fn lease(holder: &str, renewed: SystemTime, key: Option<&str>) -> Lease {
-        let mut l = Lease {
-            spec: Some(LeaseSpec {
-                holder_identity: Some(holder.into()),
-                lease_duration_seconds: Some(15),
-                renew_time: Some(MicroTime(
-                    k8s_openapi::jiff::Timestamp::try_from(renewed).unwrap(),
-                )),
-                ..LeaseSpec::default()
-            }),
-            ..Lease::default()
-        };
+        let mut l = crate::cluster::tests::lease(holder, renewed);
         if let Some(k) = key {
             l.metadata.annotations = Some([(KEY_ID_ANNOTATION.to_owned(), k.to_owned())].into());
         }

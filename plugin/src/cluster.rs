@@ -444,12 +444,13 @@ pub fn holds_layer(policy: &serde_json::Value, source: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
-    fn lease(holder: &str, renewed: SystemTime) -> Lease {
+    /// A Lease held by `holder`, renewed at `renewed`, for 15 s (also `check`'s tests).
+    pub(crate) fn lease(holder: &str, renewed: SystemTime) -> Lease {
         Lease {
             metadata: Default::default(),
             spec: Some(LeaseSpec {
