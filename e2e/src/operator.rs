@@ -461,13 +461,20 @@ impl Replica {
     /// Lines of its output (stdout and stderr) that report a refusal by the API
     /// server (403 Forbidden): a permission the chart lacks.
     pub fn forbidden_lines(&self) -> Vec<String> {
+        self.lines_containing("forbidden")
+    }
+
+    /// Lines of its output (stdout and stderr) that contain `needle`, ignoring
+    /// ASCII case.
+    pub fn lines_containing(&self, needle: &str) -> Vec<String> {
+        let needle = needle.to_ascii_lowercase();
         [&self.process.stdout, &self.process.stderr]
             .iter()
             .flat_map(|p| {
                 std::fs::read_to_string(p)
                     .unwrap_or_default()
                     .lines()
-                    .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+                    .filter(|l| l.to_ascii_lowercase().contains(&needle))
                     .map(str::to_owned)
                     .collect::<Vec<_>>()
             })
