@@ -12,10 +12,12 @@ pub mod service;
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
+use logpolicy::clock::ManualClock;
 use logpolicy::writer::{Output, Writer, WriterConfig, WriterGuard};
-use logpolicy::{Format, FormatLayer, PolicyFilter};
+use logpolicy::{Directives, Format, FormatLayer, Policy, PolicyFilter, PolicyLayer};
 use serde_json::{json, Value};
 use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::prelude::*;
@@ -88,6 +90,14 @@ pub struct Installed {
 /// all. Unset (or `writer`): ours as `logpolicy::init` builds it.
 pub const OURS_OUTPUT_ENV: &str = "LOGPOLICY_BENCH_OURS_OUTPUT";
 
+/// The environment variable that gives ours a clock that only moves when told
+/// (`manual`): the filter, the format and the writer read it instead of the system
+/// clock, whose read straight from the vDSO cannot run under valgrind. For counting
+/// instructions (`request-loop` under callgrind), never for timing: every line carries
+/// the same timestamp and the clock's reads (about 25 instructions a line) are not
+/// counted.
+pub const CLOCK_ENV: &str = "LOGPOLICY_BENCH_CLOCK";
+
 /// Installs `logger` as the global default subscriber, at level `info`.
 pub fn install(logger: Logger) -> Installed {
     let mut installed = Installed {
@@ -97,20 +107,35 @@ pub fn install(logger: Logger) -> Installed {
     };
     match logger {
         Logger::Ours => {
-            let config = WriterConfig::new(Output::Stdout)
+            let clock = match std::env::var(CLOCK_ENV).as_deref() {
+                Err(_) | Ok("system") => None,
+                Ok("manual") => Some(ManualClock::new(SystemTime::now())),
+                Ok(other) => panic!("{CLOCK_ENV}={other:?}: expected system or manual"),
+            };
+            let mut config = WriterConfig::new(Output::Stdout)
                 .capacity_bytes(OUR_CAPACITY_BYTES)
                 .flush_timeout(Duration::from_secs(10));
+            if let Some(clock) = &clock {
+                config = config.clock(Arc::new(clock.clone()));
+            }
             let (writer, guard) = Writer::new(config).expect("writer");
             // As `logpolicy::init` builds it: the output linked to the policy (sampling,
             // budget, accounting, summaries).
-            let filter = PolicyFilter::from_directives("info").expect("directives");
+            let filter = match &clock {
+                None => PolicyFilter::from_directives("info").expect("directives"),
+                Some(clock) => {
+                    let info: Directives = "info".parse().expect("directives");
+                    let policy = Policy::new(vec![PolicyLayer::baseline(info)]);
+                    PolicyFilter::with_clock(policy, clock.clone())
+                }
+            };
             match std::env::var(OURS_OUTPUT_ENV).as_deref() {
-                Ok("discard") => install_ours(&filter, logpolicy::NullSink),
+                Ok("discard") => install_ours(&filter, logpolicy::NullSink, clock),
                 Ok("filter-only") => {
                     let subscriber = tracing_subscriber::registry().with(filter);
                     tracing::subscriber::set_global_default(subscriber).expect("global default");
                 }
-                _ => install_ours(&filter, writer.clone()),
+                _ => install_ours(&filter, writer.clone(), clock),
             }
             installed.ours = Some((writer, guard));
         }
@@ -140,10 +165,18 @@ pub fn install(logger: Logger) -> Installed {
 }
 
 /// Installs ours as `logpolicy::init` builds it, writing to `sink`.
-fn install_ours<K: logpolicy::LineSink>(filter: &PolicyFilter, sink: K) {
+fn install_ours<K: logpolicy::LineSink>(
+    filter: &PolicyFilter,
+    sink: K,
+    clock: Option<ManualClock>,
+) {
+    let mut format = FormatLayer::new(Format::Json, sink).with_policy(filter);
+    if let Some(clock) = clock {
+        format = format.with_clock(clock);
+    }
     let subscriber = tracing_subscriber::registry()
         .with(filter.clone())
-        .with(FormatLayer::new(Format::Json, sink).with_policy(filter));
+        .with(format);
     tracing::subscriber::set_global_default(subscriber).expect("global default");
 }
 

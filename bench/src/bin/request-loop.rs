@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release -p logpolicy-bench
 //! for n in 20000 40000; do
-//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n \
+//!   LOGPOLICY_BENCH_CLOCK=manual valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n \
 //!     target/release/request-loop $n 5 > /dev/null
 //! done
 //! # instructions per request: (Ir at 40000 - Ir at 20000) / 20000, from the
@@ -16,11 +16,17 @@
 //! Arguments: `N [lines] [logger]` (defaults 5 lines, `logpolicy`; any logger
 //! `http-bench` knows). `LOGPOLICY_BENCH_OURS_OUTPUT=discard` formats into a sink that
 //! drops the lines (no queue, no writer thread), as in `http-bench`.
+//! `LOGPOLICY_BENCH_CLOCK=manual` is needed under valgrind for ours (its clock reads the
+//! vDSO directly, which valgrind cannot run): ours then reads a clock that does not
+//! move (about 100 instructions a line: an atomic load and `SystemTime` arithmetic, in
+//! place of the time-stamp counter's read), the same in every build.
+//! `LOGPOLICY_BENCH_SHAPE=standard` logs `http-bench --shape standard`'s lines (six
+//! fields and a message each, a request id made per request whether it logs or not).
 
 // A benchmark driver: a bad argument ends the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use logpolicy_bench::service::log_request;
+use logpolicy_bench::service::{log_request, log_standard, RequestId, Shape};
 use logpolicy_bench::{install, Logger};
 
 fn main() {
@@ -31,10 +37,22 @@ fn main() {
         .next()
         .map_or(Logger::Ours, |a| a.parse().expect("logger"));
     let installed = install(logger);
-    let (method, path) = ("GET", "/cart");
+    let shape = Shape::from_env();
+    // The standard shape's path is the one `http-bench` requests.
+    let (method, path) = match shape {
+        Shape::Light => ("GET", "/cart"),
+        Shape::Standard => ("GET", "/api/orders"),
+    };
     for i in 0..n {
         // A latency that varies as a real one does, but the same in every run.
-        log_request(method, path, lines, || 40 + i % 60);
+        let latency_us = || 40 + i % 60;
+        match shape {
+            Shape::Light => log_request(method, path, lines, latency_us),
+            Shape::Standard => {
+                let id = RequestId::new(i);
+                log_standard(method, path, lines, &id, i, latency_us);
+            }
+        }
     }
     drop(installed.finish());
 }
