@@ -250,6 +250,56 @@ mod tests {
     }
 
     #[test]
+    fn a_standard_request_logs_five_lines_of_six_fields_and_a_message_each() {
+        use tracing_subscriber::prelude::*;
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let layer = logpolicy::FormatLayer::new(logpolicy::Format::Json, out.clone());
+        let id = RequestId::new(7);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            log_standard("GET", "/api/orders", 5, &id, 7, || 1234);
+        });
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let messages = [
+            "request received",
+            "session authenticated",
+            "orders loaded",
+            "response encoded",
+            "request completed",
+        ];
+        assert_eq!(lines.len(), messages.len(), "{text}");
+        for (line, msg) in lines.iter().zip(messages) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["msg"], msg, "{line}");
+            assert_eq!(v["request_id"], id.as_str(), "{line}");
+            assert_eq!(v["method"], "GET", "{line}");
+            assert_eq!(v["path"], "/api/orders", "{line}");
+            assert_eq!(v["status"], 200, "{line}");
+            assert_eq!(v["latency_us"], 1234, "{line}");
+            assert_eq!(v["user"], USERS[7 % USERS.len()], "{line}");
+            // The README's figure: 208-216 bytes a line with ours (the timestamp's
+            // width and the latency's digits vary).
+            assert!(
+                (200..=220).contains(&(line.len() + 1)),
+                "{}: {line}",
+                line.len()
+            );
+        }
+        // Fewer lines: the first ones, in order.
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let layer = logpolicy::FormatLayer::new(logpolicy::Format::Json, out.clone());
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            log_standard("GET", "/api/orders", 2, &id, 7, || 1234);
+        });
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let got: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["msg"].to_string())
+            .collect();
+        assert_eq!(got, ["\"request received\"", "\"session authenticated\""]);
+    }
+
+    #[test]
     fn shapes_are_named_and_parsed_back() {
         for shape in [Shape::Light, Shape::Standard] {
             assert_eq!(Shape::parse(shape.name()), Some(shape));
