@@ -146,6 +146,24 @@ pub fn log_standard(
     }
 }
 
+/// Logs the `n`th request's `lines` lines in `shape` ([`log_request`] or
+/// [`log_standard`]; the standard shape's request id is made whether it logs or not, as
+/// a service's is).
+#[inline]
+pub fn log_shaped(
+    shape: Shape,
+    method: &str,
+    path: &str,
+    lines: u32,
+    n: u64,
+    latency_us: impl Fn() -> u64,
+) {
+    match shape {
+        Shape::Light => log_request(method, path, lines, latency_us),
+        Shape::Standard => log_standard(method, path, lines, &RequestId::new(n), n, latency_us),
+    }
+}
+
 /// The core the service (every thread of it) is pinned to.
 pub const SERVICE_CPU: usize = 0;
 /// The core the load generator is pinned to.

@@ -32,8 +32,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use logpolicy_bench::load_generator::{self, LoadConfig};
 use logpolicy_bench::service::{
-    listening_port, log_request, log_standard, pin_to, quantile, quit, stderr_lines, wait_bounded,
-    RequestId, Shape, BODY, LISTENING, LOAD_CPU, SERVICE_CPU, SHAPE_ENV,
+    listening_port, log_shaped, pin_to, quantile, quit, stderr_lines, wait_bounded, Shape, BODY,
+    LISTENING, LOAD_CPU, SERVICE_CPU, SHAPE_ENV,
 };
 use logpolicy_bench::{install, Installed, Logger};
 use serde_json::{json, Value};
@@ -140,15 +140,9 @@ async fn handle(
     } else {
         let n = SERVED.fetch_add(1, Ordering::Relaxed);
         let method = req.method().as_str();
-        let latency_us = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        match shape {
-            Shape::Light => log_request(method, path, lines, latency_us),
-            Shape::Standard => {
-                // Made whether the service logs or not, as a service's request id is.
-                let id = RequestId::new(n);
-                log_standard(method, path, lines, &id, n, latency_us);
-            }
-        }
+        log_shaped(shape, method, path, lines, n, || {
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+        });
     }
     let mut response = Response::new(Full::new(Bytes::from_static(BODY)));
     response
