@@ -159,18 +159,18 @@ impl Cluster {
     /// Stops kube-apiserver, keeping etcd: every API call fails until the outage
     /// [ends](Outage::end).
     pub fn api_server_outage(&self) -> Result<Outage<'_>> {
-        self.outage_script("stop")?;
-        Ok(Outage {
-            cluster: self,
-            over: false,
-        })
+        self.begin_outage("stop")
     }
 
     /// Kills kube-apiserver with SIGKILL, keeping etcd: a crash, with none of the
     /// graceful shutdown's goodbyes on its connections; every API call fails until the
     /// outage [ends](Outage::end).
     pub fn api_server_crash(&self) -> Result<Outage<'_>> {
-        self.outage_script("kill")?;
+        self.begin_outage("kill")
+    }
+
+    fn begin_outage(&self, action: &str) -> Result<Outage<'_>> {
+        self.outage_script(action)?;
         Ok(Outage {
             cluster: self,
             over: false,

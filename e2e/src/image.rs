@@ -72,28 +72,36 @@ pub(crate) fn storage_dir() -> PathBuf {
     target_dir().join("images").join("storage")
 }
 
-fn build() -> Result<Images> {
+/// Runs `scripts/NAME ARGS` from the repository's root with the image tests' buildah
+/// storage, its stderr shown as it goes; its stdout, or an error holding it.
+pub(crate) fn run_repo_script(name: &str, args: &[&str]) -> Result<String> {
     let started = std::time::Instant::now();
-    let mut cmd = Command::new(repo_root().join("scripts/images"));
+    let mut cmd = Command::new(repo_root().join("scripts").join(name));
     without_test_env(&mut cmd);
     let out = cmd
+        .args(args)
         .current_dir(repo_root())
         .env("LOGPOLICY_IMAGES_STORAGE", storage_dir())
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| Error(format!("running scripts/images: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .map_err(|e| Error(format!("running scripts/{name}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         return Err(Error(format!(
-            "scripts/images failed ({}):\n{stdout}",
+            "scripts/{name} failed ({}):\n{stdout}",
             out.status
         )));
     }
     eprintln!(
-        "e2e: scripts/images: {:.1} s\n{stdout}",
+        "e2e: scripts/{name}: {:.1} s\n{stdout}",
         started.elapsed().as_secs_f64()
     );
+    Ok(stdout)
+}
+
+fn build() -> Result<Images> {
+    let stdout = run_repo_script("images", &[])?;
     // `TAG<tab>ARCHIVE<tab>SIZE bytes` per image.
     let mut images = BTreeMap::new();
     for line in stdout.lines() {
@@ -301,7 +309,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// Runs `cmd`; its stdout, or an error with its stderr.
-fn run(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .stdin(Stdio::null())
         .output()

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -393,7 +393,7 @@ pub fn platform<'a>(plugin: &'a Plugin, os: &str, arch: &str) -> Result<&'a Plat
 /// executable file.
 pub fn install(platform: &Platform, archive: &Path, dir: &Path) -> Result<PathBuf> {
     let bytes = std::fs::read(archive).map_err(|e| Error(format!("{}: {e}", archive.display())))?;
-    let sha = hex(&Sha256::digest(&bytes));
+    let sha = sha256_hex(&bytes);
     if sha != platform.sha256 {
         return Err(Error(format!(
             "{}: sha256 {sha}, the manifest says {}",
@@ -407,21 +407,13 @@ pub fn install(platform: &Platform, archive: &Path, dir: &Path) -> Result<PathBu
         let _ = std::fs::remove_dir_all(d);
         std::fs::create_dir_all(d).map_err(|e| Error(format!("{}: {e}", d.display())))?;
     }
-    let out = Command::new("tar")
-        .arg("-xzf")
-        .arg(archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error(format!("tar: {e}")))?;
-    if !out.status.success() {
-        return Err(Error(format!(
-            "tar -xzf {}: {}",
-            archive.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    crate::image::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&unpacked),
+    )?;
     for (i, op) in platform.files.iter().enumerate() {
         for (from, to) in move_targets(&unpacked, &installed, op)
             .map_err(|why| Error(format!("files[{i}] {op:?}: {why}")))?
@@ -587,9 +579,12 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
     }
 }
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The SHA-256 of `bytes`, in lowercase hex (as krew's `sha256` and `sha256sum` write it).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -784,15 +779,9 @@ spec:
     }
 
     /// An archive made with tar in a fresh directory, and that directory.
-    fn archive(files: &[(&str, u32)]) -> (PathBuf, PathBuf) {
+    fn archive(files: &[(&str, u32)]) -> (PathBuf, crate::process::TestDir) {
         use std::os::unix::fs::PermissionsExt;
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "logpolicy-krew-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::process::TestDir::new("krew").unwrap();
         let src = dir.join("src");
         for (name, mode) in files {
             let path = src.join(name);
@@ -817,7 +806,7 @@ spec:
     fn platform_for(tgz: &Path, bin: &str, files: &[(&str, &str)]) -> Platform {
         Platform {
             uri: "https://example.com/a.tar.gz".into(),
-            sha256: hex(&Sha256::digest(std::fs::read(tgz).unwrap())),
+            sha256: sha256_hex(&std::fs::read(tgz).unwrap()),
             selector: None,
             files: files
                 .iter()
@@ -838,20 +827,19 @@ spec:
             "bin/kubectl-x",
             &[("build/*", "bin"), ("LICENSE", ".")],
         );
-        let bin = install(&p, &tgz, &dir).unwrap();
+        let bin = install(&p, &tgz, dir.path()).unwrap();
         assert!(bin.ends_with("install/bin/kubectl-x"), "{}", bin.display());
         assert!(dir.join("install/LICENSE").is_file());
         let p = platform_for(&tgz, "kubectl-y", &[("build/kubectl-x", "kubectl-y")]);
-        assert!(install(&p, &tgz, &dir)
+        assert!(install(&p, &tgz, dir.path())
             .unwrap()
             .ends_with("install/kubectl-y"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn install_refuses_a_wrong_sha_a_missing_bin_and_escapes() {
         let (tgz, dir) = archive(&[("kubectl-x", 0o755), ("README", 0o644)]);
-        let install_err = |p: &Platform| install(p, &tgz, &dir).unwrap_err().0;
+        let install_err = |p: &Platform| install(p, &tgz, dir.path()).unwrap_err().0;
 
         let mut p = platform_for(&tgz, "kubectl-x", &[("kubectl-x", ".")]);
         p.sha256 = SHA.into();
@@ -868,6 +856,5 @@ spec:
         assert!(install_err(&p).contains("not a clean path"));
         let p = platform_for(&tgz, "../kubectl-x", &[("kubectl-x", ".")]);
         assert!(install_err(&p).contains("leaves the install directory"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

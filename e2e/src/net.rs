@@ -139,7 +139,12 @@ fn dechunk(mut s: &str) -> String {
 
 /// `GET path`, expecting 200.
 pub fn get_ok(addr: SocketAddr, path: &str) -> Result<Reply> {
-    let reply = http(addr, "GET", path, &[], "")?;
+    get_ok_with(addr, path, &[])
+}
+
+/// [`get_ok`] with these request headers (e.g. `authorization`).
+pub fn get_ok_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<Reply> {
+    let reply = http(addr, "GET", path, headers, "")?;
     if reply.status == 200 {
         Ok(reply)
     } else {

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::accounts;
 use crate::cluster::{repo_root, Cluster, Namespace};
 use crate::image::{Launch, Program, Runtime};
-use crate::net::{free_port, get_ok, http};
+use crate::net::{free_port, get_ok, get_ok_with, http};
 use crate::process::{wait_for, Process, TestDir};
 use crate::{Error, Result};
 
@@ -97,14 +97,15 @@ pub fn apply_crds(cluster: &Cluster) -> Result<()> {
         .clone()
 }
 
-/// The chart's objects for `release` in `namespace` (`helm template`, offline).
+/// The chart's objects for `release` in `namespace` that an install keeps (`helm
+/// template`, offline; `helm test` hooks left out).
 pub fn chart_objects(
     release: &str,
     namespace: &str,
     set: &[(String, String)],
 ) -> Result<Vec<Value>> {
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    crate::helm::render(release, namespace, &set)
+    crate::helm::render(release, namespace, &set).map(crate::helm::installed)
 }
 
 /// The operator container of the chart's Deployment.
@@ -170,7 +171,7 @@ fn deployment_env(objects: &[Value]) -> Result<Vec<(String, String)>> {
 fn service_account(objects: &[Value]) -> Result<String> {
     objects
         .iter()
-        .find(|o| o["kind"] == "ServiceAccount" && !crate::helm::is_hook(o))
+        .find(|o| o["kind"] == "ServiceAccount")
         .and_then(|o| o["metadata"]["name"].as_str())
         .map(str::to_owned)
         .ok_or_else(|| Error("the chart renders no ServiceAccount".into()))
@@ -234,7 +235,7 @@ impl Operator {
         let objects = chart_objects(&release, &ns.name, &options.with_defaults())?;
         let rbac: Vec<Value> = objects
             .iter()
-            .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k) && !crate::helm::is_hook(o))
+            .filter(|o| RBAC_KINDS.iter().any(|k| o["kind"] == *k))
             .cloned()
             .collect();
         let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
@@ -293,11 +294,12 @@ impl Operator {
             kubeconfig: &kubeconfig,
             service_account_dir: &service_account_dir,
             api_server: &cluster.api_server,
+            metrics_token: metrics_token.as_deref(),
         };
 
         let env = deployment_env(&objects)?;
         let pod_name = format!("{release}-logpolicy-operator-0");
-        let mut first = spawn_operator(
+        let first = spawn_operator(
             options.runtime,
             dir,
             "operator",
@@ -322,7 +324,6 @@ impl Operator {
                 .filter(|s| !s.is_empty()))
         })?;
         let trusted_keys = public_key_text(&secret_key)?;
-        first.metrics_token.clone_from(&metrics_token);
         eprintln!(
             "e2e: operator in {} ready in {:.1} s",
             ns.name,
@@ -374,8 +375,9 @@ impl Operator {
             kubeconfig: &self.kubeconfig,
             service_account_dir: &self.service_account_dir,
             api_server: &Cluster::shared()?.api_server,
+            metrics_token: self.metrics_token.as_deref(),
         };
-        let mut replica = spawn_operator(
+        spawn_operator(
             self.runtime,
             dir,
             "operator-replica",
@@ -384,9 +386,7 @@ impl Operator {
             &credentials,
             &self.namespace,
             pod_name,
-        )?;
-        replica.metrics_token.clone_from(&self.metrics_token);
-        Ok(replica)
+        )
     }
 
     /// The `holderIdentity` of its leader Lease (empty when there is none).
@@ -422,25 +422,12 @@ pub struct Replica {
 impl Replica {
     /// `GET /metrics`, with the scraper's token when metrics auth is on; expects 200.
     pub fn metrics(&self) -> Result<String> {
-        let Some(token) = &self.metrics_token else {
-            return get_ok(self.metrics_addr, "/metrics").map(|r| r.body);
-        };
-        let authorization = format!("Bearer {token}");
-        let reply = http(
-            self.metrics_addr,
-            "GET",
-            "/metrics",
-            &[("authorization", &authorization)],
-            "",
-        )?;
-        if reply.status == 200 {
-            Ok(reply.body)
-        } else {
-            Err(Error(format!(
-                "GET http://{}/metrics with the scraper's token: {}: {}",
-                self.metrics_addr, reply.status, reply.body
-            )))
-        }
+        let authorization = self.metrics_token.as_ref().map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = authorization
+            .iter()
+            .map(|a| ("authorization", a.as_str()))
+            .collect();
+        get_ok_with(self.metrics_addr, "/metrics", &headers).map(|r| r.body)
     }
 
     /// Fails if it exited.
@@ -500,6 +487,8 @@ struct Credentials<'a> {
     service_account_dir: &'a std::path::Path,
     /// `https://HOST:PORT`.
     api_server: &'a str,
+    /// The bearer token its `/metrics` answers, when metrics auth is on.
+    metrics_token: Option<&'a str>,
 }
 
 /// Where a pod finds its ServiceAccount's files.
@@ -560,7 +549,7 @@ fn spawn_operator(
     Ok(Replica {
         pod_name,
         metrics_addr,
-        metrics_token: None,
+        metrics_token: credentials.metrics_token.map(str::to_owned),
         process,
         dir,
     })

@@ -8,12 +8,10 @@
 //! `--allow-dirty`: a local run checks the work in progress; CI's tree is clean.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::binaries::without_test_env;
 use crate::cluster::{repo_root, Error, Result};
-use crate::image::{storage_dir, target_dir};
+use crate::image::{run_repo_script, target_dir};
 
 /// What `scripts/release` wrote.
 #[derive(Debug)]
@@ -51,28 +49,7 @@ impl Dist {
 }
 
 fn make() -> Result<Dist> {
-    let started = std::time::Instant::now();
-    let mut cmd = Command::new(repo_root().join("scripts/release"));
-    without_test_env(&mut cmd);
-    let out = cmd
-        .args(["--no-verify", "--allow-dirty"])
-        .current_dir(repo_root())
-        .env("LOGPOLICY_IMAGES_STORAGE", storage_dir())
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| Error(format!("running scripts/release: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(Error(format!(
-            "scripts/release failed ({}):\n{stdout}",
-            out.status
-        )));
-    }
-    eprintln!(
-        "e2e: scripts/release: {:.1} s\n{stdout}",
-        started.elapsed().as_secs_f64()
-    );
+    run_repo_script("release", &["--no-verify", "--allow-dirty"])?;
     Ok(Dist {
         dir: target_dir().join("dist"),
         version: layer_version()?,

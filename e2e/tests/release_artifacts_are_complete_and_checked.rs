@@ -18,7 +18,6 @@ use logpolicy_e2e::helm::{chart_dir, one, render, render_chart};
 use logpolicy_e2e::image::{Images, REQUIRE_VAR};
 use logpolicy_e2e::krew;
 use logpolicy_e2e::release::Dist;
-use sha2::{Digest, Sha256};
 
 /// The release, or `None` (the test is skipped) when buildah cannot run here.
 fn dist() -> Option<&'static Dist> {
@@ -88,10 +87,6 @@ fn tar_list(archive: &Path) -> Vec<String> {
         .collect()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    krew::hex(&Sha256::digest(bytes))
-}
-
 #[test]
 fn the_checksums_cover_every_artifact_and_hold() {
     let Some(dist) = dist() else { return };
@@ -138,7 +133,7 @@ fn the_checksums_cover_every_artifact_and_hold() {
         let (sum, name) = line.split_once("  ").unwrap();
         assert_eq!(
             sum,
-            sha256_hex(&std::fs::read(dist.path(name)).unwrap()),
+            krew::sha256_hex(&std::fs::read(dist.path(name)).unwrap()),
             "{name}"
         );
     }
@@ -255,7 +250,7 @@ fn blob(archive: &Path, digest: &str) -> Vec<u8> {
     let hex = digest.strip_prefix("sha256:").unwrap();
     let bytes = tar_file(archive, &format!("blobs/sha256/{hex}"));
     assert_eq!(
-        sha256_hex(&bytes),
+        krew::sha256_hex(&bytes),
         hex,
         "{}: blob {digest}",
         archive.display()

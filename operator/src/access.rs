@@ -225,7 +225,6 @@ pub struct TokenAccess {
     client: OnceLock<kube::Client>,
     cache: Mutex<VerdictCache>,
     in_flight: Semaphore,
-    timeout: Duration,
 }
 
 impl std::fmt::Debug for TokenAccess {
@@ -233,7 +232,6 @@ impl std::fmt::Debug for TokenAccess {
         f.debug_struct("TokenAccess")
             .field("client", &self.client.get().map(|_| "set"))
             .field("cached", &self.cache().len())
-            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -244,7 +242,6 @@ impl Default for TokenAccess {
             client: OnceLock::new(),
             cache: Mutex::new(VerdictCache::new(CACHE_CAPACITY)),
             in_flight: Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
-            timeout: REVIEW_TIMEOUT,
         }
     }
 }
@@ -253,13 +250,6 @@ impl TokenAccess {
     /// Reviews through `client` from now on (the first client set stays).
     pub fn set_client(&self, client: kube::Client) {
         let _ = self.client.set(client);
-    }
-
-    /// This checker with another bound on how long the reviews of one request may take.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, VerdictCache> {
@@ -285,7 +275,7 @@ impl TokenAccess {
                  (it is starting)"
             ));
         };
-        let reviewed = tokio::time::timeout(self.timeout, async {
+        let reviewed = tokio::time::timeout(REVIEW_TIMEOUT, async {
             let _permit = self.in_flight.acquire().await;
             review(client, token, path).await
         })
@@ -309,11 +299,11 @@ impl TokenAccess {
                 Check::Unavailable(format!("{path}: cannot check the token: {why}"))
             }
             Err(_) => {
-                log::warn!(%path, timeout = ?self.timeout, "the token review timed out");
+                log::warn!(%path, timeout = ?REVIEW_TIMEOUT, "the token review timed out");
                 Check::Unavailable(format!(
                     "{path}: cannot check the token: the Kubernetes API did not answer \
                      within {} s",
-                    self.timeout.as_secs_f64()
+                    REVIEW_TIMEOUT.as_secs_f64()
                 ))
             }
         }

@@ -17,6 +17,9 @@ use crate::text::truncate;
 /// reason `Invalid` (refused, and then also `Stalled`), `PodsPending` or `PodsFailed`
 /// (pushes in flight, and then also `Reconciling`).
 pub const READY: &str = "Ready";
+/// The reason of `Ready=False`, `Stalled=True` and `Applied=False` when the current
+/// generation is refused (its spec is invalid).
+pub const INVALID: &str = "Invalid";
 /// `Applied`: every selected pod acknowledged the policy.
 pub const APPLIED: &str = "Applied";
 /// `Expired`: the policy's time is over (it stays, for audit).
@@ -74,6 +77,18 @@ pub fn says_expired_before_creation(status: &LogPolicyStatus, generation: i64) -
 }
 
 impl PolicyView {
+    /// Selected pods that have not acknowledged the current generation while it is valid,
+    /// in force and unexpired (0 otherwise): what `Ready` waits for (it is
+    /// `PodsPending` or `PodsFailed` exactly when this is above 0), and the
+    /// `policy_pods_unacknowledged` gauge.
+    pub fn pods_unacknowledged(&self) -> u32 {
+        if self.errors.is_empty() && self.in_force_generation.is_some() && !self.expired {
+            self.matched.saturating_sub(self.applied)
+        } else {
+            0
+        }
+    }
+
     /// The status for this view; `previous` (the status as last read) keeps the
     /// conditions' transition times.
     pub fn status(&self, previous: Option<&LogPolicyStatus>, now: SystemTime) -> LogPolicyStatus {
@@ -81,7 +96,7 @@ impl PolicyView {
         let in_force = self.in_force_generation.is_some();
         let counts = format!("{}/{} pods", self.applied, self.matched);
         let applied = if !in_force {
-            condition(APPLIED, false, "Invalid", counts.clone(), g, previous, now)
+            condition(APPLIED, false, INVALID, counts.clone(), g, previous, now)
         } else if self.expired {
             condition(APPLIED, false, "Expired", counts.clone(), g, previous, now)
         } else if self.matched == 0 {
@@ -144,7 +159,7 @@ impl PolicyView {
             condition(
                 READY,
                 false,
-                "Invalid",
+                INVALID,
                 truncate(message, 32 * 1024),
                 g,
                 previous,
@@ -212,7 +227,7 @@ impl PolicyView {
             condition(
                 STALLED,
                 true,
-                "Invalid",
+                INVALID,
                 ready.message.clone(),
                 g,
                 previous,

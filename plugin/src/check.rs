@@ -29,7 +29,7 @@
 //! [`STALE_DOCUMENT`] or more a failure (the operator's documents are refused as
 //! `not_fresh` if its clock agrees with this machine's).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -37,10 +37,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::{Api, CustomResourceExt};
-use logpolicy::wire::{PolicyView, TrustedKeys};
+use logpolicy::admin::ADMIN_ADDR_ENV;
+use logpolicy::wire::{PolicyView, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
 use logpolicy_operator::lease::KEY_ID_ANNOTATION;
 use logpolicy_operator::trust::{TRUST_CONFIG_MAP, TRUST_DATA_KEY};
-use logpolicy_operator::{LogPolicy, OPT_IN_LABEL};
+use logpolicy_operator::{LogPolicy, OPT_IN_LABEL, PORT_ANNOTATION};
 use serde::Serialize;
 
 use crate::cli::CheckArgs;
@@ -55,7 +56,7 @@ pub const CLOCK_WARN: Duration = Duration::from_secs(30);
 pub const STALE_DOCUMENT: Duration = Duration::from_secs(300);
 
 /// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Outcome {
     /// As it should be.
@@ -196,6 +197,21 @@ pub fn crd_check(seen: &CrdSeen, name: &str, wanted: &str) -> Check {
     }
 }
 
+/// The object `seen` holds, or the line to print instead: `missing` (FAIL) when there is
+/// none, `unreadable(why)` (warn) when it could not be read.
+fn found<T>(
+    seen: std::result::Result<Option<&T>, String>,
+    line: impl Fn(Outcome, String) -> Check,
+    missing: String,
+    unreadable: impl FnOnce(String) -> String,
+) -> std::result::Result<&T, Check> {
+    match seen {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => Err(line(Outcome::Fail, missing)),
+        Err(why) => Err(line(Outcome::Warn, unreadable(why))),
+    }
+}
+
 /// What the Lease says: the operator check, and the key id the operator signs with
 /// (its annotation), when it says.
 pub fn operator_check(
@@ -204,33 +220,18 @@ pub fn operator_check(
     now: SystemTime,
 ) -> (Check, Option<String>) {
     let subject = format!("{operator_namespace}/{LEASE_NAME}");
+    let line = |o, m: String| Check::new(o, "operator", subject.clone(), m);
     let pods = format!(
         "kubectl -n {operator_namespace} get pods -l app.kubernetes.io/name=logpolicy-operator"
     );
-    let lease = match lease {
-        Ok(Some(l)) => l,
-        Ok(None) => {
-            return (
-                Check::new(
-                    Outcome::Fail,
-                    "operator",
-                    subject,
-                    format!("no Lease: the operator has not run in namespace {operator_namespace} (use --operator-namespace where it runs), or is older than its Lease heartbeat; is it running? ({pods})"),
-                ),
-                None,
-            )
-        }
-        Err(why) => {
-            return (
-                Check::new(
-                    Outcome::Warn,
-                    "operator",
-                    subject,
-                    format!("cannot tell whether the operator runs: its Lease cannot be read ({why}); `get` on leases in {operator_namespace} lets the check see it"),
-                ),
-                None,
-            )
-        }
+    let lease = match found(
+        lease,
+        line,
+        format!("no Lease: the operator has not run in namespace {operator_namespace} (use --operator-namespace where it runs), or is older than its Lease heartbeat; is it running? ({pods})"),
+        |why| format!("cannot tell whether the operator runs: its Lease cannot be read ({why}); `get` on leases in {operator_namespace} lets the check see it"),
+    ) {
+        Ok(l) => l,
+        Err(check) => return (check, None),
     };
     let key = lease
         .metadata
@@ -239,10 +240,8 @@ pub fn operator_check(
         .and_then(|a| a.get(KEY_ID_ANNOTATION))
         .cloned();
     if let Some(why) = lease_down(lease, now) {
-        let check = Check::new(
+        let check = line(
             Outcome::Fail,
-            "operator",
-            subject,
             format!("not running: its Lease {why}; nothing pushes policies to the pods. Is it running? ({pods}; then its logs)"),
         );
         return (check, key);
@@ -260,15 +259,11 @@ pub fn operator_check(
         Some(k) => format!("signs with key {k}"),
         None => format!("its Lease names no signing key ({KEY_ID_ANNOTATION}: an operator of an earlier version); the trust ConfigMap's key is taken as its key"),
     };
-    (
-        Check::new(
-            Outcome::Ok,
-            "operator",
-            subject,
-            format!("running and leading: {holder} renewed its Lease {ago}; {signs}"),
-        ),
-        key,
-    )
+    let check = line(
+        Outcome::Ok,
+        format!("running and leading: {holder} renewed its Lease {ago}; {signs}"),
+    );
+    (check, key)
 }
 
 /// The trust ConfigMap check for `namespace`: present, and holding exactly the
@@ -280,33 +275,18 @@ pub fn trust_check(
     operator_namespace: &str,
 ) -> (Check, Vec<String>) {
     let subject = format!("{namespace}/{TRUST_CONFIG_MAP}");
+    let line = |o, m: String| Check::new(o, "trust-configmap", subject.clone(), m);
     let restored = format!(
         "the operator writes it again within seconds when it runs; is it running? (kubectl -n {operator_namespace} get pods)"
     );
-    let cm = match seen {
-        Ok(Some(cm)) => cm,
-        Ok(None) => {
-            return (
-                Check::new(
-                    Outcome::Fail,
-                    "trust-configmap",
-                    subject,
-                    format!("missing: the pods that mount it trust no key and refuse every push; {restored}"),
-                ),
-                Vec::new(),
-            )
-        }
-        Err(why) => {
-            return (
-                Check::new(
-                    Outcome::Warn,
-                    "trust-configmap",
-                    subject,
-                    format!("cannot be read ({why}); the pods' own view of their keys is checked below"),
-                ),
-                Vec::new(),
-            )
-        }
+    let cm = match found(
+        seen,
+        line,
+        format!("missing: the pods that mount it trust no key and refuse every push; {restored}"),
+        |why| format!("cannot be read ({why}); the pods' own view of their keys is checked below"),
+    ) {
+        Ok(cm) => cm,
+        Err(check) => return (check, Vec::new()),
     };
     let text = cm
         .data
@@ -317,37 +297,23 @@ pub fn trust_check(
     let ids: Vec<String> = match TrustedKeys::parse(&text) {
         Ok(keys) => keys.ids().map(|id| id.to_string()).collect(),
         Err(e) => {
-            return (
-                Check::new(
-                    Outcome::Fail,
-                    "trust-configmap",
-                    subject,
-                    format!(
-                        "data.{TRUST_DATA_KEY} holds no key the pods can read ({e}); {restored}"
-                    ),
-                ),
-                Vec::new(),
-            )
+            let why =
+                format!("data.{TRUST_DATA_KEY} holds no key the pods can read ({e}); {restored}");
+            return (line(Outcome::Fail, why), Vec::new());
         }
     };
     let check = match operator_key {
-        Some(k) if !ids.iter().any(|i| i == k) => Check::new(
+        Some(k) if !ids.iter().any(|i| i == k) => line(
             Outcome::Fail,
-            "trust-configmap",
-            subject,
             format!("holds key {}, not the operator's key {k}: pods that mount it refuse the operator's pushes; {restored}", ids.join(", ")),
         ),
-        Some(k) if ids.len() > 1 => Check::new(
+        Some(k) if ids.len() > 1 => line(
             Outcome::Fail,
-            "trust-configmap",
-            subject,
             format!("holds the operator's key {k} and others it did not publish ({}): pods that mount it accept documents signed by those too; {restored}", ids.iter().filter(|i| *i != k).cloned().collect::<Vec<_>>().join(", ")),
         ),
-        Some(k) => Check::new(Outcome::Ok, "trust-configmap", subject, format!("holds the operator's key {k}")),
-        None => Check::new(
+        Some(k) => line(Outcome::Ok, format!("holds the operator's key {k}")),
+        None => line(
             Outcome::Ok,
-            "trust-configmap",
-            subject,
             format!("holds key {} (the operator's key is not known from its Lease)", ids.join(", ")),
         ),
     };
@@ -381,7 +347,7 @@ pub fn pod_check(
         Err(why) => {
             return line(
                 Outcome::Fail,
-                format!("its admin endpoint cannot be read ({why}): is LOGPOLICY_ADMIN_ADDR set in the container, and the annotation logpolicy.dev/port its port?"),
+                format!("its admin endpoint cannot be read ({why}): is {ADMIN_ADDR_ENV} set in the container, and the annotation {PORT_ANNOTATION} its port?"),
             )
         }
     };
@@ -395,13 +361,13 @@ pub fn pod_check(
         (Some(ids), _) if ids.is_empty() => {
             return line(
                 Outcome::Fail,
-                format!("trusts no key and refuses every push: mount the ConfigMap {TRUST_CONFIG_MAP} and set LOGPOLICY_TRUSTED_KEYS_FILE to its file {TRUST_DATA_KEY} (see its logs for why the file cannot be read)"),
+                format!("trusts no key and refuses every push: mount the ConfigMap {TRUST_CONFIG_MAP} and set {TRUSTED_KEYS_FILE_ENV} to its file {TRUST_DATA_KEY} (see its logs for why the file cannot be read)"),
             )
         }
         (Some(ids), Some(k)) if !ids.iter().any(|i| i == k) => {
             return line(
                 Outcome::Fail,
-                format!("does not trust the operator's key {k} (it trusts {}): it refuses the operator's pushes; point LOGPOLICY_TRUSTED_KEYS_FILE at the mounted ConfigMap {TRUST_CONFIG_MAP} (not LOGPOLICY_TRUSTED_KEYS)", ids.join(", ")),
+                format!("does not trust the operator's key {k} (it trusts {}): it refuses the operator's pushes; point {TRUSTED_KEYS_FILE_ENV} at the mounted ConfigMap {TRUST_CONFIG_MAP} (not {TRUSTED_KEYS_ENV})", ids.join(", ")),
             )
         }
         _ => {}
@@ -501,57 +467,39 @@ async fn read_workloads(
     operator_key: Option<&str>,
 ) -> Result<Vec<Check>> {
     let p = &args.pods;
-    let all = p.all_namespaces && p.workload.is_none();
-    let (selector, which) = match (&p.workload, &p.selector) {
-        (Some(w), _) => (Some(kube.workload_selector(w).await?), w.to_string()),
-        (None, Some(s)) => (
-            Some(s.clone()),
-            format!("-l {}", crate::selector::selector_string(s)),
-        ),
-        (None, None) => (None, "the opted-in pods".to_owned()),
-    };
-    let scope = if all {
-        "every namespace".to_owned()
-    } else {
-        format!("namespace {}", kube.namespace)
-    };
-    let selected = kube.pods(selector.as_ref(), all).await?;
+    let resolved = crate::fleet::resolve(
+        kube,
+        p.workload.as_ref(),
+        p.selector.as_ref(),
+        p.all_namespaces,
+    )
+    .await?;
+    let selected = &resolved.selected;
     let mut checks = Vec::new();
     let total = selected.opted_in.len() + selected.not_opted_in.len();
-    let subject = format!("{which} in {scope}");
+    let subject = if resolved.named {
+        format!("{} in {}", resolved.which, resolved.scope)
+    } else {
+        resolved.which.clone()
+    };
     if selected.opted_in_pods.is_empty() {
         let (outcome, message) = if selected.not_opted_in.is_empty() {
             (
-                if selector.is_some() { Outcome::Fail } else { Outcome::Warn },
+                if resolved.named { Outcome::Fail } else { Outcome::Warn },
                 format!("no pod matches: nothing to raise (pods opt in with the label {OPT_IN_LABEL}=true)"),
             )
         } else {
             (
                 Outcome::Fail,
                 format!(
-                    "none of the {total} pods has opted in, so no raise reaches them: kubectl label pod -n {} {} {OPT_IN_LABEL}=true (or in the pod template)",
-                    kube.namespace,
-                    selected.not_opted_in.join(" ")
+                    "none of the {total} pods has opted in, so no raise reaches them: {} (or in the pod template)",
+                    resolved.opt_in_how(&kube.namespace, &selected.not_opted_in)
                 ),
             )
         };
         checks.push(Check::new(outcome, "pods", subject, message));
         return Ok(checks);
     }
-    checks.push(if selected.not_opted_in.is_empty() {
-        Check::new(Outcome::Ok, "pods", subject, format!("{total}/{total} pods opted in"))
-    } else {
-        Check::new(
-            Outcome::Warn,
-            "pods",
-            subject,
-            format!(
-                "{}/{total} pods opted in; not: {} (a raise does not reach them; kubectl label pod ... {OPT_IN_LABEL}=true)",
-                selected.opted_in.len(),
-                selected.not_opted_in.join(" ")
-            ),
-        )
-    });
     let mut by_namespace: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for pod in &selected.opted_in_pods {
         let ns = pod
@@ -583,9 +531,6 @@ async fn read_workloads(
     Ok(checks)
 }
 
-/// How many pods are read at a time.
-const READS: usize = 32;
-
 async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str>) -> Vec<Check> {
     use futures::StreamExt;
     let reads = pods.iter().map(|pod| async move {
@@ -601,12 +546,12 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
         (name, view, offset)
     });
     let mut results: Vec<_> = futures::stream::iter(reads)
-        .buffer_unordered(READS)
+        .buffer_unordered(crate::cluster::HOLD_READS)
         .collect()
         .await;
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let mut lines = Vec::new();
-    let mut well = BTreeSet::new();
+    let mut well = 0;
     let mut largest = 0f64;
     for (name, view, offset) in &results {
         let subject = format!("{namespace}/{name}");
@@ -618,12 +563,12 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
         ) {
             Some(c) => lines.push(c),
             None => {
-                well.insert(name.clone());
+                well += 1;
                 largest = largest.max(offset.unwrap_or(0.0).abs());
             }
         }
     }
-    if !well.is_empty() {
+    if well > 0 {
         let trusting = match key {
             Some(k) => format!("trust key {k}"),
             None => "trust a key (which the operator signs with is not known)".to_owned(),
@@ -633,7 +578,7 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
             Check::new(
                 Outcome::Ok,
                 "pod",
-                format!("{namespace} ({}/{} pods)", well.len(), results.len()),
+                format!("{namespace} ({well}/{} pods)", results.len()),
                 format!("reachable, {trusting}, clocks within {largest:.1}s of this machine's"),
             ),
         );

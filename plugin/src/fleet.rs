@@ -53,7 +53,7 @@ use logpolicy::Level;
 use logpolicy_operator::OPT_IN_LABEL;
 use serde::Serialize;
 
-use crate::cluster::Kube;
+use crate::cluster::{Kube, Selected};
 use crate::exit::{self, Failure, Result};
 use crate::selector::{selector_string, WorkloadRef};
 
@@ -124,16 +124,45 @@ impl Pods {
     }
 }
 
+/// The pods some arguments select, opted in or not, before any is read.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The pods, by whether they opted in.
+    pub selected: Selected,
+    /// What selected them (`deployment/web`, `-l app=web`, or `the opted-in pods of
+    /// namespace shop`).
+    pub which: String,
+    /// `namespace NS` or `every namespace`.
+    pub scope: String,
+    /// Whether they come from every namespace (their names are then `NS/NAME`).
+    pub all_namespaces: bool,
+    /// Whether a workload or a selector named them (not every opted-in pod).
+    pub named: bool,
+}
+
+impl Resolved {
+    /// The command that opts `names` (of [`Resolved::selected`]) in.
+    pub fn opt_in_how(&self, namespace: &str, names: &[String]) -> String {
+        if self.all_namespaces {
+            format!("kubectl label pod -n NAMESPACE NAME {OPT_IN_LABEL}=true")
+        } else {
+            format!(
+                "kubectl label pod -n {namespace} {} {OPT_IN_LABEL}=true",
+                names.join(" ")
+            )
+        }
+    }
+}
+
 /// The pods of `workload` (its `spec.selector`), of `selector`, or, with neither, every
-/// pod that opted in; in the command's namespace or, with `all_namespaces`, in every
-/// namespace (not with a workload: it is in one namespace). None opted in: exit 3, with
-/// how to opt in.
-pub async fn select(
+/// pod, in the command's namespace or, with `all_namespaces`, in every namespace (not
+/// with a workload: it is in one namespace).
+pub async fn resolve(
     kube: &Kube,
     workload: Option<&WorkloadRef>,
     selector: Option<&LabelSelector>,
     all_namespaces: bool,
-) -> Result<Pods> {
+) -> Result<Resolved> {
     let all_namespaces = all_namespaces && workload.is_none();
     let scope = if all_namespaces {
         "every namespace".to_owned()
@@ -146,34 +175,44 @@ pub async fn select(
         (None, None) => (None, format!("the opted-in pods of {scope}")),
     };
     let selected = kube.pods(selector.as_ref(), all_namespaces).await?;
+    Ok(Resolved {
+        selected,
+        which,
+        scope,
+        all_namespaces,
+        named: selector.is_some(),
+    })
+}
+
+/// The opted-in pods [`resolve`] finds. None opted in: exit 3, with how to opt in.
+pub async fn select(
+    kube: &Kube,
+    workload: Option<&WorkloadRef>,
+    selector: Option<&LabelSelector>,
+    all_namespaces: bool,
+) -> Result<Pods> {
+    let resolved = resolve(kube, workload, selector, all_namespaces).await?;
+    let (selected, which) = (&resolved.selected, &resolved.which);
     if selected.opted_in_pods.is_empty() {
         let message = if selected.not_opted_in.is_empty() {
             format!(
                 "no pod {} matches {which}: nothing to read (pods opt in with the label {OPT_IN_LABEL}=true)",
-                if all_namespaces { "of any namespace".to_owned() } else { format!("of {scope}") }
+                if resolved.all_namespaces { "of any namespace".to_owned() } else { format!("of {}", resolved.scope) }
             )
         } else {
-            let how = if all_namespaces {
-                format!("kubectl label pod -n NAMESPACE NAME {OPT_IN_LABEL}=true")
-            } else {
-                format!(
-                    "kubectl label pod -n {} {} {OPT_IN_LABEL}=true",
-                    kube.namespace,
-                    selected.not_opted_in.join(" ")
-                )
-            };
             format!(
                 "none of the {} pods of {which} has opted in: they keep no ledger to read.\n\
-                 Pods opt in with the label {OPT_IN_LABEL}=true (and run the logpolicy layer's admin endpoint):\n  {how}",
+                 Pods opt in with the label {OPT_IN_LABEL}=true (and run the logpolicy layer's admin endpoint):\n  {}",
                 selected.not_opted_in.len(),
+                resolved.opt_in_how(&kube.namespace, &selected.not_opted_in),
             )
         };
         return Err(Failure::new(exit::NOT_OPTED_IN, message));
     }
     Ok(Pods {
-        pods: selected.opted_in_pods,
-        not_opted_in: selected.not_opted_in,
-        which,
+        pods: resolved.selected.opted_in_pods,
+        not_opted_in: resolved.selected.not_opted_in,
+        which: resolved.which,
     })
 }
 

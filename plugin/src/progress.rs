@@ -58,7 +58,10 @@ pub fn progress(lp: &LogPolicy) -> Progress {
     // `Ready=False` alone is not a refusal: it is also what pushes in flight look like.
     let refused = condition(lp, STALLED)
         .filter(|c| c.status == "True")
-        .or_else(|| condition(lp, READY).filter(|c| c.status == "False" && c.reason == "Invalid"));
+        .or_else(|| {
+            condition(lp, READY)
+                .filter(|c| c.status == "False" && c.reason == logpolicy_operator::status::INVALID)
+        });
     if let Some(c) = refused {
         return Progress::Refused(format!("{}: {}", c.reason, c.message));
     }

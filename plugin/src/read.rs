@@ -234,7 +234,8 @@ pub fn sources_for(
         // generation leaves the previous one in force, and `Ready=False` alone may only
         // mean pushes in flight.
         .filter(|lp| {
-            condition(lp, logpolicy_operator::status::APPLIED).is_none_or(|c| c.reason != "Invalid")
+            condition(lp, logpolicy_operator::status::APPLIED)
+                .is_none_or(|c| c.reason != logpolicy_operator::status::INVALID)
         })
         .collect();
     active.sort_by(|a, b| {

@@ -797,14 +797,9 @@ impl Controller {
                 unacknowledged.remove(&labels);
                 continue;
             };
-            let waiting = if view.errors.is_empty() && !view.expired {
-                view.matched.saturating_sub(view.applied)
-            } else {
-                0
-            };
             unacknowledged
                 .get_or_create(&labels)
-                .set(i64::from(waiting));
+                .set(i64::from(view.pods_unacknowledged()));
             let entry = self.observed.get(&key).cloned().unwrap_or_default();
             for event in self
                 .policy_events

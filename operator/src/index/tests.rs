@@ -1312,14 +1312,17 @@ fn kstatus(generation: i64, status: &crate::crd::LogPolicyStatus) -> &'static st
 }
 
 /// The states a policy goes through, as the e2e tests reach them: `(what, generation
-/// of the object, its status)`.
-fn gitops_states() -> Vec<(&'static str, i64, crate::crd::LogPolicyStatus)> {
+/// of the object, its status, its pods not acknowledged yet)`.
+type State = (&'static str, i64, crate::crd::LogPolicyStatus, u32);
+
+fn gitops_states() -> Vec<State> {
     let mut index = Index::new();
     let now = t0();
     let mut states = Vec::new();
     let mut state = |index: &Index, what: &'static str, name: &str, generation: i64, at| {
-        let status = index.policy_view(&pkey(name)).unwrap().status(None, at);
-        states.push((what, generation, status));
+        let view = index.policy_view(&pkey(name)).unwrap();
+        let status = view.status(None, at);
+        states.push((what, generation, status, view.pods_unacknowledged()));
     };
     index.apply_pod(pod("web-1", 1, &[("app", "web")]), now);
     index.apply_pod(pod("web-2", 2, &[("app", "web")]), now);
@@ -1400,7 +1403,7 @@ fn gitops_tools_read_each_state_as_in_progress_current_or_failed() {
         ("invalid", "Failed", "Invalid", ("False", "Invalid")),
     ];
     assert_eq!(states.len(), expected.len());
-    for ((what, generation, status), (want, result, reconciling, ready)) in
+    for ((what, generation, status, _), (want, result, reconciling, ready)) in
         states.iter().zip(expected)
     {
         assert_eq!(*what, want);
@@ -1413,7 +1416,7 @@ fn gitops_tools_read_each_state_as_in_progress_current_or_failed() {
         assert_eq!(r.observed_generation, Some(1), "{what}");
         assert_eq!(condition(status, "Stalled").observed_generation, Some(1));
     }
-    let (_, _, invalid) = &states[6];
+    let (_, _, invalid, _) = &states[6];
     let stalled = condition(invalid, "Stalled");
     assert_eq!(
         (stalled.status.as_str(), stalled.reason.as_str()),
@@ -1424,7 +1427,7 @@ fn gitops_tools_read_each_state_as_in_progress_current_or_failed() {
         "{}",
         stalled.message
     );
-    let (_, _, expired) = &states[4];
+    let (_, _, expired, _) = &states[4];
     assert_eq!(condition(expired, "Expired").status, "True");
 }
 
@@ -1504,7 +1507,8 @@ fn the_argo_cd_health_check_reads_each_state() {
         ("no pod selected", "Healthy"),
         ("invalid", "Degraded"),
     ];
-    for ((what, generation, status), (want, health)) in gitops_states().into_iter().zip(expected) {
+    for ((what, generation, status, _), (want, health)) in gitops_states().into_iter().zip(expected)
+    {
         assert_eq!(what, want);
         let object = serde_json::json!({
             "metadata": {"name": "raise", "generation": generation},
@@ -1538,4 +1542,27 @@ fn the_backlog_counts_pods_whose_document_is_not_acknowledged() {
         index.record_push(&p.pod, p.ticket, PushResult::Applied);
     }
     assert_eq!(index.backlog(), 0);
+}
+
+#[test]
+fn the_unacknowledged_pods_are_what_ready_waits_for() {
+    let counts: Vec<(&str, u32)> = gitops_states()
+        .iter()
+        .map(|(what, _, status, unacknowledged)| {
+            let ready = condition(status, "Ready");
+            let waiting = matches!(ready.reason.as_str(), "PodsPending" | "PodsFailed");
+            assert_eq!(*unacknowledged > 0, waiting, "{what}: {ready:?}");
+            (*what, *unacknowledged)
+        })
+        .collect();
+    let expected = [
+        ("pending", 2),
+        ("a pod failed", 1),
+        ("applied", 0),
+        ("a new generation not observed", 0),
+        ("expired", 0),
+        ("no pod selected", 0),
+        ("invalid", 0),
+    ];
+    assert_eq!(counts, expected);
 }
