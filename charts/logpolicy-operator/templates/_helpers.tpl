@@ -103,3 +103,69 @@ logpolicy-signing-key
   resources: ["leases"]
   verbs: ["create"]
 {{- end }}
+
+{{/*
+The image pull policy: as set, else IfNotPresent for an image pinned by digest and
+Always for a tag (which may move).
+*/}}
+{{- define "logpolicy-operator.imagePullPolicy" -}}
+{{ .Values.image.pullPolicy | default (ternary "IfNotPresent" "Always" (not (empty .Values.image.digest))) }}
+{{- end }}
+
+{{/*
+The securityContext of the operator's container and of the helm test's.
+*/}}
+{{- define "logpolicy-operator.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+The egress of the operator's pods and of the helm test's pod: the API server, and the
+admin ports of opted-in pods in the watched namespaces (every namespace without
+watchNamespaces).
+*/}}
+{{- define "logpolicy-operator.egress" -}}
+{{- $np := .Values.networkPolicy -}}
+# The API server.
+- ports:
+    {{- range $np.apiServerPorts }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with $np.apiServerCidrs }}
+  to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  {{- end }}
+# The admin endpoints of opted-in pods (the pushes, the check's reads), in the watched namespaces.
+- ports:
+    {{- range $np.adminPorts }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  to:
+    {{- if .Values.watchNamespaces }}
+    - namespaceSelector:
+        matchExpressions:
+          - key: kubernetes.io/metadata.name
+            operator: In
+            values:
+              {{- toYaml .Values.watchNamespaces | nindent 14 }}
+      podSelector:
+        matchLabels:
+          logpolicy.dev/enabled: "true"
+    {{- else }}
+    - namespaceSelector: {}
+      podSelector:
+        matchLabels:
+          logpolicy.dev/enabled: "true"
+    {{- end }}
+{{- end }}
