@@ -158,6 +158,18 @@ impl Scenario {
         serde_json::from_str(&out).map_err(|e| Error(format!("lp/{name}: {e}")))
     }
 
+    /// The READY column of `kubectl get lp NAME` (the CRD's second printer column), and
+    /// the whole line printed.
+    pub fn ready_column(&self, name: &str) -> Result<(String, String)> {
+        let line = self.kubectl(&["get", "lp", name, "--no-headers"])?;
+        let ready = line.split_whitespace().nth(1).ok_or_else(|| {
+            Error(format!(
+                "kubectl get lp {name}: no READY column in {line:?}"
+            ))
+        })?;
+        Ok((ready.to_owned(), line))
+    }
+
     /// Waits until `lp/NAME` has a condition `type` with `status`; returns the policy.
     pub fn wait_condition(
         &self,

@@ -196,12 +196,8 @@ async fn a_pod_that_always_answers_409_is_backed_off() {
             "{c}"
         );
     }
-    let table = s.kubectl(&["get", "lp", "raise", "--no-headers"]).unwrap();
-    assert_eq!(
-        table.split_whitespace().nth(1),
-        Some("False"),
-        "READY: {table}"
-    );
+    let (ready, table) = s.ready_column("raise").unwrap();
+    assert_eq!(ready, "False", "READY: {table}");
     let failing = lp["status"]["failingPods"].as_array().unwrap();
     eprintln!("{failing:#?}");
     assert_eq!(failing.len(), 2, "{failing:?}");

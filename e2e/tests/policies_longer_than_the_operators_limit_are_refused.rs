@@ -86,12 +86,8 @@ async fn policies_longer_than_the_operators_limit_are_refused() {
             "False",
             "{lp}"
         );
-        let table = s.kubectl(&["get", "lp", name, "--no-headers"]).unwrap();
-        assert_eq!(
-            table.split_whitespace().nth(1),
-            Some("False"),
-            "READY: {table}"
-        );
+        let (ready, table) = s.ready_column(name).unwrap();
+        assert_eq!(ready, "False", "READY: {table}");
     }
 
     // Within the limit: applied; the refused ones never reached the pod.
@@ -110,12 +106,8 @@ async fn policies_longer_than_the_operators_limit_are_refused() {
         "False",
         "{lp}"
     );
-    let table = s.kubectl(&["get", "lp", "short", "--no-headers"]).unwrap();
-    assert_eq!(
-        table.split_whitespace().nth(1),
-        Some("True"),
-        "READY: {table}"
-    );
+    let (ready, table) = s.ready_column("short").unwrap();
+    assert_eq!(ready, "True", "READY: {table}");
     let directives = pods[0].directives().unwrap();
     assert!(directives.contains("shop::payment=trace"), "{directives}");
     for refused in ["shop::db", "shop::http", "shop::cart"] {

@@ -500,6 +500,20 @@ async fn read_workloads(
         checks.push(Check::new(outcome, "pods", subject, message));
         return Ok(checks);
     }
+    checks.push(if selected.not_opted_in.is_empty() {
+        Check::new(Outcome::Ok, "pods", subject, format!("{total}/{total} pods opted in"))
+    } else {
+        Check::new(
+            Outcome::Warn,
+            "pods",
+            subject,
+            format!(
+                "{}/{total} pods opted in; not: {} (a raise does not reach them; kubectl label pod ... {OPT_IN_LABEL}=true)",
+                selected.opted_in.len(),
+                selected.not_opted_in.join(" ")
+            ),
+        )
+    });
     let mut by_namespace: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for pod in &selected.opted_in_pods {
         let ns = pod
