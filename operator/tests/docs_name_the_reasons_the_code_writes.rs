@@ -42,20 +42,34 @@ fn docs() -> Vec<(String, String)> {
     files.into_iter().map(|f| (read(&f), f)).collect()
 }
 
-/// The reasons `status.rs` gives each condition: `condition(READY, false, "Invalid", ..`.
+/// The reasons `status.rs` gives each condition: `condition(READY, false, "PodsPending", ..`
+/// or, with a reason it names as a constant, `condition(READY, false, INVALID, ..`.
 fn condition_reasons() -> BTreeSet<(String, String)> {
     let source = read("operator/src/status.rs");
-    let call = Regex::new(r#"condition\(\s*(READY|APPLIED|EXPIRED),\s*(?:true|false),\s*"(\w+)""#)
-        .unwrap();
-    let names = [
-        ("READY", "Ready"),
-        ("APPLIED", "Applied"),
-        ("EXPIRED", "Expired"),
-    ];
+    let constants: Vec<(String, String)> = Regex::new(r#"pub const (\w+): &str = "(\w+)";"#)
+        .unwrap()
+        .captures_iter(&source)
+        .map(|c| (c[1].to_owned(), c[2].to_owned()))
+        .collect();
+    let value = |name: &str| {
+        constants
+            .iter()
+            .find(|(k, _)| k == name)
+            .unwrap_or_else(|| panic!("status.rs has no `pub const {name}: &str`"))
+            .1
+            .clone()
+    };
+    let call = Regex::new(
+        r#"condition\(\s*(READY|APPLIED|EXPIRED),\s*(?:true|false),\s*(?:"(\w+)"|([A-Z_]+)\b)"#,
+    )
+    .unwrap();
     call.captures_iter(&source)
         .map(|c| {
-            let name = names.iter().find(|(k, _)| *k == &c[1]).unwrap().1;
-            (name.to_owned(), c[2].to_owned())
+            let reason = match c.get(2) {
+                Some(literal) => literal.as_str().to_owned(),
+                None => value(&c[3]),
+            };
+            (value(&c[1]), reason)
         })
         .collect()
 }
