@@ -2,7 +2,8 @@
 //! keep-alive load generator on loopback.
 //!
 //! The service (this binary re-executed as `serve <logger> <lines> <cpu>`) is a hyper 1
-//! HTTP/1.1 server on a tokio current-thread runtime, pinned to one core with every
+//! HTTP/1.1 server (or, with `--service axum`, an axum `Router` with a route) on a tokio
+//! current-thread runtime, pinned to one core with every
 //! thread it starts (the loggers' writer threads included), its stdout redirected to a
 //! file in a temporary directory. The load generator ([`logpolicy_bench::load_generator`])
 //! runs in this process, pinned to the other core. Per cell: a warm-up, then a
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use axum::serve::ListenerExt;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -48,6 +50,13 @@ const TARGET_LOSS: f64 = 0.15;
 /// Lines per request of the paired measurement's logging service, as judged.
 const PAIRED_LINES: u32 = 5;
 
+/// The path the load asks for.
+const ORDERS: &str = "/api/orders";
+/// How the parent tells the service which server it is (`--service`).
+const SERVICE_ENV: &str = "LOGPOLICY_BENCH_SERVICE";
+/// The servers `--service` names: hyper's `http1` with a `service_fn`, or axum.
+const SERVICES: [&str; 2] = ["hyper", "axum"];
+
 /// The loggers of this benchmark; `None` is the no-logging baseline.
 const LOGGERS: [Option<Logger>; 4] = [
     None,
@@ -69,7 +78,12 @@ fn main() {
         };
         let lines: u32 = args[3].parse().expect("lines per request");
         let cpu: usize = args[4].parse().expect("cpu");
-        serve(logger, lines, cpu, Shape::from_env());
+        let service = std::env::var(SERVICE_ENV).unwrap_or_else(|_| SERVICES[0].to_owned());
+        if !SERVICES.contains(&service.as_str()) {
+            eprintln!("{SERVICE_ENV}={service:?}: expected one of {SERVICES:?}");
+            std::process::exit(2);
+        }
+        serve(logger, lines, cpu, Shape::from_env(), &service);
         return;
     }
     parent(Options::parse(&args[1..]));
@@ -79,7 +93,7 @@ fn main() {
 
 static SERVED: AtomicU64 = AtomicU64::new(0);
 
-fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape) {
+fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape, service: &str) {
     // Before any thread exists, so the runtime and the logger's writer thread inherit it.
     let pinned = pin_to(cpu);
     let installed: Option<Installed> = logger.map(install);
@@ -94,6 +108,9 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape) {
         let port = listener.local_addr().expect("local addr").port();
         eprintln!("{LISTENING} {port}");
         let quit = Arc::new(tokio::sync::Notify::new());
+        if service == "axum" {
+            return serve_axum(listener, lines, shape, quit).await;
+        }
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -119,6 +136,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape) {
         "served": SERVED.load(Ordering::Relaxed),
         "lines_per_request": lines,
         "shape": shape.name(),
+        "service": service,
         "pinned": pinned.is_ok(),
         "pin_error": pinned.err(),
         "flush_secs": flush_start.elapsed().as_secs_f64(),
@@ -149,6 +167,54 @@ async fn handle(
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(response)
+}
+
+/// The same service as a user would write it with axum: a `Router` with the route the
+/// load asks for (and `/quit`), served by `axum::serve` on the same runtime, Nagle off as
+/// in the hyper service; the connections still open are dropped with the runtime.
+async fn serve_axum(
+    listener: tokio::net::TcpListener,
+    lines: u32,
+    shape: Shape,
+    quit: Arc<tokio::sync::Notify>,
+) {
+    let on_quit = Arc::clone(&quit);
+    let app = axum::Router::new()
+        .route(
+            ORDERS,
+            axum::routing::get(move |method: axum::http::Method, uri: axum::http::Uri| {
+                handle_axum(method, uri, lines, shape)
+            }),
+        )
+        .route(
+            "/quit",
+            axum::routing::get(move || async move { on_quit.notify_one() }),
+        );
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    tokio::select! {
+        served = axum::serve(listener, app) => {
+            if let Err(e) = served {
+                eprintln!("axum::serve: {e}");
+            }
+        }
+        () = quit.notified() => {}
+    }
+}
+
+async fn handle_axum(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    lines: u32,
+    shape: Shape,
+) -> impl axum::response::IntoResponse {
+    let start = Instant::now();
+    let n = SERVED.fetch_add(1, Ordering::Relaxed);
+    log_shaped(shape, method.as_str(), uri.path(), lines, n, || {
+        u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+    });
+    ([(CONTENT_TYPE, "application/json")], BODY)
 }
 
 // ---------------------------------------------------------------- the parent
@@ -186,6 +252,8 @@ struct Options {
     wrk_connections: usize,
     /// What each line carries (`--shape`): today's light lines or the standard shape.
     shape: Shape,
+    /// The service's server (`--service`): one of [`SERVICES`].
+    service: String,
 }
 
 impl Options {
@@ -209,6 +277,7 @@ impl Options {
             generator: "builtin".to_owned(),
             wrk_connections: 8,
             shape: Shape::Light,
+            service: SERVICES[0].to_owned(),
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -251,6 +320,12 @@ impl Options {
                     }
                 }
                 "--shape" => o.shape = Shape::parse(&value()).unwrap_or_else(|| usage(flag)),
+                "--service" => {
+                    o.service = value();
+                    if !SERVICES.contains(&o.service.as_str()) {
+                        usage(flag);
+                    }
+                }
                 "--wrk-connections" => {
                     o.wrk_connections = value().parse().unwrap_or_else(|_| usage(flag));
                 }
@@ -283,6 +358,14 @@ impl Options {
     }
 }
 
+/// What `--service NAME` runs, for the report.
+fn service_text(service: &str) -> &'static str {
+    match service {
+        "axum" => "axum 0.8 (a `Router` with the route)",
+        _ => "hyper 1 (`http1` with a `service_fn`)",
+    }
+}
+
 fn secs(s: &str) -> Option<Duration> {
     s.parse::<f64>()
         .ok()
@@ -297,7 +380,7 @@ fn usage(flag: &str) -> ! {
          [--loggers none,logpolicy,fmt-stdout,non_blocking-lossy] \
          [--paired-runs 3] [--paired-lines 5] [--pairs 16] [--slice 0.5] [--settle 0.1] [--prealloc-mib 0 (N: write over a preallocated N MiB file)] \
          [--ours-output writer|devnull|discard|filter-only (diagnostics of ours)] \
-         [--generator builtin|wrk|both] [--wrk-connections 8] [--shape light|standard]"
+         [--generator builtin|wrk|both] [--wrk-connections 8] [--shape light|standard] [--service hyper|axum]"
     );
     std::process::exit(2)
 }
@@ -429,7 +512,7 @@ fn parent(mut o: Options) {
     out.push_str(&format!(
         "\n## HTTP service: req/s by logger x lines per request ({} lines)\n\n\
          {}\n\n\
-         hyper 1, tokio current-thread, service pinned to cpu {SERVICE_CPU}, load generator to cpu {LOAD_CPU}; \
+         {}, tokio current-thread, service pinned to cpu {SERVICE_CPU}, load generator to cpu {LOAD_CPU}; \
          {} keep-alive connections, pipeline {}; {:?} warm-up + {:?} measured, best of {} round(s); \
          log file: {}; load average before {load_before}, after {load_after}; \
          writing a new file cost {} before the run, {} after (see the README: the log file)\n\n",
@@ -438,6 +521,7 @@ fn parent(mut o: Options) {
             Shape::Light => "Light lines (`--shape light`): `lines - 1` lines with `method`, `path`, `step`, then the access line with `method`, `path`, `status`, `latency_us`, `bytes`.",
             Shape::Standard => "The standard shape (`--shape standard`): every line with `request_id`, `method`, `path`, `status`, `latency_us`, `user` and a message, from a callsite of its own.",
         },
+        service_text(&o.service),
         o.connections, o.pipeline, o.warmup, o.measure, o.rounds, log_file(&o),
         probe_text(probe_before), probe_text(probe_after),
     ));
@@ -498,7 +582,8 @@ fn parent(mut o: Options) {
     std::fs::create_dir_all(&dir).expect("target/bench");
     let report = json!({
         "benchmark": "http",
-        "service": "hyper 1 http1, tokio current-thread runtime, 9-byte JSON body",
+        "service": format!("{}, tokio current-thread runtime, 9-byte JSON body", service_text(&o.service)),
+        "shape": o.shape.name(),
         "service_cpu": SERVICE_CPU,
         "load_generator_cpu": LOAD_CPU,
         "load_generator_pinned": pinned.is_ok(),
@@ -662,6 +747,7 @@ impl Service {
         command
             .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
             .env(SHAPE_ENV, o.shape.name())
+            .env(SERVICE_ENV, &o.service)
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(Stdio::piped());
@@ -794,7 +880,7 @@ fn wrk_load(o: &Options, addr: SocketAddr) -> Result<Value, String> {
 
 /// One `wrk` run against `addr` for `d` (whole seconds, at least one): its output.
 fn wrk_run(o: &Options, addr: SocketAddr, d: Duration) -> Result<String, String> {
-    let url = format!("http://{addr}/api/orders");
+    let url = format!("http://{addr}{ORDERS}");
     let out = Command::new("wrk")
         .args([
             "-t1",
@@ -865,7 +951,7 @@ fn run_cell(o: &Options, dir: &Path, logger: Option<Logger>, lines: u32, wrk: bo
     let child_pid = service.pid();
     let config = LoadConfig {
         addr: service.addr,
-        path: "/api/orders".to_owned(),
+        path: ORDERS.to_owned(),
         connections: o.connections,
         pipeline: o.pipeline,
         warmup: o.warmup,
@@ -942,7 +1028,7 @@ fn run_paired(o: &Options, dir: &Path, logger: Logger, wrk: bool) -> Value {
     }
     let config = load_generator::AlternatingConfig {
         addrs: [a.addr, b.addr],
-        path: "/api/orders".to_owned(),
+        path: ORDERS.to_owned(),
         connections: o.connections,
         pipeline: o.pipeline,
         warmup: o.warmup,
