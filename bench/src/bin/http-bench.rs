@@ -3,8 +3,7 @@
 //!
 //! The service (this binary re-executed as `serve <logger> <lines> <cpu>`) is a hyper 1
 //! HTTP/1.1 server (or, with `--service axum`, an axum `Router` with a route) on a tokio
-//! current-thread runtime, pinned to one core with every
-//! thread it starts (the loggers' writer threads included), its stdout redirected to a
+//! current-thread runtime, pinned to one core with every thread it starts (the loggers' writer threads included), its stdout redirected to a
 //! file in a temporary directory. The load generator ([`logpolicy_bench::load_generator`])
 //! runs in this process, pinned to the other core. Per cell: a warm-up, then a
 //! measurement window; then the service is told to quit, flushes its logger and reports
@@ -52,10 +51,54 @@ const PAIRED_LINES: u32 = 5;
 
 /// The path the load asks for.
 const ORDERS: &str = "/api/orders";
-/// How the parent tells the service which server it is (`--service`).
-const SERVICE_ENV: &str = "LOGPOLICY_BENCH_SERVICE";
-/// The servers `--service` names: hyper's `http1` with a `service_fn`, or axum.
-const SERVICES: [&str; 2] = ["hyper", "axum"];
+/// How the parent tells the service which [`Server`] it is (`--service`).
+const SERVER_ENV: &str = "LOGPOLICY_BENCH_SERVICE";
+
+/// What serves the requests (`--service`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    /// hyper's `http1::Builder` with a `service_fn`: the least a Rust service does.
+    Hyper,
+    /// axum's `axum::serve` of a `Router` with the route: as a user would write it.
+    Axum,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Server::Hyper => "hyper",
+            Server::Axum => "axum",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "hyper" => Some(Server::Hyper),
+            "axum" => Some(Server::Axum),
+            _ => None,
+        }
+    }
+
+    /// For the report.
+    fn describe(self) -> &'static str {
+        match self {
+            Server::Hyper => "hyper 1 (`http1` with a `service_fn`)",
+            Server::Axum => "axum 0.8 (a `Router` with the route)",
+        }
+    }
+
+    /// The server [`SERVER_ENV`] names ([`Server::Hyper`] when unset); exits with a
+    /// message when it names none.
+    fn from_env() -> Self {
+        match std::env::var(SERVER_ENV) {
+            Err(_) => Server::Hyper,
+            Ok(v) => Server::parse(&v).unwrap_or_else(|| {
+                eprintln!("{SERVER_ENV}={v:?}: expected hyper or axum");
+                std::process::exit(2)
+            }),
+        }
+    }
+}
 
 /// The loggers of this benchmark; `None` is the no-logging baseline.
 const LOGGERS: [Option<Logger>; 4] = [
@@ -78,12 +121,7 @@ fn main() {
         };
         let lines: u32 = args[3].parse().expect("lines per request");
         let cpu: usize = args[4].parse().expect("cpu");
-        let service = std::env::var(SERVICE_ENV).unwrap_or_else(|_| SERVICES[0].to_owned());
-        if !SERVICES.contains(&service.as_str()) {
-            eprintln!("{SERVICE_ENV}={service:?}: expected one of {SERVICES:?}");
-            std::process::exit(2);
-        }
-        serve(logger, lines, cpu, Shape::from_env(), &service);
+        serve(logger, lines, cpu, Shape::from_env(), Server::from_env());
         return;
     }
     parent(Options::parse(&args[1..]));
@@ -93,7 +131,7 @@ fn main() {
 
 static SERVED: AtomicU64 = AtomicU64::new(0);
 
-fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape, service: &str) {
+fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape, server: Server) {
     // Before any thread exists, so the runtime and the logger's writer thread inherit it.
     let pinned = pin_to(cpu);
     let installed: Option<Installed> = logger.map(install);
@@ -108,7 +146,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape, service: 
         let port = listener.local_addr().expect("local addr").port();
         eprintln!("{LISTENING} {port}");
         let quit = Arc::new(tokio::sync::Notify::new());
-        if service == "axum" {
+        if server == Server::Axum {
             return serve_axum(listener, lines, shape, quit).await;
         }
         loop {
@@ -136,7 +174,7 @@ fn serve(logger: Option<Logger>, lines: u32, cpu: usize, shape: Shape, service: 
         "served": SERVED.load(Ordering::Relaxed),
         "lines_per_request": lines,
         "shape": shape.name(),
-        "service": service,
+        "service": server.name(),
         "pinned": pinned.is_ok(),
         "pin_error": pinned.err(),
         "flush_secs": flush_start.elapsed().as_secs_f64(),
@@ -156,11 +194,7 @@ async fn handle(
     if path == "/quit" {
         quit.notify_one();
     } else {
-        let n = SERVED.fetch_add(1, Ordering::Relaxed);
-        let method = req.method().as_str();
-        log_shaped(shape, method, path, lines, n, || {
-            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
-        });
+        serve_request(req.method().as_str(), path, lines, shape, start);
     }
     let mut response = Response::new(Full::new(Bytes::from_static(BODY)));
     response
@@ -209,12 +243,17 @@ async fn handle_axum(
     lines: u32,
     shape: Shape,
 ) -> impl axum::response::IntoResponse {
-    let start = Instant::now();
+    serve_request(method.as_str(), uri.path(), lines, shape, Instant::now());
+    ([(CONTENT_TYPE, "application/json")], BODY)
+}
+
+/// What either server does for a request it answers: counts it and logs its lines,
+/// the latency read when a line is written, from `start`.
+fn serve_request(method: &str, path: &str, lines: u32, shape: Shape, start: Instant) {
     let n = SERVED.fetch_add(1, Ordering::Relaxed);
-    log_shaped(shape, method.as_str(), uri.path(), lines, n, || {
+    log_shaped(shape, method, path, lines, n, || {
         u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
     });
-    ([(CONTENT_TYPE, "application/json")], BODY)
 }
 
 // ---------------------------------------------------------------- the parent
@@ -252,8 +291,8 @@ struct Options {
     wrk_connections: usize,
     /// What each line carries (`--shape`): today's light lines or the standard shape.
     shape: Shape,
-    /// The service's server (`--service`): one of [`SERVICES`].
-    service: String,
+    /// What serves the requests (`--service`).
+    server: Server,
 }
 
 impl Options {
@@ -277,7 +316,7 @@ impl Options {
             generator: "builtin".to_owned(),
             wrk_connections: 8,
             shape: Shape::Light,
-            service: SERVICES[0].to_owned(),
+            server: Server::Hyper,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -320,12 +359,7 @@ impl Options {
                     }
                 }
                 "--shape" => o.shape = Shape::parse(&value()).unwrap_or_else(|| usage(flag)),
-                "--service" => {
-                    o.service = value();
-                    if !SERVICES.contains(&o.service.as_str()) {
-                        usage(flag);
-                    }
-                }
+                "--service" => o.server = Server::parse(&value()).unwrap_or_else(|| usage(flag)),
                 "--wrk-connections" => {
                     o.wrk_connections = value().parse().unwrap_or_else(|_| usage(flag));
                 }
@@ -355,14 +389,6 @@ impl Options {
             std::process::exit(2);
         }
         o
-    }
-}
-
-/// What `--service NAME` runs, for the report.
-fn service_text(service: &str) -> &'static str {
-    match service {
-        "axum" => "axum 0.8 (a `Router` with the route)",
-        _ => "hyper 1 (`http1` with a `service_fn`)",
     }
 }
 
@@ -521,7 +547,7 @@ fn parent(mut o: Options) {
             Shape::Light => "Light lines (`--shape light`): `lines - 1` lines with `method`, `path`, `step`, then the access line with `method`, `path`, `status`, `latency_us`, `bytes`.",
             Shape::Standard => "The standard shape (`--shape standard`): every line with `request_id`, `method`, `path`, `status`, `latency_us`, `user` and a message, from a callsite of its own.",
         },
-        service_text(&o.service),
+        o.server.describe(),
         o.connections, o.pipeline, o.warmup, o.measure, o.rounds, log_file(&o),
         probe_text(probe_before), probe_text(probe_after),
     ));
@@ -582,7 +608,7 @@ fn parent(mut o: Options) {
     std::fs::create_dir_all(&dir).expect("target/bench");
     let report = json!({
         "benchmark": "http",
-        "service": format!("{}, tokio current-thread runtime, 9-byte JSON body", service_text(&o.service)),
+        "service": format!("{}, tokio current-thread runtime, 9-byte JSON body", o.server.describe()),
         "shape": o.shape.name(),
         "service_cpu": SERVICE_CPU,
         "load_generator_cpu": LOAD_CPU,
@@ -747,7 +773,7 @@ impl Service {
         command
             .args(["serve", name, &lines.to_string(), &SERVICE_CPU.to_string()])
             .env(SHAPE_ENV, o.shape.name())
-            .env(SERVICE_ENV, &o.service)
+            .env(SERVER_ENV, o.server.name())
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(Stdio::piped());
