@@ -20,8 +20,10 @@ use crate::format::{
 use crate::ledger::Sites;
 use crate::log_bridge::{LogBridge, LogBridgeError};
 use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
+use crate::recorder::RecordLimits;
 use crate::writer::{
-    install_panic_hook, Writer, WriterConfig, WriterError, WriterGuard, WriterStats,
+    install_panic_hook, ReplayReport, ReplayRequest, Writer, WriterConfig, WriterError,
+    WriterGuard, WriterStats,
 };
 
 /// The environment variables read for the baseline, first found wins.
@@ -71,6 +73,15 @@ pub enum InitError {
     /// Directives given to [`Builder::directives`] do not parse.
     #[error("directives: {0}")]
     Given(DirectiveError),
+    /// `LOGPOLICY_RECORD_BYTES` or `LOGPOLICY_RECORD_MAX_AGE` is not a valid limit
+    /// (only with [`Builder::strict`]; otherwise it is reported and the default is kept).
+    #[error("{var}: {message}")]
+    RecordLimits {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The writer could not be started (bad configuration, a file that cannot be opened).
     #[error("writer: {0}")]
     Writer(#[from] WriterError),
@@ -132,7 +143,15 @@ pub struct Builder {
     redact_values: bool,
     strict: bool,
     leave_log_alone: bool,
+    record_limits: Option<RecordLimits>,
 }
+
+/// The environment variable of the recorder's byte limit, in bytes (see
+/// [`crate::recorder`]; default 8 MiB, at most 256 MiB).
+pub const RECORD_BYTES_VAR: &str = "LOGPOLICY_RECORD_BYTES";
+
+/// The environment variable of the recorder's age limit, in seconds (default 900).
+pub const RECORD_MAX_AGE_VAR: &str = "LOGPOLICY_RECORD_MAX_AGE";
 
 /// Layers a [`Builder`] puts under its own, boxed (shown by number: a layer need not be
 /// `Debug`).
@@ -233,6 +252,53 @@ impl Logging {
     /// [`WriterStats::bytes_written`].
     pub fn sites(&self) -> Sites {
         self.handle.sites()
+    }
+
+    /// The store of the lines recording rules keep instead of writing (see
+    /// [`crate::recorder`]).
+    pub fn recorder(&self) -> crate::recorder::Recorder {
+        self.handle.recorder()
+    }
+
+    /// Writes the recorded lines of the window `request` asks for (see
+    /// [`crate::recorder`]), paced, between two lines of target `logpolicy` that say who
+    /// asked and what the store still held, and returns what it did once the last line
+    /// is queued. Each line is replayed at most once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::writer::{Output, ReplayRequest, WriterConfig};
+    /// use std::time::Duration;
+    ///
+    /// let path = std::env::temp_dir().join(format!("replay-doc-{}.log", std::process::id()));
+    /// let (dispatch, logging) = logpolicy::Builder::new()
+    ///     .directives("info,@record(shop::payment)=debug")
+    ///     .writer(WriterConfig::new(Output::File(path.clone())))
+    ///     .build()?;
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     tracing::debug!(target: "shop::payment", card = "visa", "authorising"); // recorded
+    ///     tracing::info!(target: "shop::payment", "declined"); // written
+    /// });
+    /// let report = logging.replay(&ReplayRequest::new("on-call", Duration::from_secs(300)));
+    /// assert_eq!((report.lines, report.queued), (1, 1));
+    /// assert!(logging.flush(Duration::from_secs(5)));
+    /// let out = std::fs::read_to_string(&path)?;
+    /// let replayed = out.lines().find(|l| l.contains("authorising")).unwrap();
+    /// assert!(replayed.ends_with(r#","replayed":true}"#));
+    /// // Nothing is replayed twice.
+    /// assert_eq!(logging.replay(&ReplayRequest::new("on-call", Duration::from_secs(300))).lines, 0);
+    /// # drop(logging);
+    /// # std::fs::remove_file(path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn replay(&self, request: &ReplayRequest) -> ReplayReport {
+        let now = self
+            .handle
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.writer.replay(&self.handle.recorder(), request, now)
     }
 
     /// Stops logging as dropping it does (the admin endpoint first, then the writer,
@@ -408,6 +474,78 @@ impl Builder {
     pub fn admin(mut self, config: AdminConfig) -> Self {
         self.admin = Some(config);
         self
+    }
+
+    /// How much the recorder may keep (see [`crate::recorder`]): bytes and age. By
+    /// default 8 MiB and 15 minutes, or what `LOGPOLICY_RECORD_BYTES` and
+    /// `LOGPOLICY_RECORD_MAX_AGE` (seconds) say with [`Builder::from_env`]. Nothing is
+    /// allocated until a recording rule records a line.
+    ///
+    /// ```
+    /// use logpolicy::recorder::RecordLimits;
+    /// use std::time::Duration;
+    /// let limits = RecordLimits::new(64 << 20, Duration::from_secs(1800)).unwrap();
+    /// let (_dispatch, logging) = logpolicy::Builder::new().record_limits(limits).build().unwrap();
+    /// assert_eq!(logging.recorder().limits(), limits);
+    /// ```
+    pub fn record_limits(mut self, limits: RecordLimits) -> Self {
+        self.record_limits = Some(limits);
+        self
+    }
+
+    /// The recorder's limits: given, else from the environment (an invalid variable is
+    /// refused when strict, else added to `skipped`), else the defaults.
+    fn choose_record_limits(&self, skipped: &mut Vec<Skipped>) -> Result<RecordLimits, InitError> {
+        if let Some(limits) = self.record_limits {
+            return Ok(limits);
+        }
+        let defaults = RecordLimits::default();
+        if !self.from_env {
+            return Ok(defaults);
+        }
+        let read = |var: &'static str| -> Result<Option<u64>, InitError> {
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => {
+                    v.trim()
+                        .parse::<u64>()
+                        .map(Some)
+                        .map_err(|_| InitError::RecordLimits {
+                            var,
+                            message: format!("{v:?} is not a whole number"),
+                        })
+                }
+                _ => Ok(None),
+            }
+        };
+        let mut limits = defaults;
+        for var in [RECORD_BYTES_VAR, RECORD_MAX_AGE_VAR] {
+            let checked = read(var).and_then(|value| {
+                let Some(value) = value else {
+                    return Ok(limits);
+                };
+                let (bytes, age) = if var == RECORD_BYTES_VAR {
+                    (
+                        usize::try_from(value).unwrap_or(usize::MAX),
+                        limits.max_age(),
+                    )
+                } else {
+                    (limits.max_bytes(), std::time::Duration::from_secs(value))
+                };
+                RecordLimits::new(bytes, age).map_err(|e| InitError::RecordLimits {
+                    var,
+                    message: e.to_string(),
+                })
+            });
+            match checked {
+                Ok(l) => limits = l,
+                Err(e) if self.strict => return Err(e),
+                Err(InitError::RecordLimits { var, message }) => {
+                    skipped.push(("skipped an invalid recorder limit", var, message));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(limits)
     }
 
     /// Refuses to build over the environment (default: work around it and report it
@@ -717,7 +855,9 @@ impl Builder {
         let mut skipped = Vec::new();
         let format = self.choose_format(&mut skipped)?;
         let service = self.choose_service(&mut skipped)?;
+        let record_limits = self.choose_record_limits(&mut skipped)?;
         let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
+        filter.handle().recorder().set_limits(record_limits);
         let handle = filter.handle();
         #[cfg(feature = "admin")]
         let (admin, mut admin_problems) = match self.admin {

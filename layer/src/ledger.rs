@@ -147,10 +147,17 @@ pub(crate) enum Col {
     Sampled = 2,
     /// The writer's drop reasons follow, in [`DropReason`](crate::writer::DropReason)'s order.
     WriterDrops = 5,
+    /// Kept by the [recorder](crate::recorder) instead of written.
+    Recorded = 11,
+    /// Taken from the recorder by a replay (then written or dropped by the writer).
+    Replayed = 12,
+    /// Left the recorder unreplayed: too old, or pushed out by its byte limit.
+    Expired = 13,
 }
 
-/// Columns: lines, bytes, the policy's three reasons and the writer's six.
-pub(crate) const COLS: usize = 11;
+/// Columns: lines, bytes, the policy's three reasons, the writer's six, and the
+/// recorder's three.
+pub(crate) const COLS: usize = 14;
 
 impl Col {
     /// The column of the policy's reason `i` (sampled, burst, budget).
@@ -729,6 +736,15 @@ pub struct SiteCounts {
     pub contended: u64,
     /// Dropped by the writer: evicted from the queue for a more severe line.
     pub evicted: u64,
+    /// Kept in memory by a recording rule instead of written (see
+    /// [`recorder`](crate::recorder)).
+    pub recorded: u64,
+    /// Recorded lines a replay took (each then counted as written or dropped, like any
+    /// line, in `lines` or a drop reason).
+    pub replayed: u64,
+    /// Recorded lines that left the recorder unreplayed: older than its age limit, or
+    /// pushed out by its byte limit.
+    pub expired: u64,
 }
 
 impl SiteCounts {
@@ -745,6 +761,9 @@ impl SiteCounts {
             shutdown: c[8],
             contended: c[9],
             evicted: c[10],
+            recorded: c[11],
+            replayed: c[12],
+            expired: c[13],
         }
     }
 
@@ -760,6 +779,9 @@ impl SiteCounts {
         self.shutdown += o.shutdown;
         self.contended += o.contended;
         self.evicted += o.evicted;
+        self.recorded += o.recorded;
+        self.replayed += o.replayed;
+        self.expired += o.expired;
     }
 
     /// Events held back by the policy (sampled, burst, budget).
@@ -782,10 +804,20 @@ impl SiteCounts {
         self.held_back() + self.dropped()
     }
 
-    /// Events the levels let through and that were decided: written or not. (Events in
-    /// flight, queued or held with their request, are counted once they are.)
+    /// Recorded lines the recorder still holds: `recorded - replayed - expired`.
+    pub fn held_recorded(&self) -> u64 {
+        self.recorded
+            .saturating_sub(self.replayed)
+            .saturating_sub(self.expired)
+    }
+
+    /// Events the levels (or a recording rule) let through and that were decided:
+    /// written, not written, or recorded. A replayed line is counted in `lines` or a drop
+    /// reason when the writer settles it, so it is taken out of `recorded` once:
+    /// `lines + not_written + recorded - replayed`. (Events in flight, queued or held
+    /// with their request, are counted once they are.)
     pub fn events(&self) -> u64 {
-        self.lines + self.not_written()
+        (self.lines + self.not_written() + self.recorded).saturating_sub(self.replayed)
     }
 }
 

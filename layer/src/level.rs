@@ -94,6 +94,19 @@ impl Level {
         }
     }
 
+    /// The `tracing` level of an event of this verbosity (`Off`, which no event has, is
+    /// `ERROR`).
+    #[inline]
+    pub(crate) const fn to_tracing(self) -> tracing_core::Level {
+        match self {
+            Level::Off | Level::Error => tracing_core::Level::ERROR,
+            Level::Warn => tracing_core::Level::WARN,
+            Level::Info => tracing_core::Level::INFO,
+            Level::Debug => tracing_core::Level::DEBUG,
+            Level::Trace => tracing_core::Level::TRACE,
+        }
+    }
+
     /// An index `0..6` for per-level tables (`Off` is 0, `Trace` is 5).
     #[inline]
     pub const fn index(self) -> usize {

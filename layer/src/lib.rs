@@ -86,6 +86,7 @@ pub mod ledger;
 mod level;
 pub mod log_bridge;
 pub mod policy;
+pub mod recorder;
 mod sink;
 mod sites;
 #[cfg(feature = "admin")]

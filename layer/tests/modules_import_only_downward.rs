@@ -14,6 +14,7 @@ const ORDER: &[&str] = &[
     "clock",
     "sites",
     "ledger",
+    "recorder",
     "policy",
     "enforce",
     "sink",

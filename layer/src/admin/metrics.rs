@@ -34,6 +34,7 @@ use super::service::{Admin, Reply};
 use crate::enforce::Stats;
 use crate::ledger::{Sites, TargetSites};
 use crate::level::{Level, LEVEL_NAMES};
+use crate::recorder::RecorderStats;
 use crate::writer::{DropReason, WriterStats};
 
 /// The content type of the metrics text.
@@ -53,6 +54,9 @@ struct Snapshot {
     trusted_keys: usize,
     /// Whether every push is refused, by reason (see [`PUSH_BLOCKED_REASONS`]).
     push_blocked: [bool; 2],
+    recorder: RecorderStats,
+    /// Seconds since the oldest recorded line was emitted (0 when none is held).
+    recorder_oldest_age: u64,
 }
 
 /// The reasons of `logpolicy_admin_push_blocked`, each a series always present: no key
@@ -201,7 +205,7 @@ impl Collector for Snapshot {
         {
             let mut m = enc.encode_descriptor(
                 "logpolicy_events",
-                "Events the levels enabled, by level and outcome: written, or not written because sampled, over the burst limit or over the byte budget",
+                "Events the levels enabled, by level and outcome: written, or not written because sampled, over the burst limit or over the byte budget, or recorded (kept in memory by a recording rule)",
                 None,
                 MetricType::Counter,
             )?;
@@ -211,6 +215,7 @@ impl Collector for Snapshot {
                     ("sampled", l.sampled),
                     ("burst", l.burst),
                     ("budget", l.budget),
+                    ("recorded", l.recorded),
                 ] {
                     let labels = [("level", level_name(i)), ("outcome", outcome)];
                     ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
@@ -367,6 +372,54 @@ impl Collector for Snapshot {
                 gauge(u64::from(blocked)).encode(m.encode_family(&[("reason", *reason)])?)?;
             }
         }
+        {
+            let r = &self.recorder;
+            for (name, help, v) in [
+                (
+                    "logpolicy_recorder_bytes",
+                    "Bytes the recorder holds now (each line's length and its mark)",
+                    r.bytes as u64,
+                ),
+                (
+                    "logpolicy_recorder_max_bytes",
+                    "The recorder's byte limit",
+                    r.max_bytes as u64,
+                ),
+                (
+                    "logpolicy_recorder_held_lines",
+                    "Recorded lines held now",
+                    r.lines as u64,
+                ),
+                (
+                    "logpolicy_recorder_oldest_age_seconds",
+                    "Seconds since the oldest line held was emitted (0 when none is held)",
+                    self.recorder_oldest_age,
+                ),
+            ] {
+                let m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                gauge(v).encode(m)?;
+            }
+            let mut m = enc.encode_descriptor(
+                "logpolicy_recorder_lines",
+                "Lines the recorder took (recorded), gave to replays (replayed), and let go unreplayed, too old or pushed out by its byte limit (expired)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (outcome, v) in [
+                ("recorded", r.recorded),
+                ("replayed", r.replayed),
+                ("expired", r.expired),
+            ] {
+                ConstCounter::new(v).encode(m.encode_family(&[("outcome", outcome)])?)?;
+            }
+            let m = enc.encode_descriptor(
+                "logpolicy_recorder_replays",
+                "Replays asked for",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(r.replays).encode(m)?;
+        }
         let mut m = enc.encode_descriptor(
             "logpolicy_admin_requests",
             "Requests the admin endpoint answered, by status",
@@ -388,6 +441,14 @@ pub(crate) fn render(admin: &Admin) -> Reply {
     let sites = handle.sites();
     let listed = admin.metric_targets().update(&sites.targets());
     let trusted_keys = admin.trusted_keys();
+    let now = handle.now();
+    let recorder = handle
+        .recorder()
+        .stats(now.duration_since(UNIX_EPOCH).unwrap_or_default());
+    let recorder_oldest_age = recorder
+        .oldest
+        .and_then(|t| now.duration_since(t).ok())
+        .map_or(0, |d| d.as_secs());
     let snapshot = Snapshot {
         stats: handle.stats(),
         writer: admin.writer().map(|w| w.stats()),
@@ -403,6 +464,8 @@ pub(crate) fn render(admin: &Admin) -> Reply {
         targets: target_series(&sites, &listed),
         trusted_keys,
         push_blocked: [trusted_keys == 0, admin.refuses_for_identity()],
+        recorder,
+        recorder_oldest_age,
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));

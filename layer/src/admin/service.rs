@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -17,10 +17,10 @@ use crate::policy::{
 };
 use crate::wire::{
     self, unix_ms, DocumentErrorKind, EffectiveView, ErrorReply, HeldDocument, LayerView,
-    OtherSitesView, PolicyDocument, PolicyView, SiteView, SitesView, TargetView, ViewScope,
-    WriterTotals, MAX_DOCUMENT_VERSION,
+    OtherSitesView, PolicyDocument, PolicyView, RecorderView, ReplayView, SiteView, SitesView,
+    TargetView, ViewScope, WriterTotals, MAX_DOCUMENT_VERSION,
 };
-use crate::writer::Writer;
+use crate::writer::{PendingReplay, ReplayRequest, Writer};
 
 /// The statuses the endpoint answers, for the request counter (a fixed label set).
 /// 408 and 431 are counted by the server for connections that never made a request
@@ -154,6 +154,9 @@ pub(crate) struct Admin {
     requests: [AtomicU64; STATUSES.len()],
     /// The targets `/metrics` lists by name (sticky, bounded).
     metric_targets: super::metrics::ListedTargets,
+    /// The last replay each layer source asked for (at most one per source, for sources
+    /// in the policy: bounded by its layers).
+    replays: Mutex<Vec<ReplayView>>,
 }
 
 /// At most one line a second says a push was refused: a client that sends refused
@@ -205,6 +208,51 @@ impl Admin {
             refusals: Mutex::new(Refusals::default()),
             requests: Default::default(),
             metric_targets: super::metrics::ListedTargets::new(config.metric_targets),
+            replays: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts the replays the layers of an accepted document ask for, once per id: takes
+    /// each window's lines now (so the answer says what was found) and writes them on a
+    /// thread of their own, paced. Forgets the replays of sources no longer pushed.
+    fn start_replays(&self, layers: &[PolicyLayer], now: SystemTime) {
+        let mut replays = self
+            .replays
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        replays.retain(|r| layers.iter().any(|l| l.source() == r.policy));
+        let Some(writer) = &self.writer else { return };
+        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        for layer in layers {
+            let Some(ask) = &layer.replay else { continue };
+            if replays
+                .iter()
+                .any(|r| r.policy == layer.source() && r.id == ask.id)
+            {
+                continue;
+            }
+            let mut request = ReplayRequest::new(layer.source(), ask.since);
+            request.reason = layer.reason.clone();
+            let pending = PendingReplay::take(&self.handle.recorder(), request, since_epoch);
+            let report = pending.report();
+            let view = ReplayView {
+                policy: layer.source().to_owned(),
+                id: ask.id.clone(),
+                at: now,
+                asked_from: report.asked_from,
+                held_from: report.held_from,
+                first_at: report.first_at,
+                lines: report.lines,
+            };
+            replays.retain(|r| r.policy != view.policy);
+            replays.push(view);
+            let writer = writer.clone();
+            let spawned = std::thread::Builder::new()
+                .name("logpolicy-replay".into())
+                .spawn(move || pending.write(&writer));
+            // A thread that cannot be started (the process is out of them) loses the
+            // lines taken to this replay: they stay counted as replayed, never written.
+            drop(spawned);
         }
     }
 
@@ -523,6 +571,7 @@ impl Admin {
             doc,
             applied_at: now,
         });
+        self.start_replays(&self.handle.policy().into_layers(), now);
         Reply::json(200, &self.view_with(held.as_ref(), Some(false)))
     }
 
@@ -606,6 +655,24 @@ impl Admin {
             read_at: Some(now),
             scope: ViewScope::Full,
             unchanged,
+            replays: self
+                .replays
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            recorder: Some({
+                let r = self
+                    .handle
+                    .recorder()
+                    .stats(now.duration_since(UNIX_EPOCH).unwrap_or_default());
+                RecorderView {
+                    bytes: r.bytes as u64,
+                    max_bytes: r.max_bytes as u64,
+                    lines: r.lines as u64,
+                    oldest: r.oldest,
+                    expired: r.expired,
+                }
+            }),
         }
     }
 }
@@ -658,6 +725,7 @@ fn effective_view(e: &EffectivePolicy) -> EffectiveView {
         default_level: spec.default_level,
         targets: spec.targets,
         always_keep: spec.always_keep,
+        record: spec.record,
         sampling: spec.sampling,
         burst: spec.burst,
         max_bytes_per_second: spec.max_bytes_per_second,

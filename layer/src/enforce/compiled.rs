@@ -69,6 +69,9 @@ pub(crate) struct Compiled {
     when_rules: Box<[WhenRule]>,
     /// Every bit of `conditions`.
     pub(crate) when_any: u64,
+    /// Recording rules: target and the most verbose level recorded, sorted by descending
+    /// target length, so the first match is the longest.
+    records: Box<[(Box<str>, Level)]>,
 }
 
 /// An event sampling rule that applies under a condition.
@@ -142,7 +145,18 @@ impl Compiled {
             .collect();
         when_rules.sort_by_key(|r| std::cmp::Reverse(r.target.len()));
         let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
-        let base_max_level = targets.iter().map(|(_, l)| *l).fold(default, Level::max);
+        let mut records: Vec<(Box<str>, Level)> = d
+            .record
+            .iter()
+            .map(|(t, l)| (Box::from(t.as_str()), *l))
+            .collect();
+        records.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        // Recorded events must reach the output: tracing's hint covers their levels.
+        let base_max_level = targets
+            .iter()
+            .chain(records.iter())
+            .map(|(_, l)| *l)
+            .fold(default, Level::max);
         let max_level = when_targets
             .iter()
             .map(|(_, l, _)| *l)
@@ -203,7 +217,42 @@ impl Compiled {
             when_targets: when_targets.into_boxed_slice(),
             when_rules: when_rules.into_boxed_slice(),
             when_any,
+            records: records.into_boxed_slice(),
         }
+    }
+
+    /// Whether any recording rule is in force.
+    #[inline]
+    pub(crate) fn records_any(&self) -> bool {
+        !self.records.is_empty()
+    }
+
+    /// The most verbose level recorded for `target`, if a recording rule names it.
+    #[inline]
+    fn record_level_for(&self, target: &str) -> Option<Level> {
+        self.records
+            .iter()
+            .find(|(prefix, _)| prefix_matches(prefix, target))
+            .map(|(_, l)| *l)
+    }
+
+    /// Whether an event callsite of `meta`'s level and target is recorded when the
+    /// level in force for it is `in_force` (it is not written, a rule records it).
+    #[inline]
+    fn recorded_under(&self, meta: &Metadata<'_>, level: Level, in_force: Level) -> bool {
+        level > in_force
+            && meta.is_event()
+            && self
+                .record_level_for(meta.target())
+                .is_some_and(|r| level <= r)
+    }
+
+    /// Whether this event is recorded rather than written, in a thread whose spans
+    /// satisfy the conditions of `mask`.
+    #[inline]
+    pub(crate) fn records_event(&self, meta: &Metadata<'_>, mask: u64) -> bool {
+        let level = Level::of(meta.level());
+        self.recorded_under(meta, level, self.level_under(meta.target(), mask))
     }
 
     /// The sampling rule a `when` entry gives `target` under the conditions of `mask`.
@@ -281,10 +330,15 @@ impl Compiled {
         Level::of(level) <= self.always_keep
     }
 
+    /// Whether the callsite's level is enabled for its target, or recorded.
     #[inline]
     pub(super) fn level_enabled(&self, meta: &Metadata<'_>) -> bool {
         let level = Level::of(meta.level());
-        level <= self.max_level && level <= self.level_for(meta.target())
+        if level > self.max_level {
+            return false;
+        }
+        let in_force = self.level_for(meta.target());
+        level <= in_force || self.recorded_under(meta, level, in_force)
     }
 
     /// What the filter must decide per event for this callsite, in a thread whose spans
@@ -297,10 +351,23 @@ impl Compiled {
     ) -> Verdict {
         let level = Level::of(meta.level());
         let conditional = self.is_conditional(meta);
-        if level > self.max_level || level > self.level_under(meta.target(), mask) {
+        if level > self.max_level {
             return Verdict {
                 conditional,
                 ..Verdict::DISABLED
+            };
+        }
+        let in_force = self.level_under(meta.target(), mask);
+        if level > in_force {
+            // Not written: recorded (neither sampled nor limited), or disabled.
+            let recorded = self.recorded_under(meta, level, in_force);
+            return Verdict {
+                conditional,
+                ..if recorded {
+                    Verdict::ENABLED
+                } else {
+                    Verdict::DISABLED
+                }
             };
         }
         if meta.is_span() || self.keeps_always(meta.level()) {
@@ -342,6 +409,7 @@ impl EventPath {
     const REQUEST_RULES: u64 = 1 << 8;
     const BUDGET: u64 = 1 << 9;
     const REDACT_VALUES: u64 = 1 << 10;
+    const RECORD: u64 = 1 << 11;
 
     pub(super) fn of(c: &Compiled) -> Self {
         let mut bits = c.always_keep as u64 | u64::from(c.redaction.id) << 32;
@@ -353,6 +421,9 @@ impl EventPath {
         }
         if c.max_bytes_per_second.is_some() {
             bits |= Self::BUDGET;
+        }
+        if c.records_any() {
+            bits |= Self::RECORD;
         }
         EventPath(bits)
     }
@@ -366,7 +437,7 @@ impl EventPath {
     /// Whether the event path must read the compiled policy.
     #[inline]
     pub(crate) fn needs_compiled(self) -> bool {
-        self.0 & (Self::REQUEST_RULES | Self::BUDGET) != 0
+        self.0 & (Self::REQUEST_RULES | Self::BUDGET | Self::RECORD) != 0
     }
 
     /// The redaction in force.

@@ -26,6 +26,7 @@ use crate::ledger::{Ledger, Sites};
 use crate::policy::{
     DirectiveError, Directives, EffectivePolicy, Policy, PolicyError, PolicyLayer, Scope,
 };
+use crate::recorder::Recorder;
 
 pub(super) struct State {
     pub(super) policy: Policy,
@@ -71,6 +72,9 @@ pub(super) struct Shared {
     /// Per callsite: what this filter held back (and, when the writer shares it, what
     /// was written and dropped).
     pub(super) ledger: Ledger,
+    /// What recording rules keep instead of writing (empty, unallocated, until a rule
+    /// records a line).
+    pub(super) recorder: Recorder,
     /// Callsites registered with the filter (static metadata only): their burst state.
     pub(super) callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
     /// Sampling rules the lock-free path reaches by slot (kept for the filter's life, so
@@ -205,6 +209,7 @@ impl PolicyFilter {
 
     fn build(policy: Policy, clock: Arc<dyn Clock>, own_timer: bool) -> Self {
         let stats = Arc::new(StatsCells::default());
+        let ledger = Ledger::new();
         let compiled = Compiled::new(&policy, clock.now(), 0, None, &stats);
         let id = NEXT_FILTER_ID.fetch_add(1, Ordering::Relaxed) as usize;
         let shared = Arc::new(Shared {
@@ -224,7 +229,8 @@ impl PolicyFilter {
             }),
             clock,
             stats,
-            ledger: Ledger::new(),
+            recorder: Recorder::new(ledger.clone()),
+            ledger,
             callsites: RwLock::new(HashMap::new()),
             rules: (0..RULE_SLOTS).map(|_| OnceLock::new()).collect(),
             next_rule: AtomicUsize::new(0),
@@ -405,6 +411,20 @@ impl PolicyHandle {
     /// up counts what it writes and drops in the same one (see [`crate::ledger`]).
     pub fn ledger(&self) -> Ledger {
         self.shared.ledger.clone()
+    }
+
+    /// The store of the lines recording rules keep instead of writing (see
+    /// [`crate::recorder`]): its limits, what it holds, and the lines a replay takes.
+    ///
+    /// ```
+    /// use logpolicy::recorder::RecordLimits;
+    /// let filter = logpolicy::PolicyFilter::from_directives("info,@record(shop::payment)=debug").unwrap();
+    /// let recorder = filter.handle().recorder();
+    /// recorder.set_limits(RecordLimits::new(1 << 20, std::time::Duration::from_secs(300)).unwrap());
+    /// assert_eq!(recorder.limits().max_bytes(), 1 << 20);
+    /// ```
+    pub fn recorder(&self) -> Recorder {
+        self.shared.recorder.clone()
     }
 
     /// What each callsite cost, biggest in bytes first: [`Ledger::sites`] of

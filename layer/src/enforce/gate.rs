@@ -25,10 +25,12 @@ use super::redaction::{ActiveRedaction, RedactionSet};
 use super::request::{self, Held, HoldCheck, RequestLimits, RequestState};
 use super::stats::{Reason, StatsCells};
 use super::summary::{NotWritten, Summary, DEFAULT_SUMMARY_INTERVAL_SECS};
+use super::when;
 use crate::clock::Clock;
 use crate::ledger::{Col, Ledger, RowId};
 use crate::level::Level;
 use crate::policy::Redaction;
+use crate::recorder::Recorder;
 
 /// The decisions one output layer (a [`FormatLayer`](crate::FormatLayer)) makes about
 /// the events it receives, and the state they need: the linked filter (if any), the
@@ -62,6 +64,26 @@ pub(crate) enum Decision<'a, S: LookupSpan<'a>> {
     Hold(Holder<'a, S>),
     /// Do not write it, for this reason (count it with [`OutputGate::dropped`]).
     Drop(Reason),
+    /// Format its line and give it to this recorder: a recording rule keeps it instead.
+    Record(Recording<'a>),
+}
+
+/// Takes the line of an event a recording rule keeps.
+pub(crate) struct Recording<'a> {
+    /// What the recorded line redacts.
+    pub(crate) redaction: ActiveRedaction,
+    level: tracing_core::Level,
+    recorder: &'a Recorder,
+    stats: &'a StatsCells,
+}
+
+impl Recording<'_> {
+    /// Keeps the event's formatted `line` (ledger row `row`, emitted at `now` since the
+    /// Unix epoch), and counts it.
+    pub(crate) fn record(self, now: Duration, row: RowId, line: &[u8]) {
+        StatsCells::add(&self.stats.recorded, &self.level, 1);
+        self.recorder.record(now, row, Level::of(&self.level), line);
+    }
 }
 
 /// A line to write.
@@ -267,6 +289,21 @@ impl<'a> Linked<'a> {
         let sh = self.sh;
         let compiled = sh.compiled.load();
         let level = event.metadata().level();
+        if compiled.records_any() {
+            let mask = if compiled.when_any != 0 {
+                when::current_mask()
+            } else {
+                0
+            };
+            if compiled.records_event(event.metadata(), mask) {
+                return Decision::Record(Recording {
+                    redaction,
+                    level: *level,
+                    recorder: &sh.recorder,
+                    stats: &sh.stats,
+                });
+            }
+        }
         let budget = compiled.max_bytes_per_second;
         let mut context = None;
         // What the request held, written first and counted as written.

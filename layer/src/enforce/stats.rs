@@ -46,12 +46,16 @@ pub struct LevelCounts {
     /// Held right now with a request that was not kept (written if an error follows in
     /// it, counted as sampled when it ends without one).
     pub held: u64,
+    /// Below the levels in force, kept in memory by a recording rule instead of written
+    /// (see [`recorder`](crate::recorder): what became of it afterwards, replayed or
+    /// expired, is the recorder's to count).
+    pub recorded: u64,
 }
 
 impl LevelCounts {
-    /// Every event accounted for: `written + sampled + burst + budget + held`.
+    /// Every event accounted for: `written + sampled + burst + budget + held + recorded`.
     pub fn emitted(&self) -> u64 {
-        self.written + self.dropped() + self.held
+        self.written + self.dropped() + self.held + self.recorded
     }
 
     /// Not written, for any reason.
@@ -72,8 +76,8 @@ impl LevelCounts {
 /// A snapshot of the layer's accounting, per level (indexed by [`level_index`](crate::level_index)).
 ///
 /// At any quiet moment (no event in flight), for every level,
-/// `emitted == written + sampled + burst + budget + held`, where `emitted` counts every
-/// event the levels enabled.
+/// `emitted == written + sampled + burst + budget + held + recorded`, where `emitted`
+/// counts every event the levels (or a recording rule) enabled.
 ///
 /// # Examples
 ///
@@ -140,6 +144,7 @@ impl Stats {
             t.burst += l.burst;
             t.budget += l.budget;
             t.held += l.held;
+            t.recorded += l.recorded;
         }
         t
     }
@@ -155,6 +160,7 @@ pub(crate) struct StatsCells {
     pub(crate) burst: Row,
     pub(crate) budget: Row,
     pub(crate) held: Row,
+    pub(crate) recorded: Row,
     /// Sampled counts of event-scope rules that no longer exist.
     retired: Row,
     pub(crate) redacted_by_name: AtomicU64,
@@ -196,6 +202,7 @@ impl StatsCells {
             l.burst = get(&self.burst);
             l.budget = get(&self.budget);
             l.held = get(&self.held);
+            l.recorded = get(&self.recorded);
         }
         s.redacted = Redacted {
             by_name: self.redacted_by_name.load(Ordering::Relaxed),

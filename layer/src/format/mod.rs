@@ -973,7 +973,26 @@ impl<K: LineSink> FormatLayer<K> {
                 holder.hold(buf, row);
             }
             Decision::Drop(reason) => gate.dropped(level, row, reason),
+            Decision::Record(recording) => {
+                let redacted = self.format_into(buf, event, ctx, now, recording.redaction);
+                self.gate.redacted(redacted.by_name, redacted.by_value);
+                mark_replayed(self.style.format, buf);
+                recording.record(now, row, buf);
+            }
         }
+    }
+}
+
+/// Marks a formatted line as replayed (it is written only by a replay): the key
+/// `"replayed":true` closes a JSON object, ` replayed=true` ends a logfmt or text line.
+pub(crate) fn mark_replayed(format: Format, line: &mut Vec<u8>) {
+    let json = !matches!(format, Format::Logfmt | Format::Text);
+    if json && line.ends_with(b"}\n") {
+        line.truncate(line.len() - 2);
+        line.extend_from_slice(b",\"replayed\":true}\n");
+    } else if !json && line.ends_with(b"\n") {
+        line.truncate(line.len() - 1);
+        line.extend_from_slice(b" replayed=true\n");
     }
 }
 

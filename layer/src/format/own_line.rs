@@ -455,6 +455,41 @@ pub(crate) fn write_dropped_events(
     );
 }
 
+/// Appends the line that opens (`end` false) or closes (`end` true) a replay of
+/// recorded lines, e.g. `{"ts":"…","level":"INFO","target":"logpolicy","msg":"replaying
+/// recorded lines","policy":"shop/raise","reason":"INC-4211","asked_from":"…",
+/// "held_from":"…","lines":42}`: who asked, the window asked for and the one the store
+/// still held (absent when it held nothing), and how many lines; the closing line adds
+/// how many the writer took and dropped.
+pub(crate) fn write_replay(
+    buf: &mut Vec<u8>,
+    style: &Style,
+    now: SystemTime,
+    request: &crate::writer::ReplayRequest,
+    report: &crate::writer::ReplayReport,
+    end: bool,
+) {
+    let asked_from = format_rfc3339(report.asked_from);
+    let held_from = report.held_from.map(format_rfc3339);
+    let mut fields = vec![("policy", Val::Str(&request.by))];
+    if let Some(reason) = &request.reason {
+        fields.push(("reason", Val::Str(reason)));
+    }
+    fields.push(("asked_from", Val::Str(&asked_from)));
+    if let Some(held_from) = &held_from {
+        fields.push(("held_from", Val::Str(held_from)));
+    }
+    fields.push(("lines", Val::Num(report.lines)));
+    let msg = if end {
+        fields.push(("queued", Val::Num(report.queued)));
+        fields.push(("dropped", Val::Num(report.dropped)));
+        "replayed recorded lines"
+    } else {
+        "replaying recorded lines"
+    };
+    write_own_line(buf, style, now, tracing_core::Level::INFO, msg, &fields);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

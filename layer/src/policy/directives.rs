@@ -37,6 +37,7 @@ pub const MAX_TARGETS: usize = 512;
 /// | `@redact=card_token` | write the values of fields called `card_token` (or `*.card_token`, `*_card_token`) as `[redacted]` |
 /// | `@redact=-cookie` | stop redacting a built-in name (the service's baseline only; see [`redact`](crate::policy::redact)) |
 /// | `@redact_values=on` | also redact values shaped like secrets (bearer tokens, JWTs, private keys) in every string |
+/// | `@record(shop::payment)=debug` | keep in memory the `shop::payment` events down to `debug` that the levels do not write, for a raise to replay (see [`crate::recorder`]) |
 ///
 /// A target entry may apply only within requests: `shop::payment=debug@when(user_id=42|43)`
 /// sets `shop::payment` to `debug` for events in a span (or below one) that recorded the
@@ -103,7 +104,15 @@ pub struct Directives {
     /// Event sampling that applies only under a condition
     /// (`@sample(target)=1/N@when(field=v|w)`), at most one per target and condition.
     pub when_sampling: Vec<WhenSampling>,
+    /// Recording rules (`@record(target)=level`): events of the target down to the
+    /// level that the levels in force do not write are kept in memory instead (see
+    /// [`crate::recorder`]). At most one per target ([`MAX_RECORD_RULES`] in all), in the
+    /// order first given; never `off`.
+    pub record: Vec<(Target, Level)>,
 }
+
+/// The most recording rules one layer may have.
+pub const MAX_RECORD_RULES: usize = 64;
 
 /// The most characters of an entry an error message quotes.
 pub const MAX_QUOTED_LEN: usize = 80;
@@ -267,6 +276,36 @@ impl Directives {
             .or(self.default_level)
     }
 
+    /// Records `target`'s events down to `level` that are not written, replacing an
+    /// earlier rule for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logpolicy::{Directives, Level, Target};
+    /// let mut d = Directives::with_default(Level::Info);
+    /// d.set_record(Target::new("shop::payment").unwrap(), Level::Debug);
+    /// assert_eq!(d.to_string(), "info,@record(shop::payment)=debug");
+    /// assert_eq!(d.record_level_for("shop::payment::card"), Some(Level::Debug));
+    /// assert_eq!(d.record_level_for("shop::cart"), None);
+    /// ```
+    pub fn set_record(&mut self, target: Target, level: Level) {
+        match self.record.iter_mut().find(|(t, _)| *t == target) {
+            Some(entry) => entry.1 = level,
+            None => self.record.push((target, level)),
+        }
+    }
+
+    /// The level down to which these directives record `target` (longest match), if a
+    /// rule names it.
+    pub fn record_level_for(&self, target: &str) -> Option<Level> {
+        self.record
+            .iter()
+            .filter(|(t, _)| t.matches(target))
+            .max_by_key(|(t, _)| t.as_str().len())
+            .map(|(_, l)| *l)
+    }
+
     /// Sets the level of `target` under `when`, replacing an earlier entry for both.
     pub fn set_when_target(&mut self, entry: WhenTarget) {
         set_entry(&mut self.when, entry);
@@ -365,6 +404,19 @@ impl Directives {
                     }
                 };
             }
+            _ if name.starts_with("record(") && name.ends_with(')') => {
+                let target = Target::new(&name["record(".len()..name.len() - 1]).map_err(|e| bad(e.to_string()))?;
+                let level = parse_level(value).ok_or_else(|| {
+                    bad(format!("invalid level {:?} (expected {VALID_LEVELS})", quoted(value)))
+                })?;
+                if level == Level::Off {
+                    return Err(bad("a recording rule records down to a level: off records nothing".into()));
+                }
+                if !self.record.iter().any(|(t, _)| *t == target) && self.record.len() >= MAX_RECORD_RULES {
+                    return Err(bad(format!("too many recording rules (at most {MAX_RECORD_RULES})")));
+                }
+                self.set_record(target, level);
+            }
             _ if name.starts_with("sample(") && name.ends_with(')') => {
                 let target = Target::new(&name["sample(".len()..name.len() - 1]).map_err(|e| bad(e.to_string()))?;
                 let (rate, scope) = match value.split_once(':') {
@@ -415,7 +467,7 @@ impl Directives {
             }
             _ => {
                 return Err(bad(format!(
-                    "unknown setting {name:?} (expected always_keep, sample(target), burst, max_bytes_per_second, redact or redact_values)"
+                    "unknown setting {name:?} (expected always_keep, sample(target), record(target), burst, max_bytes_per_second, redact or redact_values)"
                 )))
             }
         }
@@ -602,6 +654,10 @@ impl fmt::Display for Directives {
         }
         for rule in &self.when_sampling {
             write!(f, "{sep}{rule}")?;
+            sep = ",";
+        }
+        for (target, level) in &self.record {
+            write!(f, "{sep}@record({target})={level}")?;
             sep = ",";
         }
         if let Some(burst) = self.burst {

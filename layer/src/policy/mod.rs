@@ -40,15 +40,17 @@ mod when;
 use std::fmt;
 use std::time::SystemTime;
 
-pub use directives::{DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_TARGETS};
+pub use directives::{
+    DirectiveError, Directives, MAX_DIRECTIVES_LEN, MAX_RECORD_RULES, MAX_TARGETS,
+};
 pub use redact::{FieldName, FieldNameError, Redaction};
 pub use sampling::{
     Burst, RangeError, RuleError, SamplingRule, Scope, SpanNameError, BYTES_PER_SECOND_RANGE,
     MAX_ONE_IN, MAX_PER_SECOND, MAX_SAMPLING_RULES, MAX_SPAN_NAME_LEN,
 };
 pub use spec::{
-    BurstSpec, LayerSpec, SamplingScope, SamplingSpec, SpecError, SpecErrors, TargetSpec, WhenSpec,
-    WhenValue,
+    BurstSpec, LayerSpec, RecordSpec, ReplaySpec, SamplingScope, SamplingSpec, SpecError,
+    SpecErrors, TargetSpec, WhenSpec, WhenValue,
 };
 pub(crate) use target::prefix_matches;
 pub use target::{Target, TargetError, MAX_TARGET_LEN};
@@ -100,7 +102,27 @@ pub struct PolicyLayer {
     /// the lines a pod writes when the layer starts and stops applying. At most
     /// [`MAX_REASON_LEN`] characters, no control characters.
     pub reason: Option<String>,
+    /// A replay of recorded lines this layer asks for (see [`crate::recorder`]): a pod
+    /// replays once per id.
+    pub replay: Option<ReplayAsk>,
 }
+
+/// A replay a pushed layer asks for: the recorded lines of the last `since`, once per
+/// `id` (the operator gives each generation of a LogPolicy its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayAsk {
+    /// How far back.
+    pub since: std::time::Duration,
+    /// Replayed once per id: a push of the same id again replays nothing.
+    pub id: String,
+}
+
+/// The longest window a replay may ask for, in seconds (24 hours: the recorder's age
+/// limit at most).
+pub const MAX_REPLAY_SECONDS: u64 = 24 * 3600;
+
+/// The longest replay id, in characters.
+pub const MAX_REPLAY_ID_LEN: usize = 128;
 
 /// A policy layer or document that is not valid; names the offending field.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +183,7 @@ impl PolicyLayer {
             expires_at: None,
             directives,
             reason: None,
+            replay: None,
         })
     }
 
@@ -188,6 +211,7 @@ impl PolicyLayer {
             expires_at: None,
             directives,
             reason: None,
+            replay: None,
         }
     }
 
@@ -363,6 +387,19 @@ impl Policy {
                             keep_one_in: winner.keep_one_in,
                             scope: winner.scope.clone(),
                         });
+                    }
+                }
+            }
+        }
+        // Recording resolves like levels: per target, the highest layer naming it.
+        for layer in &active {
+            for (target, _) in &layer.directives.record {
+                if !directives.record.iter().any(|(t, _)| t == target) {
+                    let winner = active
+                        .iter()
+                        .find_map(|l| l.directives.record_level_for(target.as_str()));
+                    if let Some(level) = winner {
+                        directives.record.push((target.clone(), level));
                     }
                 }
             }

@@ -21,8 +21,9 @@ use super::redact::{FieldName, MAX_REDACT_NAMES};
 use super::sampling::{self, Burst, SamplingRule, Scope};
 use super::when::has_entry;
 use super::{
-    check_reason, Directives, Policy, PolicyError, PolicyLayer, Target, When, WhenSampling,
-    WhenTarget, BASELINE_SOURCE, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
+    check_reason, Directives, Policy, PolicyError, PolicyLayer, ReplayAsk, Target, When,
+    WhenSampling, WhenTarget, BASELINE_SOURCE, MAX_RECORD_RULES, MAX_REPLAY_ID_LEN,
+    MAX_REPLAY_SECONDS, MAX_SAMPLING_RULES, MAX_TARGETS, MAX_WHEN_TARGETS,
 };
 use crate::level::Level;
 
@@ -123,6 +124,43 @@ pub struct LayerSpec {
     /// every string, the message included.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redact_values: bool,
+    /// Recording rules: the events of each target down to its level that the levels in
+    /// force do not write are kept in the pod's memory, bounded, for a raise to replay
+    /// (`@record(target)=level` in directives).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_RECORD_RULES)))]
+    pub record: Vec<RecordSpec>,
+    /// Asks the pod to write first the lines its recording rules kept from the last
+    /// `sinceSeconds`, once per `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySpec>,
+}
+
+/// A replay a layer asks for: the recorded lines of the last `sinceSeconds`, once per
+/// `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReplaySpec {
+    /// How far back, in seconds: 1 to 86400.
+    pub since_seconds: u64,
+    /// Replayed once per id (the operator uses the LogPolicy's uid and generation): 1 to
+    /// 128 printable characters.
+    pub id: String,
+}
+
+/// A recording rule: keep in memory the events of `target` down to `level` that are not
+/// written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RecordSpec {
+    /// A tracing target prefix, e.g. `shop::payment`.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_TARGET_LEN)))]
+    pub target: String,
+    /// The most verbose level recorded: one of `trace`, `debug`, `info`, `warn`,
+    /// `error` (not `off`).
+    pub level: Level,
 }
 
 /// A level for one tracing target.
@@ -436,6 +474,8 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
                 ("maxBytesPerSecond", spec.max_bytes_per_second.is_some()),
                 ("redact", !spec.redact.is_empty()),
                 ("redactValues", spec.redact_values),
+                ("record", !spec.record.is_empty()),
+                ("replay", spec.replay.is_some()),
             ];
             for (field, _) in set.iter().filter(|(_, set)| *set) {
                 p.add(
@@ -591,6 +631,55 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             directives.max_bytes_per_second =
                 p.check("maxBytesPerSecond", sampling::bytes_per_second(b));
         }
+        if spec.record.len() > MAX_RECORD_RULES {
+            p.add(
+                "record",
+                format!("too many recording rules (at most {MAX_RECORD_RULES})"),
+            );
+        }
+        for (j, r) in spec.record.iter().enumerate() {
+            let path = format!("record[{j}].target");
+            let Some(target) = p.check(&path, Target::new(&r.target)) else {
+                continue;
+            };
+            if r.level == Level::Off {
+                p.add(
+                    format!("record[{j}].level"),
+                    "a recording rule records down to a level: off records nothing",
+                );
+            } else if directives.record.iter().any(|(t, _)| *t == target) {
+                p.add(path, format!("duplicate recording target {:?}", r.target));
+            } else {
+                directives.record.push((target, r.level));
+            }
+        }
+        let replay = spec.replay.as_ref().and_then(|r| {
+            let mut ok = true;
+            if !(1..=MAX_REPLAY_SECONDS).contains(&r.since_seconds) {
+                p.add(
+                    "replay.sinceSeconds",
+                    format!(
+                        "{} is out of range (1 to {MAX_REPLAY_SECONDS})",
+                        r.since_seconds
+                    ),
+                );
+                ok = false;
+            }
+            if r.id.is_empty()
+                || r.id.chars().count() > MAX_REPLAY_ID_LEN
+                || r.id.chars().any(char::is_control)
+            {
+                p.add(
+                    "replay.id",
+                    format!("must be 1 to {MAX_REPLAY_ID_LEN} printable characters"),
+                );
+                ok = false;
+            }
+            ok.then(|| ReplayAsk {
+                since: std::time::Duration::from_secs(r.since_seconds),
+                id: r.id.clone(),
+            })
+        });
         directives.redact = p.names("redact", &spec.redact);
         if !spec.unredact.is_empty() && spec.source != BASELINE_SOURCE {
             p.add(
@@ -612,6 +701,7 @@ impl TryFrom<&LayerSpec> for PolicyLayer {
             Some(mut layer) if p.0.is_empty() => {
                 layer.expires_at = spec.expires_at;
                 layer.reason = spec.reason.clone();
+                layer.replay = replay;
                 Ok(layer)
             }
             _ => Err(SpecErrors(p.0)),
@@ -680,6 +770,15 @@ impl LayerSpec {
             redact: directives.redact.iter().map(|n| n.to_string()).collect(),
             unredact: directives.unredact.iter().map(|n| n.to_string()).collect(),
             redact_values: directives.redact_values,
+            record: directives
+                .record
+                .iter()
+                .map(|(target, level)| RecordSpec {
+                    target: target.as_str().to_owned(),
+                    level: *level,
+                })
+                .collect(),
+            replay: None,
         }
     }
 
@@ -696,6 +795,10 @@ impl From<&PolicyLayer> for LayerSpec {
         LayerSpec {
             expires_at: layer.expires_at,
             reason: layer.reason.clone(),
+            replay: layer.replay.as_ref().map(|r| ReplaySpec {
+                since_seconds: r.since.as_secs(),
+                id: r.id.clone(),
+            }),
             ..LayerSpec::from_directives(layer.source(), layer.priority, layer.directives.clone())
         }
     }

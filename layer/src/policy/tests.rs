@@ -415,3 +415,79 @@ fn sampling_under_when_is_per_event_and_reads_back_the_same() {
     );
     assert!(err("@burst=10/s:1/2@when(user_id=42)").contains("@when applies to target levels"));
 }
+
+#[test]
+fn recording_rules_parse_print_and_merge_like_levels() {
+    let d: Directives = "info, @record(shop::payment)=debug,@record(shop)=trace"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        d.record_level_for("shop::payment::card"),
+        Some(Level::Debug)
+    );
+    assert_eq!(d.record_level_for("shop::cart"), Some(Level::Trace));
+    assert_eq!(d.record_level_for("hyper"), None);
+    assert_eq!(
+        d.to_string(),
+        "info,@record(shop::payment)=debug,@record(shop)=trace"
+    );
+    assert_eq!(d.to_string().parse::<Directives>().unwrap(), d);
+    let err = |s: &str| s.parse::<Directives>().unwrap_err().to_string();
+    assert_eq!(
+        err("@record(shop)=off"),
+        r#"invalid setting in directive "@record(shop)=off": a recording rule records down to a level: off records nothing"#
+    );
+    assert!(
+        err("@record(shop)=loud").contains(r#"invalid level "loud""#),
+        "{}",
+        err("@record(shop)=loud")
+    );
+    assert!(err("@record(a b)=debug").contains("invalid setting"));
+
+    // A raise's rule wins over the baseline's for the same target; others merge.
+    let policy = Policy::new(vec![
+        PolicyLayer::baseline(
+            "info,@record(shop)=debug,@record(db)=debug"
+                .parse()
+                .unwrap(),
+        ),
+        PolicyLayer::new("shop/raise", 5, "@record(shop)=trace".parse().unwrap()).unwrap(),
+    ]);
+    let e = policy.effective_at(std::time::SystemTime::now());
+    assert_eq!(e.directives.record_level_for("shop::x"), Some(Level::Trace));
+    assert_eq!(e.directives.record_level_for("db"), Some(Level::Debug));
+}
+
+#[test]
+fn recording_rules_and_replays_round_trip_through_json_and_name_their_errors() {
+    let p = Policy::from_json(
+        r#"{"layers":[{"source":"shop/raise","record":[{"target":"shop::payment","level":"debug"}],
+            "replay":{"sinceSeconds":300,"id":"uid-1/4"}}]}"#,
+    )
+    .unwrap();
+    let layer = &p.layers()[0];
+    assert_eq!(
+        layer.directives.record_level_for("shop::payment"),
+        Some(Level::Debug)
+    );
+    let replay = layer.replay.as_ref().unwrap();
+    assert_eq!(
+        (replay.since.as_secs(), replay.id.as_str()),
+        (300, "uid-1/4")
+    );
+    assert_eq!(Policy::from_json(&p.to_json()).unwrap(), p);
+
+    let err = |json: &str| Policy::from_json(json).unwrap_err().to_string();
+    assert_eq!(
+        err(r#"{"layers":[{"source":"a/b","record":[{"target":"x","level":"off"}]}]}"#),
+        "layers[0].record[0].level: a recording rule records down to a level: off records nothing"
+    );
+    assert_eq!(
+        err(r#"{"layers":[{"source":"a/b","replay":{"sinceSeconds":0,"id":"x"}}]}"#),
+        "layers[0].replay.sinceSeconds: 0 is out of range (1 to 86400)"
+    );
+    assert_eq!(
+        err(r#"{"layers":[{"source":"a/b","replay":{"sinceSeconds":60,"id":""}}]}"#),
+        "layers[0].replay.id: must be 1 to 128 printable characters"
+    );
+}

@@ -105,7 +105,10 @@ pub use keys::{
     parse_signing_key, KeyError, KeyId, KeyIdError, TrustedKeys, MAX_KEYS_FILE_BYTES,
     TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV,
 };
-pub use reply::{EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView, ViewScope};
+pub use reply::{
+    EffectiveView, ErrorReply, HeldDocument, LayerView, PolicyView, RecorderView, ReplayView,
+    ViewScope,
+};
 pub use signature::{
     sign, verify, VerifyError, SIGNATURE_HEADER, SIGNATURE_SCHEME, SIGNING_CONTEXT,
 };

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::document::PodRef;
 use crate::level::Level;
-use crate::policy::{BurstSpec, LayerSpec, SamplingSpec, TargetSpec};
+use crate::policy::{BurstSpec, LayerSpec, RecordSpec, SamplingSpec, TargetSpec};
 
 /// The body of every error answer: `{"error": "<code>", "reason": "<what is wrong>"}`,
 /// and for a `409` the version the pod holds (`heldVersion`), so that the sender can go
@@ -97,6 +97,66 @@ pub struct PolicyView {
     /// held (same version, same content), so nothing changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unchanged: Option<bool>,
+    /// The replays pushed layers asked for, the last one per layer source (see
+    /// [`crate::recorder`]); absent from pods of earlier versions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replays: Vec<ReplayView>,
+    /// What the recorder holds now (absent from pods of earlier versions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<RecorderView>,
+}
+
+/// One replay a pushed layer asked for, as the pod did it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayView {
+    /// The layer's source (`namespace/name`).
+    pub policy: String,
+    /// The replay's id (once per id).
+    pub id: String,
+    /// When the pod replayed, by its clock.
+    #[serde(with = "crate::clock::serde_rfc3339")]
+    pub at: SystemTime,
+    /// The start of the window asked for.
+    #[serde(with = "crate::clock::serde_rfc3339")]
+    pub asked_from: SystemTime,
+    /// When the oldest line the store held was emitted (absent: it held none); later
+    /// than `askedFrom` when the pod held less than asked.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::serde_rfc3339_opt"
+    )]
+    pub held_from: Option<SystemTime>,
+    /// When the first replayed line was emitted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::serde_rfc3339_opt"
+    )]
+    pub first_at: Option<SystemTime>,
+    /// Lines replayed.
+    pub lines: u64,
+}
+
+/// What a pod's recorder holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RecorderView {
+    /// Bytes held (each line's length and its mark).
+    pub bytes: u64,
+    /// The byte limit.
+    pub max_bytes: u64,
+    /// Lines held.
+    pub lines: u64,
+    /// When the oldest line held was emitted.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::clock::serde_rfc3339_opt"
+    )]
+    pub oldest: Option<SystemTime>,
+    /// Lines expired since the start (too old, or pushed out by the byte limit).
+    pub expired: u64,
 }
 
 /// How much of the policy a [`PolicyView`] shows.
@@ -138,6 +198,9 @@ pub struct EffectiveView {
     /// The output budget in bytes per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_bytes_per_second: Option<u64>,
+    /// Recording rules.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub record: Vec<RecordSpec>,
 }
 
 /// One layer of the pod's policy, in the document's layer shape.

@@ -187,6 +187,7 @@
 mod config;
 mod output;
 mod queue;
+mod replay;
 mod state;
 mod stats;
 mod summary;
@@ -195,6 +196,10 @@ mod worker;
 pub use config::{
     Output, Overflow, ReserveFull, Rotation, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
     MAX_RESERVE_PERCENT, MAX_ROTATION_KEEP, MIN_CAPACITY_BYTES, MIN_ROTATION_BYTES,
+};
+pub use replay::{
+    PendingReplay, ReplayReport, ReplayRequest, REPLAY_BYTES_PER_SECOND, REPLAY_QUEUE_PERCENT,
+    REPLAY_STALL,
 };
 pub use stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 
@@ -555,6 +560,19 @@ impl Writer {
     #[cfg(feature = "admin")]
     pub(crate) fn style(&self) -> &crate::format::Style {
         &self.shared.style
+    }
+
+    /// Replays `request` from `recorder` (see [`crate::recorder`]) at `now` (since the
+    /// Unix epoch), paced: the window's lines in their order, between two lines of
+    /// target `logpolicy` that say who asked and what the store still held. Returns when
+    /// the last line was handed to the queue (at most [`REPLAY_BYTES_PER_SECOND`]).
+    pub fn replay(
+        &self,
+        recorder: &crate::recorder::Recorder,
+        request: &ReplayRequest,
+        now: Duration,
+    ) -> ReplayReport {
+        PendingReplay::take(recorder, request.clone(), now).write(self)
     }
 }
 
