@@ -176,8 +176,11 @@ struct Store {
     recorded: u64,
     replayed: u64,
     expired: u64,
-    /// Replays asked for, and lines they found.
+    /// Replays asked for.
     replays: u64,
+    /// When the newest line that ever expired was emitted (microseconds since the
+    /// epoch; 0: none expired): a window starting before it was not held whole.
+    last_expired_us: u64,
 }
 
 /// What the recorder holds and has done (for metrics and views).
@@ -213,6 +216,9 @@ pub struct Taken {
     /// When the oldest line the store held (before this replay) was emitted: what it
     /// could give back from.
     pub held_from: Option<SystemTime>,
+    /// Whether the store held every line recorded in the window: no line emitted in it
+    /// had expired (aged out, or pushed out by the byte limit).
+    pub complete: bool,
 }
 
 impl Taken {
@@ -351,6 +357,7 @@ impl Recorder {
         self.expire_older(&mut store, at_us.saturating_sub(us_of(limits.max_age)));
         if cost > limits.max_bytes || line.len() > u32::MAX as usize / 2 {
             store.expired += 1;
+            store.last_expired_us = store.last_expired_us.max(at_us);
             drop(store);
             ledger.add(row, Col::Expired as usize, 1);
             return;
@@ -417,6 +424,7 @@ impl Recorder {
         store.bytes -= len + LINE_OVERHEAD;
         store.lines -= 1;
         store.expired += 1;
+        store.last_expired_us = store.last_expired_us.max(mark.at_us);
         self.inner.ledger.add(mark.row, Col::Expired as usize, 1);
     }
 
@@ -436,6 +444,7 @@ impl Recorder {
         store.replays += 1;
         let mut taken = Taken {
             held_from,
+            complete: store.expired == 0 || store.last_expired_us < since_us,
             ..Taken::default()
         };
         // The window is the newest lines: find the first chunk that has one.
@@ -549,6 +558,7 @@ mod tests {
             );
         }
         let t = r.take_since(s(105), s(110));
+        assert!(t.complete);
         assert_eq!(lines(&t), ["l5\n", "l6\n", "l7\n", "l8\n", "l9\n"]);
         assert_eq!(t.held_from, Some(UNIX_EPOCH + s(100)));
         assert!(r.take_since(s(105), s(110)).is_empty());
@@ -588,7 +598,12 @@ mod tests {
         r.record(s(50), RowId::OTHER, Level::Debug, b"new\n");
         let st = r.stats(s(100));
         assert_eq!((st.lines, st.expired), (1, 1));
-        assert_eq!(lines(&r.take_since(s(0), s(100))), ["new\n"]);
+        // A window from 10 s: whole. From 0 s: the line of 0 s is gone.
+        assert!(r.take_since(s(10), s(100)).complete);
+        r.record(s(60), RowId::OTHER, Level::Debug, b"new\n");
+        let t = r.take_since(s(0), s(100));
+        assert!(!t.complete);
+        assert_eq!(lines(&t), ["new\n"]);
     }
 
     #[test]

@@ -243,6 +243,7 @@ impl Admin {
                 held_from: report.held_from,
                 first_at: report.first_at,
                 lines: report.lines,
+                complete: report.complete,
             };
             replays.retain(|r| r.policy != view.policy);
             replays.push(view);

@@ -94,12 +94,7 @@ impl Compiled {
         let effective = policy.effective_at(now);
         let d = &effective.directives;
         let default = d.default_level.unwrap_or(FALLBACK_LEVEL);
-        let mut targets: Vec<(Box<str>, Level)> = d
-            .targets
-            .iter()
-            .map(|(t, l)| (Box::from(t.as_str()), *l))
-            .collect();
-        targets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let targets = longest_first(&d.targets);
         let conditions = when::assign(
             &d.when
                 .iter()
@@ -145,12 +140,7 @@ impl Compiled {
             .collect();
         when_rules.sort_by_key(|r| std::cmp::Reverse(r.target.len()));
         let when_any = conditions.iter().fold(0, |m, c| m | c.bit);
-        let mut records: Vec<(Box<str>, Level)> = d
-            .record
-            .iter()
-            .map(|(t, l)| (Box::from(t.as_str()), *l))
-            .collect();
-        records.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let records = longest_first(&d.record);
         // Recorded events must reach the output: tracing's hint covers their levels.
         let base_max_level = targets
             .iter()
@@ -203,7 +193,7 @@ impl Compiled {
         Compiled {
             redaction,
             default,
-            targets: targets.into_boxed_slice(),
+            targets,
             max_level,
             base_max_level,
             always_keep: effective.always_keep(),
@@ -217,7 +207,7 @@ impl Compiled {
             when_targets: when_targets.into_boxed_slice(),
             when_rules: when_rules.into_boxed_slice(),
             when_any,
-            records: records.into_boxed_slice(),
+            records,
         }
     }
 
@@ -241,7 +231,7 @@ impl Compiled {
     #[inline]
     fn recorded_under(&self, meta: &Metadata<'_>, level: Level, in_force: Level) -> bool {
         level > in_force
-            && meta.is_event()
+            && !meta.is_span()
             && self
                 .record_level_for(meta.target())
                 .is_some_and(|r| level <= r)
@@ -397,6 +387,17 @@ impl Compiled {
             conditional,
         }
     }
+}
+
+/// A table of targets and levels, sorted by descending target length (then name), so
+/// that the first match is the longest.
+fn longest_first(entries: &[(crate::policy::Target, Level)]) -> Box<[(Box<str>, Level)]> {
+    let mut out: Vec<(Box<str>, Level)> = entries
+        .iter()
+        .map(|(t, l)| (Box::from(t.as_str()), *l))
+        .collect();
+    out.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    out.into_boxed_slice()
 }
 
 /// What a linked [`FormatLayer`](crate::FormatLayer) needs of the policy on every event,

@@ -974,8 +974,9 @@ impl<K: LineSink> FormatLayer<K> {
             }
             Decision::Drop(reason) => gate.dropped(level, row, reason),
             Decision::Record(recording) => {
-                let redacted = self.format_into(buf, event, ctx, now, recording.redaction);
-                self.gate.redacted(redacted.by_name, redacted.by_value);
+                // Redacted as written, but not counted: the counts are of values written
+                // (a recorded line may never be).
+                self.format_into(buf, event, ctx, now, recording.redaction);
                 mark_replayed(self.style.format, buf);
                 recording.record(now, row, buf);
             }

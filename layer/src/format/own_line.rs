@@ -480,6 +480,10 @@ pub(crate) fn write_replay(
         fields.push(("held_from", Val::Str(held_from)));
     }
     fields.push(("lines", Val::Num(report.lines)));
+    if !report.complete {
+        // Lines of the window had expired before the replay: the pod held less.
+        fields.push(("complete", Val::Str("false")));
+    }
     let msg = if end {
         fields.push(("queued", Val::Num(report.queued)));
         fields.push(("dropped", Val::Num(report.dropped)));

@@ -220,6 +220,22 @@ pub(crate) fn parse_level(s: &str) -> Option<Level> {
         .find(|l| s.eq_ignore_ascii_case(l.as_str()))
 }
 
+/// Sets `target`'s level in `list`, replacing an earlier entry for it.
+fn set_level_entry(list: &mut Vec<(Target, Level)>, target: Target, level: Level) {
+    match list.iter_mut().find(|(t, _)| *t == target) {
+        Some(entry) => entry.1 = level,
+        None => list.push((target, level)),
+    }
+}
+
+/// The level of the longest entry of `list` that matches `target`.
+fn longest_match(list: &[(Target, Level)], target: &str) -> Option<Level> {
+    list.iter()
+        .filter(|(t, _)| t.matches(target))
+        .max_by_key(|(t, _)| t.as_str().len())
+        .map(|(_, l)| *l)
+}
+
 /// The longest directive string accepted, in bytes.
 pub const MAX_DIRECTIVES_LEN: usize = 64 * 1024;
 
@@ -259,21 +275,13 @@ impl Directives {
     /// assert_eq!(d.to_string(), "warn,shop=debug");
     /// ```
     pub fn set_target(&mut self, target: Target, level: Level) {
-        match self.targets.iter_mut().find(|(t, _)| *t == target) {
-            Some(entry) => entry.1 = level,
-            None => self.targets.push((target, level)),
-        }
+        set_level_entry(&mut self.targets, target, level);
     }
 
     /// The level these directives give `target` on their own: the longest matching
     /// target entry, else the default level, else `None` (no opinion).
     pub fn level_for(&self, target: &str) -> Option<Level> {
-        self.targets
-            .iter()
-            .filter(|(t, _)| t.matches(target))
-            .max_by_key(|(t, _)| t.as_str().len())
-            .map(|(_, l)| *l)
-            .or(self.default_level)
+        longest_match(&self.targets, target).or(self.default_level)
     }
 
     /// Records `target`'s events down to `level` that are not written, replacing an
@@ -290,20 +298,13 @@ impl Directives {
     /// assert_eq!(d.record_level_for("shop::cart"), None);
     /// ```
     pub fn set_record(&mut self, target: Target, level: Level) {
-        match self.record.iter_mut().find(|(t, _)| *t == target) {
-            Some(entry) => entry.1 = level,
-            None => self.record.push((target, level)),
-        }
+        set_level_entry(&mut self.record, target, level);
     }
 
     /// The level down to which these directives record `target` (longest match), if a
     /// rule names it.
     pub fn record_level_for(&self, target: &str) -> Option<Level> {
-        self.record
-            .iter()
-            .filter(|(t, _)| t.matches(target))
-            .max_by_key(|(t, _)| t.as_str().len())
-            .map(|(_, l)| *l)
+        longest_match(&self.record, target)
     }
 
     /// Sets the level of `target` under `when`, replacing an earlier entry for both.

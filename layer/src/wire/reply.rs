@@ -137,6 +137,14 @@ pub struct ReplayView {
     pub first_at: Option<SystemTime>,
     /// Lines replayed.
     pub lines: u64,
+    /// Whether the pod held every line recorded in the window (none had expired);
+    /// `false`: it held less than asked.
+    #[serde(default = "complete_default")]
+    pub complete: bool,
+}
+
+fn complete_default() -> bool {
+    true
 }
 
 /// What a pod's recorder holds.
@@ -262,6 +270,7 @@ mod tests {
                 sampling: Vec::new(),
                 burst: None,
                 max_bytes_per_second: None,
+                record: Vec::new(),
             },
             layers: vec![LayerView {
                 layer,
@@ -280,6 +289,23 @@ mod tests {
             read_at: Some(t),
             scope: ViewScope::Full,
             unchanged: Some(false),
+            replays: vec![ReplayView {
+                policy: "shop/raise".into(),
+                id: "u1/3".into(),
+                at: t,
+                asked_from: t - Duration::from_secs(300),
+                held_from: Some(t - Duration::from_secs(120)),
+                first_at: Some(t - Duration::from_secs(119)),
+                lines: 42,
+                complete: false,
+            }],
+            recorder: Some(RecorderView {
+                bytes: 4096,
+                max_bytes: 8 << 20,
+                lines: 12,
+                oldest: Some(t - Duration::from_secs(60)),
+                expired: 3,
+            }),
         };
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["scope"], "full");
@@ -294,6 +320,9 @@ mod tests {
         assert_eq!(json["nextExpiry"], "2027-01-15T08:00:00Z");
         assert_eq!(json["trustedKeys"][0], "0123456789abcdef");
         assert_eq!(json["readAt"], "2027-01-15T08:00:00Z");
+        assert_eq!(json["replays"][0]["heldFrom"], "2027-01-15T07:58:00Z");
+        assert_eq!(json["replays"][0]["lines"], 42);
+        assert_eq!(json["recorder"]["maxBytes"], 8 << 20);
         assert_eq!(serde_json::from_value::<PolicyView>(json).unwrap(), view);
     }
 

@@ -78,13 +78,9 @@ pub struct ReplayReport {
     pub queued: u64,
     /// Of those, lines the writer dropped (counted in the ledger and the writer's stats).
     pub dropped: u64,
-}
-
-impl ReplayReport {
-    /// Whether the store held the whole window asked for.
-    pub fn held_all(&self) -> bool {
-        self.held_from.is_none_or(|from| from <= self.asked_from)
-    }
+    /// Whether the store held every line recorded in the window (none of them had
+    /// expired): when not, the pod held less than asked.
+    pub complete: bool,
 }
 
 /// A replay whose lines were taken from the store and are still to be written: what
@@ -111,6 +107,7 @@ impl PendingReplay {
             bytes: taken.byte_len() as u64,
             queued: 0,
             dropped: 0,
+            complete: taken.complete,
         };
         PendingReplay {
             request,
