@@ -11,6 +11,10 @@
 //! # instructions per event: the "summary:" line of /tmp/cg divided by 100000
 //! ```
 //!
+//! Arguments: `N [mode] [null|writer]`: the lines go to a sink that drops them (`null`,
+//! the default) or through the writer's queue (`writer`, to `/dev/null`: the service's
+//! thread pays the hand-off, the writer's thread the write).
+//!
 //! Modes (the event is `info!` of target `shop::http`):
 //! - `written`: `info`, the line is formatted and handed to the sink;
 //! - `recorded`: `warn,@record(shop::http)=info`, the line is formatted and recorded
@@ -18,7 +22,9 @@
 //! - `disabled`: `warn`;
 //! - `sampled`: `info,@sample(shop::http)=1/100`: 99 in 100 are sampled out;
 //! - `disabled-beside-rule`: `warn,@record(shop::db)=debug`: the event's target is not
-//!   recorded, so it stays disabled while another target records.
+//!   recorded, so it stays disabled while another target records;
+//! - `written-beside-rule`: `info,@record(shop::db)=debug`: written while another target
+//!   records (what a written line pays for a rule in force elsewhere).
 //!
 //! Timestamps come from a fixed clock: valgrind cannot run the system clock's read of
 //! the vDSO.
@@ -31,6 +37,7 @@ mod events;
 
 use events::six_fields;
 use logpolicy::clock::ManualClock;
+use logpolicy::writer::{Output, Writer, WriterConfig};
 use logpolicy::{Format, FormatLayer, NullSink, Policy, PolicyFilter, PolicyLayer};
 use std::time::SystemTime;
 use tracing_subscriber::prelude::*;
@@ -45,8 +52,9 @@ fn main() {
         "disabled" => "warn",
         "sampled" => "info,@sample(shop::http)=1/100",
         "disabled-beside-rule" => "warn,@record(shop::db)=debug",
+        "written-beside-rule" => "info,@record(shop::db)=debug",
         other => {
-            panic!("mode {other:?}: written, recorded, disabled, sampled or disabled-beside-rule")
+            panic!("mode {other:?}: written, recorded, disabled, sampled, disabled-beside-rule or written-beside-rule")
         }
     };
     let clock = ManualClock::new(SystemTime::now());

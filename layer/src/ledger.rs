@@ -541,6 +541,14 @@ impl Ledger {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
+    /// Adds `n` to column `col` of `row` in the ledger's shared copy (an atomic add,
+    /// no thread-local lookup): for counts made under a lock that already serialises
+    /// their threads (the recorder's).
+    #[inline]
+    pub(crate) fn add_shared(&self, row: RowId, col: usize, n: u64) {
+        self.shared.retired.add_shared(row, col, n);
+    }
+
     /// Adds `n` to column `col` of `row`, in this thread's copy.
     #[inline]
     pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {

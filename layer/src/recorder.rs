@@ -169,6 +169,7 @@ impl Chunk {
 
 #[derive(Debug, Default)]
 struct Store {
+    limits: RecordLimits,
     chunks: VecDeque<Chunk>,
     /// Held lines' bytes plus their overhead.
     bytes: usize,
@@ -261,7 +262,6 @@ fn us_of(d: Duration) -> u64 {
 }
 
 struct Inner {
-    limits: Mutex<RecordLimits>,
     store: Mutex<Store>,
     ledger: Ledger,
 }
@@ -309,7 +309,6 @@ impl Recorder {
     pub fn new(ledger: Ledger) -> Self {
         Recorder {
             inner: Arc::new(Inner {
-                limits: Mutex::new(RecordLimits::default()),
                 store: Mutex::new(Store::default()),
                 ledger,
             }),
@@ -318,21 +317,13 @@ impl Recorder {
 
     /// The limits in force.
     pub fn limits(&self) -> RecordLimits {
-        *self
-            .inner
-            .limits
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.store().limits
     }
 
     /// Sets the limits; lines beyond the new ones expire at once.
     pub fn set_limits(&self, limits: RecordLimits) {
-        *self
-            .inner
-            .limits
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = limits;
         let mut store = self.store();
+        store.limits = limits;
         self.make_room(&mut store, 0, limits);
     }
 
@@ -347,35 +338,50 @@ impl Recorder {
     /// Unix epoch), making room by expiring the oldest lines. A line longer than the
     /// whole limit expires at once. Counted as recorded in the row.
     pub fn record(&self, now: Duration, row: RowId, level: Level, line: &[u8]) {
-        let limits = self.limits();
+        self.record_with(now, row, level, line, b"");
+    }
+
+    /// [`Recorder::record`] of `line` followed by `suffix` (a formatted line's end,
+    /// copied once into the store rather than appended to the line first).
+    pub(crate) fn record_with(
+        &self,
+        now: Duration,
+        row: RowId,
+        level: Level,
+        line: &[u8],
+        suffix: &[u8],
+    ) {
         let at_us = us_of(now);
-        let cost = line.len() + LINE_OVERHEAD;
+        let len = line.len() + suffix.len();
+        let cost = len + LINE_OVERHEAD;
         let ledger = &self.inner.ledger;
-        ledger.add(row, Col::Recorded as usize, 1);
         let mut store = self.store();
+        // Counted under the lock the recording threads take anyway: one shared add.
+        ledger.add_shared(row, Col::Recorded as usize, 1);
+        let limits = store.limits;
         store.recorded += 1;
         self.expire_older(&mut store, at_us.saturating_sub(us_of(limits.max_age)));
-        if cost > limits.max_bytes || line.len() > u32::MAX as usize / 2 {
+        if cost > limits.max_bytes || len > u32::MAX as usize / 2 {
             store.expired += 1;
             store.last_expired_us = store.last_expired_us.max(at_us);
-            drop(store);
-            ledger.add(row, Col::Expired as usize, 1);
+            ledger.add_shared(row, Col::Expired as usize, 1);
             return;
         }
         self.make_room(&mut store, cost, limits);
         let fits = store
             .chunks
             .back()
-            .is_some_and(|c| c.buf.capacity() - c.buf.len() >= line.len());
+            .is_some_and(|c| c.buf.capacity() - c.buf.len() >= len);
         if !fits {
             store.chunks.push_back(Chunk {
-                buf: Vec::with_capacity(line.len().max(CHUNK_BYTES)),
-                marks: Vec::with_capacity(64),
+                buf: Vec::with_capacity(len.max(CHUNK_BYTES)),
+                marks: Vec::with_capacity(CHUNK_BYTES / 256),
                 first: 0,
             });
         }
         if let Some(chunk) = store.chunks.back_mut() {
             chunk.buf.extend_from_slice(line);
+            chunk.buf.extend_from_slice(suffix);
             let end = chunk.buf.len() as u32;
             chunk.marks.push(Mark {
                 at_us,
@@ -425,16 +431,18 @@ impl Recorder {
         store.lines -= 1;
         store.expired += 1;
         store.last_expired_us = store.last_expired_us.max(mark.at_us);
-        self.inner.ledger.add(mark.row, Col::Expired as usize, 1);
+        self.inner
+            .ledger
+            .add_shared(mark.row, Col::Expired as usize, 1);
     }
 
     /// Takes every line emitted at or after `since` (since the Unix epoch), at `now`:
     /// they leave the store (a line is replayed at most once) and are counted as
     /// replayed. Lines older than the age limit expire first.
     pub fn take_since(&self, since: Duration, now: Duration) -> Taken {
-        let limits = self.limits();
         let since_us = us_of(since);
         let mut store = self.store();
+        let limits = store.limits;
         self.expire_older(&mut store, us_of(now).saturating_sub(us_of(limits.max_age)));
         let held_from = store
             .chunks
@@ -500,8 +508,8 @@ impl Recorder {
     /// What the store holds at `now` (since the Unix epoch), after expiring what is too
     /// old, and what it has done.
     pub fn stats(&self, now: Duration) -> RecorderStats {
-        let limits = self.limits();
         let mut store = self.store();
+        let limits = store.limits;
         self.expire_older(&mut store, us_of(now).saturating_sub(us_of(limits.max_age)));
         RecorderStats {
             bytes: store.bytes,
@@ -530,6 +538,68 @@ impl Recorder {
             .sum::<usize>()
             + store.chunks.capacity() * std::mem::size_of::<Chunk>()
     }
+}
+
+/// Who asked for a replay, and for which window.
+///
+/// # Examples
+///
+/// ```
+/// use logpolicy::recorder::ReplayRequest;
+/// use std::time::Duration;
+/// let request = ReplayRequest::new("shop/raise-payments", Duration::from_secs(300))
+///     .reason("INC-4211: card declines");
+/// assert_eq!(request.since, Duration::from_secs(300));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRequest {
+    /// Who asked: a pushed policy's `namespace/name`, or the service's own name for it.
+    pub by: String,
+    /// Why, in one line (a raise's reason).
+    pub reason: Option<String>,
+    /// How far back: lines emitted at most this long before the replay starts.
+    pub since: Duration,
+}
+
+impl ReplayRequest {
+    /// A replay of the last `since`, asked for by `by`.
+    pub fn new(by: impl Into<String>, since: Duration) -> Self {
+        ReplayRequest {
+            by: by.into(),
+            reason: None,
+            since,
+        }
+    }
+
+    /// With a reason.
+    #[must_use]
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// What one replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// The start of the window asked for.
+    pub asked_from: SystemTime,
+    /// When the oldest line the store held was emitted (`None`: it held none). Later
+    /// than `asked_from`: the store no longer held the start of the window.
+    pub held_from: Option<SystemTime>,
+    /// When the first replayed line was emitted.
+    pub first_at: Option<SystemTime>,
+    /// Lines taken from the store (each replayed once, then gone from it).
+    pub lines: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Of those, lines the writer's queue took.
+    pub queued: u64,
+    /// Of those, lines the writer dropped (counted in the ledger and the writer's stats).
+    pub dropped: u64,
+    /// Whether the store held every line recorded in the window (none of them had
+    /// expired): when not, the pod held less than asked.
+    pub complete: bool,
 }
 
 #[cfg(test)]

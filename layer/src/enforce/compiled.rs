@@ -411,6 +411,7 @@ impl EventPath {
     const BUDGET: u64 = 1 << 9;
     const REDACT_VALUES: u64 = 1 << 10;
     const RECORD: u64 = 1 << 11;
+    const RECORD_FLOOR_SHIFT: u32 = 12;
 
     pub(super) fn of(c: &Compiled) -> Self {
         let mut bits = c.always_keep as u64 | u64::from(c.redaction.id) << 32;
@@ -424,7 +425,14 @@ impl EventPath {
             bits |= Self::BUDGET;
         }
         if c.records_any() {
-            bits |= Self::RECORD;
+            // Events no more verbose than every level in force are written everywhere:
+            // they are never recorded, and need not load the policy for it.
+            let floor = c
+                .targets
+                .iter()
+                .map(|(_, l)| *l)
+                .fold(c.default, Level::min);
+            bits |= Self::RECORD | (floor as u64) << Self::RECORD_FLOOR_SHIFT;
         }
         EventPath(bits)
     }
@@ -439,6 +447,20 @@ impl EventPath {
     #[inline]
     pub(crate) fn needs_compiled(self) -> bool {
         self.0 & (Self::REQUEST_RULES | Self::BUDGET | Self::RECORD) != 0
+    }
+
+    /// Whether request rules or a byte budget are in force.
+    #[inline]
+    pub(crate) fn limits_events(self) -> bool {
+        self.0 & (Self::REQUEST_RULES | Self::BUDGET) != 0
+    }
+
+    /// Whether an event of this level may be recorded: a recording rule is in force and
+    /// the level is more verbose than some level in force.
+    #[inline]
+    pub(crate) fn may_record(self, level: &tracing_core::Level) -> bool {
+        self.0 & Self::RECORD != 0
+            && Level::of(level) as u64 > (self.0 >> Self::RECORD_FLOOR_SHIFT) & 0x7
     }
 
     /// The redaction in force.

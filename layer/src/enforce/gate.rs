@@ -78,11 +78,12 @@ pub(crate) struct Recording<'a> {
 }
 
 impl Recording<'_> {
-    /// Keeps the event's formatted `line` (ledger row `row`, emitted at `now` since the
-    /// Unix epoch), and counts it.
-    pub(crate) fn record(self, now: Duration, row: RowId, line: &[u8]) {
+    /// Keeps the event's formatted `line` followed by `suffix` (ledger row `row`,
+    /// emitted at `now` since the Unix epoch), and counts it.
+    pub(crate) fn record(self, now: Duration, row: RowId, line: &[u8], suffix: &[u8]) {
         StatsCells::add(&self.stats.recorded, &self.level, 1);
-        self.recorder.record(now, row, Level::of(&self.level), line);
+        self.recorder
+            .record_with(now, row, Level::of(&self.level), line, suffix);
     }
 }
 
@@ -261,8 +262,9 @@ impl<'a> Linked<'a> {
         let sh = self.sh;
         let path = EventPath(sh.event_path.load(Ordering::Acquire));
         let always_keep = path.keeps_always(level);
-        if !path.needs_compiled() {
-            // Most events: no request rules and no budget, nothing more to decide.
+        if !path.needs_compiled() || !(path.limits_events() || path.may_record(level)) {
+            // Most events: no request rules, no budget, and no recording rule that could
+            // apply to this level: nothing more to decide.
             return Decision::Write(Write {
                 always_keep,
                 context: None,
@@ -273,7 +275,8 @@ impl<'a> Linked<'a> {
         self.decide_compiled(always_keep, path.redaction(), event, ctx, now)
     }
 
-    /// [`decide`](Self::decide) when request rules or a byte budget are in force.
+    /// [`decide`](Self::decide) when request rules or a byte budget are in force, or a
+    /// recording rule may apply.
     fn decide_compiled<'c, S>(
         self,
         always_keep: bool,

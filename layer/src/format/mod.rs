@@ -977,23 +977,28 @@ impl<K: LineSink> FormatLayer<K> {
                 // Redacted as written, but not counted: the counts are of values written
                 // (a recorded line may never be).
                 self.format_into(buf, event, ctx, now, recording.redaction);
-                mark_replayed(self.style.format, buf);
-                recording.record(now, row, buf);
+                let (line, end) = replayed_end(self.style.format, buf);
+                recording.record(now, row, line, end);
             }
         }
     }
 }
 
-/// Marks a formatted line as replayed (it is written only by a replay): the key
-/// `"replayed":true` closes a JSON object, ` replayed=true` ends a logfmt or text line.
-pub(crate) fn mark_replayed(format: Format, line: &mut Vec<u8>) {
-    let json = !matches!(format, Format::Logfmt | Format::Text);
-    if json && line.ends_with(b"}\n") {
-        line.truncate(line.len() - 2);
-        line.extend_from_slice(b",\"replayed\":true}\n");
-    } else if !json && line.ends_with(b"\n") {
-        line.truncate(line.len() - 1);
-        line.extend_from_slice(b" replayed=true\n");
+/// A formatted line split where the replay marker goes, and the end that carries it: a
+/// recorded line is written only by a replay, so it is recorded with the key
+/// `"replayed":true` closing its JSON object (` replayed=true` ending a logfmt or text
+/// line).
+pub(crate) fn replayed_end(format: Format, line: &[u8]) -> (&[u8], &'static [u8]) {
+    if matches!(format, Format::Logfmt | Format::Text) {
+        match line.strip_suffix(b"\n") {
+            Some(body) => (body, b" replayed=true\n"),
+            None => (line, b""),
+        }
+    } else {
+        match line.strip_suffix(b"}\n") {
+            Some(body) => (body, b",\"replayed\":true}\n"),
+            None => (line, b""),
+        }
     }
 }
 

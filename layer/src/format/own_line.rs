@@ -465,8 +465,8 @@ pub(crate) fn write_replay(
     buf: &mut Vec<u8>,
     style: &Style,
     now: SystemTime,
-    request: &crate::writer::ReplayRequest,
-    report: &crate::writer::ReplayReport,
+    request: &crate::recorder::ReplayRequest,
+    report: &crate::recorder::ReplayReport,
     end: bool,
 ) {
     let asked_from = format_rfc3339(report.asked_from);

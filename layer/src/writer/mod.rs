@@ -193,14 +193,12 @@ mod stats;
 mod summary;
 mod worker;
 
+pub use crate::recorder::{ReplayReport, ReplayRequest};
 pub use config::{
     Output, Overflow, ReserveFull, Rotation, WriterConfig, WriterError, LOCK_SPIN, MAX_LOCK_SPIN,
     MAX_RESERVE_PERCENT, MAX_ROTATION_KEEP, MIN_CAPACITY_BYTES, MIN_ROTATION_BYTES,
 };
-pub use replay::{
-    PendingReplay, ReplayReport, ReplayRequest, REPLAY_BYTES_PER_SECOND, REPLAY_QUEUE_PERCENT,
-    REPLAY_STALL,
-};
+pub use replay::{PendingReplay, REPLAY_BYTES_PER_SECOND, REPLAY_QUEUE_PERCENT, REPLAY_STALL};
 pub use stats::{DropCounts, DropReason, ExitReport, LevelStats, WriterStats, REASONS};
 
 use std::sync::atomic::Ordering;

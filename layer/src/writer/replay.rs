@@ -3,11 +3,11 @@
 //! store still held, paced so that live lines keep their place.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::Writer;
 use crate::format::own_line;
-use crate::recorder::{Recorder, Taken};
+use crate::recorder::{Recorder, ReplayReport, ReplayRequest, Taken};
 
 /// Replayed lines are written at most this many bytes per second.
 pub const REPLAY_BYTES_PER_SECOND: usize = 4 << 20;
@@ -20,68 +20,6 @@ pub const REPLAY_QUEUE_PERCENT: usize = 50;
 /// [`REPLAY_QUEUE_PERCENT`] before it is offered anyway (and dropped and counted if the
 /// queue is full: a stalled reader does not hold a replay forever).
 pub const REPLAY_STALL: Duration = Duration::from_secs(2);
-
-/// Who asked for a replay, and for which window.
-///
-/// # Examples
-///
-/// ```
-/// use logpolicy::writer::ReplayRequest;
-/// use std::time::Duration;
-/// let request = ReplayRequest::new("shop/raise-payments", Duration::from_secs(300))
-///     .reason("INC-4211: card declines");
-/// assert_eq!(request.since, Duration::from_secs(300));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayRequest {
-    /// Who asked: a pushed policy's `namespace/name`, or the service's own name for it.
-    pub by: String,
-    /// Why, in one line (a raise's reason).
-    pub reason: Option<String>,
-    /// How far back: lines emitted at most this long before the replay starts.
-    pub since: Duration,
-}
-
-impl ReplayRequest {
-    /// A replay of the last `since`, asked for by `by`.
-    pub fn new(by: impl Into<String>, since: Duration) -> Self {
-        ReplayRequest {
-            by: by.into(),
-            reason: None,
-            since,
-        }
-    }
-
-    /// With a reason.
-    #[must_use]
-    pub fn reason(mut self, reason: impl Into<String>) -> Self {
-        self.reason = Some(reason.into());
-        self
-    }
-}
-
-/// What one replay did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayReport {
-    /// The start of the window asked for.
-    pub asked_from: SystemTime,
-    /// When the oldest line the store held was emitted (`None`: it held none). Later
-    /// than `asked_from`: the store no longer held the start of the window.
-    pub held_from: Option<SystemTime>,
-    /// When the first replayed line was emitted.
-    pub first_at: Option<SystemTime>,
-    /// Lines taken from the store (each replayed once, then gone from it).
-    pub lines: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Of those, lines the writer's queue took.
-    pub queued: u64,
-    /// Of those, lines the writer dropped (counted in the ledger and the writer's stats).
-    pub dropped: u64,
-    /// Whether the store held every line recorded in the window (none of them had
-    /// expired): when not, the pod held less than asked.
-    pub complete: bool,
-}
 
 /// A replay whose lines were taken from the store and are still to be written: what
 /// the admin endpoint answers at once, before the paced writing.
