@@ -59,17 +59,36 @@ fn main() {
     };
     let clock = ManualClock::new(SystemTime::now());
     let policy = Policy::new(vec![PolicyLayer::baseline(directives.parse().unwrap())]);
-    let filter = PolicyFilter::with_clock(policy, clock.clone());
-    let layer = FormatLayer::new(Format::Json, NullSink)
-        .with_clock(clock)
-        .with_policy(&filter);
-    tracing_subscriber::registry()
-        .with(filter.clone())
-        .with(layer)
-        .init();
+    // The filter's clock is the format's too (`with_policy` links them).
+    let filter = PolicyFilter::with_clock(policy, clock);
+    // `null`: lines are dropped where they are made; `writer`: handed to the writer's
+    // queue, as a service's are, and written to /dev/null by its thread.
+    let sink = args.next().unwrap_or_else(|| "null".into());
+    let mut guard = None;
+    match sink.as_str() {
+        "null" => {
+            let layer = FormatLayer::new(Format::Json, NullSink).with_policy(&filter);
+            tracing_subscriber::registry()
+                .with(filter.clone())
+                .with(layer)
+                .init();
+        }
+        "writer" => {
+            let (writer, g) =
+                Writer::new(WriterConfig::new(Output::File("/dev/null".into()))).unwrap();
+            guard = Some(g);
+            let layer = FormatLayer::new(Format::Json, writer).with_policy(&filter);
+            tracing_subscriber::registry()
+                .with(filter.clone())
+                .with(layer)
+                .init();
+        }
+        other => panic!("sink {other:?}: null or writer"),
+    }
     for _ in 0..n {
         six_fields();
     }
+    drop(guard);
     let s = filter.handle().stats().total();
     eprintln!(
         "{mode}: written {} sampled {} recorded {}",

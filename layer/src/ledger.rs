@@ -55,7 +55,7 @@
 //! slots of 16 bytes, and a slot per row for its names), touched as rows are given;
 //! each row's names take about 90 bytes (a `log` row's target and file are copied once:
 //! about 0.7 MiB for 4,094 `log` rows with 80-byte targets and files). Counters are
-//! allocated 64 rows at a time (5.5 KiB), per thread that counts in those rows: a thread
+//! allocated 64 rows at a time (7 KiB), per thread that counts in those rows: a thread
 //! writing from 20 callsites of one module holds one such page. A read allocates
 //! 360 KiB for the sums and a row per callsite, and frees them.
 //!
@@ -229,7 +229,7 @@ pub(crate) fn row_of(meta: &Metadata<'_>) -> RowId {
 
 /// The row of an event of the registered callsite `meta`, given now if it has none yet
 /// (another thread may be registering it).
-#[inline]
+#[inline(always)]
 pub(crate) fn row_of_static(meta: &'static Metadata<'static>) -> RowId {
     let key = meta as *const Metadata<'_> as usize;
     if let Some(word) = sites::find_word(&BY_CALLSITE, key) {

@@ -262,9 +262,9 @@ impl<'a> Linked<'a> {
         let sh = self.sh;
         let path = EventPath(sh.event_path.load(Ordering::Acquire));
         let always_keep = path.keeps_always(level);
-        if !path.needs_compiled() || !(path.limits_events() || path.may_record(level)) {
-            // Most events: no request rules, no budget, and no recording rule that could
-            // apply to this level: nothing more to decide.
+        if !path.needs_compiled() {
+            // Most events: no request rules, no budget and no recording rule, nothing
+            // more to decide.
             return Decision::Write(Write {
                 always_keep,
                 context: None,
@@ -290,8 +290,18 @@ impl<'a> Linked<'a> {
         S: Subscriber + for<'l> LookupSpan<'l>,
     {
         let sh = self.sh;
-        let compiled = sh.compiled.load();
         let level = event.metadata().level();
+        let path = EventPath(sh.event_path.load(Ordering::Relaxed));
+        if !path.limits_events() && !path.may_record(level) {
+            // Only a recording rule is in force, and it cannot apply to this level.
+            return Decision::Write(Write {
+                always_keep,
+                context: None,
+                budget: false,
+                redaction,
+            });
+        }
+        let compiled = sh.compiled.load();
         if compiled.records_any() {
             let mask = if compiled.when_any != 0 {
                 when::current_mask()

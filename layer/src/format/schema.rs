@@ -382,7 +382,7 @@ pub(crate) fn write_head(buf: &mut Vec<u8>, keys: Keys, level: &tracing_core::Le
 /// Appends the start of a line of `format` and its timestamp, `now` after the Unix
 /// epoch: RFC 3339 UTC with microseconds, except `json-otel`'s nanoseconds since the
 /// epoch (as a string, the data model's `uint64`).
-#[inline]
+#[inline(always)]
 pub(crate) fn write_time(buf: &mut Vec<u8>, format: Format, now: Duration) {
     // One literal per arm: each is copied as a constant, without a call to `memcpy`.
     match format {
