@@ -22,6 +22,7 @@ const ORDER: &[&str] = &[
     "wire",
     "admin",
     "log_bridge",
+    "sigterm",
     "init",
 ];
 
