@@ -104,7 +104,8 @@ pub enum InitError {
     /// A name given to [`Builder::redact`] or [`Builder::unredact`] is not a field name.
     #[error("redaction: {0}")]
     Redact(#[from] FieldNameError),
-    /// Another global `log` logger was set first (see [`Builder::log_bridge`]).
+    /// Another global `log` logger was set first (see [`Builder::log_bridge`]): from
+    /// [`Builder::try_init`] only ([`Builder::layer`] leaves a logger set first alone).
     #[error(transparent)]
     LogBridge(#[from] LogBridgeError),
     /// An environment variable holds a value its setting does not take (only with

@@ -294,11 +294,9 @@ impl LogRecords {
     fn decide(&self) -> u8 {
         let state = match LogBridge::install(&self.handle) {
             Ok(()) => BRIDGED,
-            Err(LogBridgeError) => {
-                // `LogTracer` reads `log`'s max level: it follows the policy too.
-                follow_max_level(&self.handle);
-                OTHER
-            }
+            // Left alone: `log`'s max level follows the policy only once a record shows
+            // that the logger is `LogTracer` (see `event_enabled`).
+            Err(LogBridgeError) => OTHER,
         };
         match self
             .state
@@ -327,6 +325,11 @@ impl<S: tracing_core::Subscriber> tracing_subscriber::Layer<S> for LogRecords {
         _: tracing_subscriber::layer::Context<'_, S>,
     ) -> bool {
         if self.state() == OTHER && is_log_tracers(event.metadata()) {
+            if MAX_LEVEL_SITE.get().is_none() {
+                // `LogTracer` hands records over: `log`'s max level, which it set to the
+                // policy's when it was installed, follows the policy from now on.
+                follow_max_level(&self.handle);
+            }
             reroute(event);
             return false;
         }

@@ -2,7 +2,8 @@
 //! service that had `.with(fmt_layer).init()`, installs without a panic (`.init()` also
 //! sets `tracing-log`'s `log` logger, with `tracing-subscriber`'s default features), and
 //! each `log` record is written exactly once, under its own target, with the keys the
-//! bridge gives it; `set_global_default` gives the same lines. Each case runs in a child
+//! bridge gives it, and a raise reaches them (`log`'s max level follows the policy);
+//! `set_global_default` gives the same lines. Each case runs in a child
 //! process (a global subscriber and a global `log` logger are once per process).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,6 +18,10 @@ mod tls {
         log::info!("handshake done");
         log::debug!("not written: debug is off");
         log::warn!(target: "tls::certs", "certificate expires soon");
+    }
+
+    pub fn details() {
+        log::debug!("cipher suite chosen");
     }
 }
 
@@ -33,6 +38,12 @@ fn service(with_init: bool) {
     tls::handshake();
     tracing::info!(target: "shop::http", "served");
     tls::handshake();
+    // A raise reaches `log` records too: `log`'s max level follows the policy.
+    logging
+        .handle()
+        .set_directives(&format!("info,{}=debug", module_path!()))
+        .unwrap();
+    tls::details();
     drop(logging);
 }
 
@@ -71,6 +82,7 @@ fn expected() -> Vec<(String, String, String, Value)> {
     all.extend(handshake.clone());
     all.push(line("INFO", "shop::http", "served", None));
     all.extend(handshake);
+    all.push(line("DEBUG", TLS, "cipher suite chosen", Some(TLS)));
     all
 }
 
