@@ -279,6 +279,9 @@ impl Logging {
             self.sigterm_installed =
                 crate::sigterm::install(&self.writer) == crate::sigterm::Installed::Ours;
         }
+        // Off Unix there is no SIGTERM to handle.
+        #[cfg(not(unix))]
+        let _ = self.flush_on_sigterm;
     }
 
     /// What the writer has written, dropped and still holds.
