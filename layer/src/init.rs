@@ -18,7 +18,7 @@ use crate::format::{
     RESOURCE_ATTRIBUTES_VAR,
 };
 use crate::ledger::Sites;
-use crate::log_bridge::{LogBridge, LogBridgeError};
+use crate::log_bridge::{LogBridge, LogBridgeError, LogRecords};
 use crate::policy::{DirectiveError, Directives, FieldName, FieldNameError, Policy, PolicyLayer};
 use crate::recorder::RecordLimits;
 use crate::writer::{
@@ -36,6 +36,26 @@ pub const GCP_PROJECT_VAR: &str = "GOOGLE_CLOUD_PROJECT";
 /// How long [`Logging`] waits, when it stops, for what is queued to be written before
 /// it writes the line that names the callsites that wrote the most bytes.
 const SUMMARY_DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The environment variable that turns the `SIGTERM` flush off (`false`, `0`, `off`,
+/// `no`) or on (`true`, `1`, `on`, `yes`; the default): see [`Builder::flush_on_sigterm`].
+pub const FLUSH_ON_SIGTERM_VAR: &str = "LOGPOLICY_FLUSH_ON_SIGTERM";
+
+/// Reads a yes or a no (`true`, `1`, `on`, `yes` / `false`, `0`, `off`, `no`, in any
+/// case), or names what it got.
+fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(format!(
+            "{:?} is neither true, 1, on, yes nor false, 0, off, no",
+            value.trim()
+        )),
+    }
+}
+
+/// The target of logpolicy's own lines.
+const OWN_TARGET: &str = "logpolicy";
 
 /// The baseline when neither variable is set.
 pub const DEFAULT_DIRECTIVES: &str = "info";
@@ -95,9 +115,19 @@ pub enum InitError {
     /// A name given to [`Builder::redact`] or [`Builder::unredact`] is not a field name.
     #[error("redaction: {0}")]
     Redact(#[from] FieldNameError),
-    /// Another global `log` logger was set first (see [`Builder::log_bridge`]).
+    /// Another global `log` logger was set first (see [`Builder::log_bridge`]): from
+    /// [`Builder::try_init`] only ([`Builder::layer`] leaves a logger set first alone).
     #[error(transparent)]
     LogBridge(#[from] LogBridgeError),
+    /// An environment variable holds a value its setting does not take (only with
+    /// [`Builder::strict`]; otherwise it is reported and the default is used).
+    #[error("{var}: {error}")]
+    Setting {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with it.
+        error: String,
+    },
     /// Another global subscriber was set first.
     #[error("a global tracing subscriber is already set: {0}")]
     AlreadySet(String),
@@ -134,7 +164,7 @@ pub struct Builder {
     format: Option<Format>,
     service: Service,
     gcp_project: Option<String>,
-    spans: Spans,
+    spans: Option<Spans>,
     writer: Option<WriterConfig>,
     #[cfg(feature = "admin")]
     admin: Option<AdminConfig>,
@@ -144,6 +174,7 @@ pub struct Builder {
     strict: bool,
     leave_log_alone: bool,
     record_limits: Option<RecordLimits>,
+    flush_on_sigterm: Option<bool>,
 }
 
 /// The environment variable of the recorder's byte limit, in bytes (see
@@ -189,6 +220,10 @@ pub struct Logging {
     style: Style,
     /// Taken when logging stops.
     guard: Option<WriterGuard>,
+    /// Whether the global paths install the termination flush (see [`crate::sigterm`]).
+    flush_on_sigterm: bool,
+    /// Whether they did.
+    sigterm_installed: bool,
 }
 
 impl Logging {
@@ -238,6 +273,34 @@ impl Logging {
     #[cfg(feature = "admin")]
     pub fn admin_problems(&self) -> &[AdminError] {
         &self.admin_problems
+    }
+
+    /// Whether `SIGTERM` flushes what is queued (within 2 s) before it ends the process:
+    /// logpolicy's handler was installed, because the process had none when logging
+    /// started and [`Builder::flush_on_sigterm`] did not turn it off (see
+    /// [`crate::sigterm`]). Only [`init`], [`Builder::try_init`] and [`Builder::layer`]
+    /// install it; always `false` off Unix.
+    ///
+    /// ```
+    /// let (_dispatch, logging) = logpolicy::Builder::new().build()?;
+    /// assert!(!logging.flushes_on_sigterm()); // `build` installs nothing global
+    /// # Ok::<(), logpolicy::InitError>(())
+    /// ```
+    pub fn flushes_on_sigterm(&self) -> bool {
+        self.sigterm_installed
+    }
+
+    /// Installs the termination flush if asked and the process has no `SIGTERM`
+    /// handler of its own (the global paths only).
+    fn install_sigterm(&mut self) {
+        #[cfg(unix)]
+        if self.flush_on_sigterm {
+            self.sigterm_installed =
+                crate::sigterm::install(&self.writer) == crate::sigterm::Installed::Ours;
+        }
+        // Off Unix there is no SIGTERM to handle.
+        #[cfg(not(unix))]
+        let _ = self.flush_on_sigterm;
     }
 
     /// What the writer has written, dropped and still holds.
@@ -335,12 +398,24 @@ impl Logging {
         // What is queued is counted in the ledger once written: give the writer a
         // moment to write it, so that the line counts it (bounded: behind a stalled
         // output it could not be written anyway, and the guard's own wait follows).
-        self.writer.flush(SUMMARY_DRAIN);
-        let mut line = Vec::with_capacity(512);
-        let sites = self.handle.sites();
-        if own_line::write_top_sites(&mut line, &self.style, self.handle.now(), &sites).is_some() {
-            self.writer
-                .write_line(tracing_core::Level::INFO, true, &line);
+        // The line is an `info` line of target `logpolicy`: written only where the
+        // policy in force writes those (`RUST_LOG=warn`, or `logpolicy=warn`, turns it
+        // off, as it would any `info` line).
+        if self
+            .handle
+            .effective()
+            .level_for(OWN_TARGET)
+            .enables(&tracing_core::Level::INFO)
+        {
+            self.writer.flush(SUMMARY_DRAIN);
+            let mut line = Vec::with_capacity(512);
+            let sites = self.handle.sites();
+            if own_line::write_top_sites(&mut line, &self.style, self.handle.now(), &sites)
+                .is_some()
+            {
+                self.writer
+                    .write_line(tracing_core::Level::INFO, true, &line);
+            }
         }
         guard.finish()
     }
@@ -434,16 +509,17 @@ impl Builder {
         self
     }
 
-    /// Which spans' fields each line carries (default [`Spans::Innermost`]):
-    /// [`Spans::All`] writes every span the event is in, root first, as
-    /// `tracing_subscriber::fmt`'s JSON does, so a request span's `user_id` is on the
-    /// lines of the spans nested in it.
+    /// Which spans' fields each line carries. The default, [`Spans::All`], writes every
+    /// span the event is in, root first, as `tracing_subscriber::fmt`'s JSON does, so a
+    /// request span's `user_id` is on the lines of the spans nested in it (a service
+    /// moved from `fmt` keeps every field its queries read). [`Spans::Innermost`]
+    /// writes the event's own span only: shorter lines, for a service whose queries
+    /// need no outer span's fields (see docs/coming-from-envfilter.md).
     ///
     /// # Examples
     ///
     /// ```
-    /// use logpolicy::format::Spans;
-    /// let (dispatch, logging) = logpolicy::Builder::new().spans(Spans::All).build().unwrap();
+    /// let (dispatch, logging) = logpolicy::Builder::new().build().unwrap();
     /// tracing::dispatcher::with_default(&dispatch, || {
     ///     let _request = tracing::info_span!("request", user_id = 42).entered();
     ///     let _charge = tracing::info_span!("charge").entered();
@@ -453,7 +529,7 @@ impl Builder {
     /// ```
     #[must_use]
     pub fn spans(mut self, spans: Spans) -> Self {
-        self.spans = spans;
+        self.spans = Some(spans);
         self
     }
 
@@ -583,6 +659,25 @@ impl Builder {
     #[must_use]
     pub fn log_bridge(mut self, install: bool) -> Self {
         self.leave_log_alone = !install;
+        self
+    }
+
+    /// Whether [`Builder::try_init`] and [`Builder::layer`] install a `SIGTERM` handler
+    /// that writes what is queued, within 2 s, before the process ends as `SIGTERM`
+    /// would have ended it (default `true`; only where the process has no handler of its
+    /// own when logging starts, and one it installs later replaces it; see
+    /// [`crate::sigterm`] for exactly what happens). Default with [`Builder::from_env`]:
+    /// `LOGPOLICY_FLUSH_ON_SIGTERM` (`false`, `0`, `off`, `no` turn it off). Without it,
+    /// a service that does not handle `SIGTERM` loses what is queued when it is stopped.
+    ///
+    /// ```
+    /// let logging = logpolicy::Builder::new().flush_on_sigterm(false).try_init()?;
+    /// assert!(!logging.flushes_on_sigterm());
+    /// # Ok::<(), logpolicy::InitError>(())
+    /// ```
+    #[must_use]
+    pub fn flush_on_sigterm(mut self, on: bool) -> Self {
+        self.flush_on_sigterm = Some(on);
         self
     }
 
@@ -746,6 +841,26 @@ impl Builder {
         })
     }
 
+    /// Whether to flush at `SIGTERM`: given, else from `LOGPOLICY_FLUSH_ON_SIGTERM`, else
+    /// yes. A value that is not a yes or a no is refused when strict, else added to
+    /// `skipped` (and the default holds).
+    fn choose_flush_on_sigterm(&self, skipped: &mut Vec<Skipped>) -> Result<bool, InitError> {
+        if let Some(on) = self.flush_on_sigterm {
+            return Ok(on);
+        }
+        let var = FLUSH_ON_SIGTERM_VAR;
+        if let Some(value) = self.from_env.then(|| std::env::var(var).ok()).flatten() {
+            if !value.trim().is_empty() {
+                match parse_on_off(&value) {
+                    Ok(on) => return Ok(on),
+                    Err(error) if self.strict => return Err(InitError::Setting { var, error }),
+                    Err(error) => skipped.push(("skipped an invalid setting", var, error)),
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// The service: given, else (field by field) from the environment. Entries of
     /// `OTEL_RESOURCE_ATTRIBUTES` that do not parse are refused when strict, else added
     /// to `skipped`.
@@ -827,10 +942,14 @@ impl Builder {
     /// assert_eq!(logging.handle().stats().total().written, 1); // events written
     /// ```
     ///
-    /// As the global subscriber: `tracing::subscriber::set_global_default(subscriber)`.
-    /// Not `tracing-subscriber`'s `.init()` or `.try_init()`: with its `tracing-log`
-    /// feature (on by default) they also set a `log` logger, which fails beside the `log`
-    /// bridge this installed (unless [`Builder::log_bridge`]`(false)`).
+    /// As the global subscriber: `tracing_subscriber`'s `.init()` (or `.try_init()`), or
+    /// `tracing::subscriber::set_global_default(subscriber)`. Either way `log` records
+    /// are written once, as the bridge writes them: the layer makes the bridge the `log`
+    /// logger at the first span or event it sees, unless a logger is set by then; when
+    /// that is `tracing-log`'s (`.init()` sets it right after the subscriber, with
+    /// `tracing-subscriber`'s default `tracing-log` feature), the layer hands each record
+    /// it dispatches to the bridge. A record logged before the first span or event is not
+    /// written.
     pub fn layer<S>(self) -> Result<(impl Layer<S> + Send + Sync + 'static, Logging), InitError>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
@@ -839,12 +958,14 @@ impl Builder {
             return Err(InitError::LayersGivenTwice);
         }
         let bridge = !self.leave_log_alone;
-        let (filter, output, logging) = self.parts()?;
-        if bridge {
-            LogBridge::install(&logging.handle)?;
-        }
+        let (filter, output, mut logging) = self.parts()?;
+        // The bridge becomes the `log` logger at the first span or event, not now:
+        // `.init()` sets `tracing-log`'s logger right after the subscriber (see
+        // `LogRecords`).
+        let records = bridge.then(|| LogRecords::new(&logging.handle));
         install_panic_hook(logging.writer.clone());
-        Ok((filter.and_then(output), logging))
+        logging.install_sigterm();
+        Ok((filter.and_then(output).and_then(records), logging))
     }
 
     /// What [`Builder::build`] and [`Builder::layer`] assemble: the filter, the format
@@ -856,6 +977,7 @@ impl Builder {
         let format = self.choose_format(&mut skipped)?;
         let service = self.choose_service(&mut skipped)?;
         let record_limits = self.choose_record_limits(&mut skipped)?;
+        let flush_on_sigterm = self.choose_flush_on_sigterm(&mut skipped)?;
         let filter = PolicyFilter::new(Policy::new(vec![PolicyLayer::baseline(baseline)]));
         filter.handle().recorder().set_limits(record_limits);
         let handle = filter.handle();
@@ -925,7 +1047,7 @@ impl Builder {
             .collect();
         let mut layer = FormatLayer::new(format, writer.clone())
             .service(&service)
-            .spans(self.spans);
+            .spans(self.spans.unwrap_or(Spans::All));
         let gcp_project = self.gcp_project.clone().or_else(|| {
             let var = self.from_env.then(|| std::env::var(GCP_PROJECT_VAR).ok());
             var.flatten().filter(|p| !p.trim().is_empty())
@@ -943,6 +1065,8 @@ impl Builder {
             writer,
             style,
             guard: Some(guard),
+            flush_on_sigterm,
+            sigterm_installed: false,
         };
         Ok((filter, output, logging))
     }
@@ -951,13 +1075,14 @@ impl Builder {
     /// bridge as the global `log` logger unless [`Builder::log_bridge`] says not to.
     pub fn try_init(self) -> Result<Logging, InitError> {
         let bridge = !self.leave_log_alone;
-        let (dispatch, logging) = self.build()?;
+        let (dispatch, mut logging) = self.build()?;
         if bridge {
             LogBridge::install(&logging.handle)?;
         }
         tracing_core::dispatcher::set_global_default(dispatch)
             .map_err(|e| InitError::AlreadySet(e.to_string()))?;
         install_panic_hook(logging.writer.clone());
+        logging.install_sigterm();
         Ok(logging)
     }
 }

@@ -41,11 +41,8 @@
 //! # drop(logging);
 //! ```
 //!
-//! Install it with `set_global_default`, not `tracing-subscriber`'s `.init()`: with that
-//! crate's `tracing-log` feature (on by default) `.init()` also sets its own `log`
-//! logger, which fails (and panics) beside logpolicy's `log` bridge. (Or take
-//! `.log_bridge(false)`, and `log` records arrive through `tracing-log`, under the target
-//! `log`.)
+//! Install it with `.init()` or `set_global_default`: `log` records are written once,
+//! through logpolicy's bridge, either way (see [`Builder::layer`]).
 //!
 //! The parts are public too: [`PolicyFilter`] is a layer and a per-layer filter, in
 //! front of `tracing_subscriber::fmt` or any layer. A [`FormatLayer`] made by hand is
@@ -59,7 +56,7 @@
 //! costs what `tracing`'s static filtering costs (~1 ns), an enabled one pays nothing in
 //! the filter, and a policy change rebuilds `tracing`'s interest cache once, on the
 //! thread that made it. Formatting writes straight into a reused per-thread buffer (see
-//! [`format`]).
+//! [`format`](mod@format)).
 //!
 //! ## Policies
 //!
@@ -87,6 +84,8 @@ mod level;
 pub mod log_bridge;
 pub mod policy;
 pub mod recorder;
+#[cfg(unix)]
+pub mod sigterm;
 mod sink;
 mod sites;
 #[cfg(feature = "admin")]
@@ -95,7 +94,10 @@ pub mod writer;
 
 pub use enforce::{LevelCounts, PolicyFilter, PolicyHandle, Reason, Stats};
 pub use format::{Format, FormatLayer};
-pub use init::{init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS, GCP_PROJECT_VAR};
+pub use init::{
+    init, Builder, InitError, Logging, DEFAULT_DIRECTIVES, ENV_VARS, FLUSH_ON_SIGTERM_VAR,
+    GCP_PROJECT_VAR,
+};
 pub use level::{level_index, Level, ParseLevelError, LEVELS, LEVEL_NAMES, LEVEL_ORDER};
 pub use log_bridge::LogBridge;
 pub use policy::{

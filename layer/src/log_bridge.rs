@@ -4,7 +4,9 @@
 //! [`crate::init`] installs [`LogBridge`] as the global `log` logger (turn it off with
 //! [`Builder::log_bridge`](crate::Builder::log_bridge)). A record becomes a tracing event
 //! whose target is the record's target (for `log`'s macros, the module path), whose level
-//! is the record's level and whose message is the record's message; the policy decides
+//! is the record's level and whose message is the record's message, with the fields
+//! `log.target`, `log.module_path`, `log.file` and `log.line` (each when the record has
+//! it: the keys `tracing_subscriber::fmt`'s JSON writes for a `log` record); the policy decides
 //! about it as about any event (levels, sampling, budget), and it is written in the
 //! output's format.
 //!
@@ -42,7 +44,17 @@ pub const MAX_LOG_TARGETS: usize = 1024;
 /// The target of records beyond [`MAX_LOG_TARGETS`] distinct targets.
 pub const OVERFLOW_TARGET: &str = "log";
 
-const FIELDS: &[&str] = &["message"];
+/// The fields of a record's event: its message, and where it came from under the keys
+/// `tracing_subscriber::fmt`'s JSON gives `log` records (through `tracing-log`), so that
+/// queries that read them keep working. The last three are left out when the record
+/// does not have them.
+const FIELDS: &[&str] = &[
+    "message",
+    "log.target",
+    "log.module_path",
+    "log.file",
+    "log.line",
+];
 const NEVER: u8 = 0;
 const SOMETIMES: u8 = 1;
 const ALWAYS: u8 = 2;
@@ -225,13 +237,173 @@ impl LogBridge {
     /// policy of `handle`. Fails if a `log` logger is already set (only one can be).
     pub fn install(handle: &PolicyHandle) -> Result<(), LogBridgeError> {
         log::set_logger(&LogBridge).map_err(|_| LogBridgeError)?;
-        let site = MAX_LEVEL_SITE.get_or_init(|| MaxLevelSite {
-            handle: handle.clone(),
-        });
-        site.sync();
-        callsite::register(&MaxLevelProxy);
+        follow_max_level(handle);
         Ok(())
     }
+}
+
+/// Makes `log`'s max level follow the policy of `handle`, now and after every change.
+fn follow_max_level(handle: &PolicyHandle) {
+    let site = MAX_LEVEL_SITE.get_or_init(|| MaxLevelSite {
+        handle: handle.clone(),
+    });
+    site.sync();
+    callsite::register(&MaxLevelProxy);
+}
+
+/// [`LogRecords`] has not looked at the `log` logger yet.
+const UNDECIDED: u8 = 0;
+/// The bridge is the `log` logger.
+const BRIDGED: u8 = 1;
+/// Another logger was set first: `tracing-log`'s `LogTracer` (as
+/// `tracing_subscriber`'s `.init()` sets it), or the program's own.
+const OTHER: u8 = 2;
+
+/// The `log` records of a subscriber built around [`Builder::layer`](crate::Builder::layer),
+/// however it is installed: a layer that, at the first span or event it sees, installs
+/// the bridge as the `log` logger unless a logger is set by then, and, when that logger
+/// is `tracing-log`'s `LogTracer` (set by `tracing_subscriber`'s `.init()` right after
+/// the subscriber), hands each record it dispatches to the bridge instead, so that it is
+/// written once, as the bridge writes it.
+///
+/// Not at once: `.init()` sets the subscriber, then `LogTracer`, and fails (panics) if a
+/// `log` logger is set by then. A record logged through `log` before the first span or
+/// event is not written (no logger has it yet).
+pub(crate) struct LogRecords {
+    handle: PolicyHandle,
+    state: AtomicU8,
+}
+
+impl LogRecords {
+    pub(crate) fn new(handle: &PolicyHandle) -> Self {
+        LogRecords {
+            handle: handle.clone(),
+            state: AtomicU8::new(UNDECIDED),
+        }
+    }
+
+    #[inline]
+    fn state(&self) -> u8 {
+        match self.state.load(Ordering::Relaxed) {
+            UNDECIDED => self.decide(),
+            state => state,
+        }
+    }
+
+    #[cold]
+    fn decide(&self) -> u8 {
+        let state = match LogBridge::install(&self.handle) {
+            Ok(()) => BRIDGED,
+            // Left alone: `log`'s max level follows the policy only once a record shows
+            // that the logger is `LogTracer` (see `event_enabled`).
+            Err(LogBridgeError) => OTHER,
+        };
+        match self
+            .state
+            .compare_exchange(UNDECIDED, state, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => state,
+            Err(first) => first,
+        }
+    }
+}
+
+impl<S: tracing_core::Subscriber> tracing_subscriber::Layer<S> for LogRecords {
+    fn on_new_span(
+        &self,
+        _: &tracing_core::span::Attributes<'_>,
+        _: &tracing_core::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.state();
+    }
+
+    #[inline]
+    fn event_enabled(
+        &self,
+        event: &Event<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        if self.state() == OTHER && is_log_tracers(event.metadata()) {
+            if MAX_LEVEL_SITE.get().is_none() {
+                // `LogTracer` hands records over: `log`'s max level, which it set to the
+                // policy's when it was installed, follows the policy from now on.
+                follow_max_level(&self.handle);
+            }
+            reroute(event);
+            return false;
+        }
+        true
+    }
+}
+
+/// Whether `meta` is the callsite of `tracing-log`'s records (`LogTracer`'s events).
+fn is_log_tracers(meta: &Metadata<'_>) -> bool {
+    meta.target() == OVERFLOW_TARGET
+        && meta.name() == "log event"
+        && meta.fields().field("log.target").is_some()
+}
+
+/// A `tracing-log` record's fields.
+#[derive(Default)]
+struct RecordFields {
+    message: String,
+    target: Option<String>,
+    module_path: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+impl tracing_core::field::Visit for RecordFields {
+    fn record_str(&mut self, field: &tracing_core::Field, value: &str) {
+        match field.name() {
+            "message" => value.clone_into(&mut self.message),
+            "log.target" => self.target = Some(value.to_owned()),
+            "log.module_path" => self.module_path = Some(value.to_owned()),
+            "log.file" => self.file = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+
+    fn record_u64(&mut self, field: &tracing_core::Field, value: u64) {
+        if field.name() == "log.line" {
+            self.line = u32::try_from(value).ok();
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing_core::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            use std::fmt::Write as _;
+            self.message.clear();
+            let _ = write!(self.message, "{value:?}");
+        }
+    }
+}
+
+/// Hands a record `LogTracer` dispatched to the bridge, as if `log` had called it.
+fn reroute(event: &Event<'_>) {
+    let mut fields = RecordFields::default();
+    event.record(&mut fields);
+    let meta = event.metadata();
+    let level = match *meta.level() {
+        Level::ERROR => log::Level::Error,
+        Level::WARN => log::Level::Warn,
+        Level::INFO => log::Level::Info,
+        Level::DEBUG => log::Level::Debug,
+        _ => log::Level::Trace,
+    };
+    let target = fields.target.as_deref().unwrap_or(OVERFLOW_TARGET);
+    log::Log::log(
+        &LogBridge,
+        &log::Record::builder()
+            .args(format_args!("{}", fields.message))
+            .level(level)
+            .target(target)
+            .module_path(fields.module_path.as_deref())
+            .file(fields.file.as_deref())
+            .line(fields.line)
+            .build(),
+    );
 }
 
 impl log::Log for LogBridge {
@@ -269,10 +441,31 @@ impl log::Log for LogBridge {
                 return;
             }
             let fields = meta.fields();
-            if let Some(message) = fields.field("message") {
-                let args: &dyn Value = record.args();
-                Event::dispatch(meta, &fields.value_set(&[(&message, Some(args))]));
-            }
+            let mut names = fields.iter();
+            let (Some(message), Some(target), Some(module), Some(file), Some(line)) = (
+                names.next(),
+                names.next(),
+                names.next(),
+                names.next(),
+                names.next(),
+            ) else {
+                return;
+            };
+            let record_target = record.target();
+            let record_module = record.module_path();
+            let record_file = record.file();
+            let record_line = record.line().map(u64::from);
+            let args: &dyn Value = record.args();
+            Event::dispatch(
+                meta,
+                &fields.value_set(&[
+                    (&message, Some(args)),
+                    (&target, Some(&record_target as &dyn Value)),
+                    (&module, record_module.as_ref().map(|m| m as &dyn Value)),
+                    (&file, record_file.as_ref().map(|f| f as &dyn Value)),
+                    (&line, record_line.as_ref().map(|l| l as &dyn Value)),
+                ]),
+            );
         });
     }
 

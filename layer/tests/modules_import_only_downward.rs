@@ -23,6 +23,7 @@ const ORDER: &[&str] = &[
     "wire",
     "admin",
     "log_bridge",
+    "sigterm",
     "init",
 ];
 

@@ -181,3 +181,36 @@ fn as_one_layer_beside_opentelemetry_its_lines_carry_the_exported_ids() {
     assert_eq!(lines[1]["trace_id"], db.1, "{}", lines[1]);
     assert_eq!(lines[1]["span_id"], db.2, "{}", lines[1]);
 }
+
+/// With no layer of the tracing-opentelemetry this feature reads (none at all here, as
+/// with a layer of another version), the lines carry no ids, and one `warn` line from
+/// target `logpolicy` says so, once, naming the version.
+#[test]
+fn without_a_layer_of_the_version_read_one_warning_says_why_there_are_no_ids() {
+    let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let subscriber =
+        tracing_subscriber::registry().with(FormatLayer::new(Format::Json, out.clone()));
+    tracing::subscriber::with_default(subscriber, || {
+        for _ in 0..3 {
+            tracing::info_span!("request").in_scope(|| tracing::info!("in request"));
+        }
+    });
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let warnings: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["target"] == "logpolicy")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert_eq!(warnings[0]["level"], "WARN");
+    assert_eq!(warnings[0]["source"], "opentelemetry");
+    assert!(warnings[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("tracing-opentelemetry 0.34"));
+    assert_eq!(lines.iter().filter(|l| l["msg"] == "in request").count(), 3);
+    assert!(lines.iter().all(|l| l["trace_id"].is_null()));
+}

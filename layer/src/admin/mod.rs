@@ -37,7 +37,7 @@
 //! | `LOGPOLICY_ADMIN_ADDR` does not parse, or cannot be bound | does not run |
 //! | the keys file cannot be read or parsed (missing: a ConfigMap mounted `optional: true` that does not exist yet; not a regular file; over 64 KiB) | runs, refuses every push (401 `no_trusted_keys`) and reads the file again every 500 ms; once it can, it accepts pushes and says so in an `info` line (`the admin endpoint trusts the keys of its keys file`) |
 //! | no trusted key configured, or `LOGPOLICY_TRUSTED_KEYS` does not parse | runs, refuses every push (401 `no_trusted_keys`) |
-//! | `POD_UID`, `POD_NAME` or `POD_NAMESPACE` unset (and no `LOGPOLICY_ADMIN_ANY_POD`) | runs, refuses every push (403 `no_pod_identity`, naming the variables) |
+//! | `POD_UID`, `POD_NAME` or `POD_NAMESPACE` unset (and no `LOGPOLICY_ADMIN_ANY_POD`) | runs, refuses every signed push (403 `no_pod_identity`, naming the variables; an unsigned or badly signed one gets its 401 first, as the [statuses](#statuses) are checked in order) |
 //! | `LOGPOLICY_METRIC_TARGETS` or `LOGPOLICY_ADMIN_ANY_POD` does not parse | runs as if it were unset |
 //!
 //! An endpoint that runs serves `GET` (the view, the sites, `/metrics`, `/healthz`)

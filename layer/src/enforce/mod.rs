@@ -22,7 +22,8 @@
 //!
 //! 1. **`register_callsite`**, once per callsite (and again after every policy change):
 //!    the filter matches the callsite's target against the compiled table (longest
-//!    `::`-boundary prefix) and answers [`Interest::always`] or [`Interest::never`].
+//!    `::`-boundary prefix) and answers [`Interest::always`](tracing_core::subscriber::Interest::always) or
+//!    [`Interest::never`](tracing_core::subscriber::Interest::never).
 //!    `tracing` caches that answer in the callsite itself.
 //! 2. **The max-level hint**: `tracing` compares an event's level against the most
 //!    verbose level any target is set to before it looks at the callsite at all.
@@ -33,7 +34,7 @@
 //!
 //! 4. **Sampled callsites** (an event below `alwaysKeep` whose target has an event-scope
 //!    sampling rule, or any event below `alwaysKeep` when a burst limit is set) get
-//!    [`Interest::sometimes`], and are decided per event in `enabled`, before any field
+//!    [`Interest::sometimes`](tracing_core::subscriber::Interest::sometimes), and are decided per event in `enabled`, before any field
 //!    is evaluated: one word per callsite in a process-wide lock-free table says which
 //!    filter and policy generation decided it and how (so no string matching and no
 //!    reference counting), then one shared counter increment (`keep one in N` is a

@@ -155,7 +155,7 @@ thread_local! {
 
 /// A layer that formats every event it sees and hands the line to a [`LineSink`].
 ///
-/// Put a [`PolicyFilter`](crate::PolicyFilter) in front of it (as a global layer or as
+/// Put a [`PolicyFilter`] in front of it (as a global layer or as
 /// its per-layer filter) to decide what it sees.
 ///
 /// # Made by hand, it is only a formatter
@@ -599,6 +599,20 @@ impl<K: LineSink> FormatLayer<K> {
         let ids = self.trace.of(span);
         if let Some(f) = span.extensions().get::<SpanFieldsAs<KIND>>() {
             f.0.trace.set(ids);
+        }
+        if ids.is_none() && self.trace.missing_context() {
+            let [what, source, error] = trace_ids::NO_CONTEXT_WARNING;
+            let mut line = Vec::with_capacity(512);
+            own_line::write_skipped(
+                &mut line,
+                &self.style,
+                self.clock.now(),
+                what,
+                source,
+                error,
+            );
+            self.sink
+                .write_line(&tracing_core::Level::WARN, true, &line);
         }
         ids
     }

@@ -26,7 +26,28 @@ pub(crate) struct TraceIds {
 pub(crate) struct Source {
     #[cfg(feature = "opentelemetry")]
     dispatch: std::sync::OnceLock<tracing_core::dispatcher::WeakDispatch>,
+    /// A span had no OpenTelemetry context ([`NO_CONTEXT`]), and that was reported
+    /// ([`REPORTED`]).
+    #[cfg(feature = "opentelemetry")]
+    missing: std::sync::atomic::AtomicU8,
 }
+
+#[cfg(feature = "opentelemetry")]
+const NO_CONTEXT: u8 = 1;
+#[cfg(feature = "opentelemetry")]
+const REPORTED: u8 = 2;
+
+/// What the warning about spans without an OpenTelemetry context says: the message, its
+/// source, and what is wrong (see [`Source::missing_context`]).
+pub(crate) const NO_CONTEXT_WARNING: [&str; 3] = [
+    "no trace ids on the lines: spans carry no OpenTelemetry context",
+    "opentelemetry",
+    concat!(
+        "the `opentelemetry` feature reads the span context of tracing-opentelemetry 0.34 ",
+        "(opentelemetry 0.33); this subscriber has no layer of that version (a layer of ",
+        "another version, such as 0.32 with opentelemetry 0.31, is not read: use 0.34)"
+    ),
+];
 
 impl Source {
     /// Remembers the subscriber the layer was registered with.
@@ -45,13 +66,42 @@ impl Source {
         use opentelemetry::trace::TraceContextExt;
         // Not `dispatcher::get_default`: while an event is dispatched it is `none`.
         let dispatch = self.dispatch.get()?.upgrade()?;
-        let cx = tracing_opentelemetry::get_otel_context(&span.id(), &dispatch)?;
+        let Some(cx) = tracing_opentelemetry::get_otel_context(&span.id(), &dispatch) else {
+            // No layer of the version this feature reads (or none at all).
+            let _ = self.missing.compare_exchange(
+                0,
+                NO_CONTEXT,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            return None;
+        };
         let otel = cx.span();
         let ids = otel.span_context();
         ids.is_valid().then(|| TraceIds {
             trace: ids.trace_id().to_bytes(),
             span: ids.span_id().to_bytes(),
         })
+    }
+
+    /// Whether a span was found without an OpenTelemetry context and this was not said
+    /// yet: true once, for one `warn` line ([`NO_CONTEXT_WARNING`]), so that trace ids
+    /// missing for a layer of another version do not go unnoticed.
+    #[inline]
+    pub(crate) fn missing_context(&self) -> bool {
+        #[cfg(feature = "opentelemetry")]
+        return self.missing.load(std::sync::atomic::Ordering::Relaxed) == NO_CONTEXT
+            && self
+                .missing
+                .compare_exchange(
+                    NO_CONTEXT,
+                    REPORTED,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_ok();
+        #[cfg(not(feature = "opentelemetry"))]
+        return false;
     }
 
     /// Without the `opentelemetry` feature no span carries ids.

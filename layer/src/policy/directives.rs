@@ -126,21 +126,21 @@ pub const VALID_LEVELS: &str =
 
 /// A directive string that could not be parsed; names the offending directive.
 ///
-/// Messages quote at most [`MAX_QUOTED_LEN`] characters of an entry.
+/// Messages quote at most 80 characters of an entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DirectiveError {
     /// `target=level` with a level that is not one.
     #[error("invalid level {level:?} in directive {directive:?} (expected {VALID_LEVELS})")]
     InvalidLevel {
-        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
+        /// The directive (at most 80 characters of it).
         directive: String,
-        /// The part that should have been a level (at most [`MAX_QUOTED_LEN`] characters).
+        /// The part that should have been a level (at most 80 characters).
         level: String,
     },
     /// The target part is not a valid target.
     #[error("invalid target in directive {directive:?}: {source}")]
     InvalidTarget {
-        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
+        /// The directive (at most 80 characters of it).
         directive: String,
         /// What is wrong with the target.
         source: TargetError,
@@ -149,7 +149,7 @@ pub enum DirectiveError {
     /// is EnvFilter's; quotes are part of the value, never removed).
     #[error("directive {directive:?} starts with {ch:?}: a directive starts with a letter, a digit, '-', ':' or '_'")]
     BadStart {
-        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
+        /// The directive (at most 80 characters of it).
         directive: String,
         /// Its first character.
         ch: char,
@@ -160,7 +160,7 @@ pub enum DirectiveError {
     /// An `@` setting that is unknown or out of range.
     #[error("invalid setting in directive {directive:?}: {reason}")]
     InvalidSetting {
-        /// The directive (at most [`MAX_QUOTED_LEN`] characters of it).
+        /// The directive (at most 80 characters of it).
         directive: String,
         /// What is wrong.
         reason: String,
@@ -200,7 +200,7 @@ impl DirectiveError {
     }
 }
 
-/// At most [`MAX_QUOTED_LEN`] characters of `s`, with `...` when cut.
+/// At most 80 characters of `s`, with `...` when cut.
 pub(crate) fn quoted(s: &str) -> String {
     match s.char_indices().nth(MAX_QUOTED_LEN) {
         Some((cut, _)) => format!("{}...", &s[..cut]),

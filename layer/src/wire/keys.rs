@@ -34,7 +34,7 @@ pub enum KeyError {
     /// No key where one is required.
     #[error("no {0} found")]
     Empty(&'static str),
-    /// More than [`MAX_TRUSTED_KEYS`].
+    /// More than 64 (`MAX_TRUSTED_KEYS`).
     #[error("too many trusted keys: {0} (at most {MAX_TRUSTED_KEYS})")]
     TooMany(usize),
     /// A key file that cannot be read.

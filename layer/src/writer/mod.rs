@@ -149,7 +149,9 @@
 //! counters ([`ExitReport`]). Only with plain writes (every platform but Linux, see
 //! *Platforms*) or on a kernel that cannot write without waiting (before Linux 4.14) may
 //! the thread still be blocked in a `write` after [`STOP_GRACE`]: its batch is then
-//! counted as `Shutdown` although the reader may still get part of it, and the thread is
+//! counted as `Shutdown` although the reader may still get part of it (in the counters and
+//! in the [ledger](crate::ledger) alike, per callsite, when `finish` returns; nothing of
+//! it is counted again if the write returns later), and the thread is
 //! left to end with the process. [`install_panic_hook`] flushes, within a second, what
 //! is queued when a thread panics.
 //!
@@ -609,7 +611,8 @@ impl WriterGuard {
     /// be scheduled, up to 30 s, so that what it writes is counted once). On a kernel
     /// older than Linux 4.14 it may still be blocked writing a batch to a paused reader
     /// after [`STOP_GRACE`]: that batch is then counted as `Shutdown`, although the
-    /// reader may still get part of it, and the last report goes to stderr from here.
+    /// reader may still get part of it (so does the ledger, by callsite; neither counts it
+    /// again if the write returns later), and the last report goes to stderr from here.
     ///
     /// # Examples
     ///
@@ -636,92 +639,136 @@ impl WriterGuard {
     }
 
     fn shutdown(&mut self) -> WriterStats {
-        let sh = &*self.shared;
         let Some(thread) = self.thread.take() else {
-            return sh.lock_folded().snapshot();
+            return self.shared.lock_folded().snapshot();
         };
-        let deadline = Instant::now().checked_add(sh.flush_timeout);
-        let mut st = sh.lock_folded();
-        // Lines handed over before the close were queued by `lock_folded`; from now no
-        // more are, and those being handed over now are counted as shutdown drops.
-        st.closed = true;
-        sh.closing.store(true, Ordering::SeqCst);
-        while sh.posting.load(Ordering::SeqCst) > 0 {
-            std::hint::spin_loop();
+        let (stats, exited) = stop(&self.shared, self.shared.flush_timeout);
+        if exited {
+            // The thread has said its last words and returns.
+            let _ = thread.join();
         }
-        sh.drain_posted(&mut st);
-        if st.space_waiters > 0 {
-            sh.space.notify_all();
-        }
-        let mut drained = false;
-        loop {
-            st.fold(&sh.lockless_drops);
-            if st.queue.queued_bytes() == 0 && !st.writer_busy && !st.report_due() {
-                drained = true;
+        stats
+    }
+}
+
+impl Writer {
+    /// Stops the writer as its guard does, flushing within `flush_timeout` instead of
+    /// the configured one, without the guard (which another thread holds): for the
+    /// termination flush (see `crate::sigterm`). Returns the final counters.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub(crate) fn stop_within(&self, flush_timeout: Duration) -> WriterStats {
+        stop(&self.shared, flush_timeout).0
+    }
+}
+
+/// Closes the writer, waits up to `flush_timeout` for the queue to be written, tells the
+/// thread to stop and waits for its last words (see [`WriterGuard::finish`]), or gives
+/// up on a write that waits for the reader. Returns the final counters and whether the
+/// thread has exited. A second call (the guard and the termination flush) waits for
+/// the first one's outcome.
+fn stop(sh: &Shared, flush_timeout: Duration) -> (WriterStats, bool) {
+    let deadline = Instant::now().checked_add(flush_timeout);
+    let mut st = sh.lock_folded();
+    if std::mem::replace(&mut st.stopping, true) {
+        // Stopping already, on another thread: its outcome, once it has one.
+        let until = Instant::now() + flush_timeout + STOP_LIMIT;
+        while !(st.exited || st.abandoned) {
+            let now = Instant::now();
+            if now >= until {
                 break;
             }
-            sh.wake_writer(&mut st);
-            let now = Instant::now();
-            let left = match deadline {
-                Some(d) if d > now => d - now,
-                Some(_) => break,
-                None => Duration::from_secs(3600),
-            };
-            st = wait_progress(sh, st, left);
+            st = wait_progress(sh, st, (until - now).min(STOP_GRACE));
         }
-        // Stop: the thread counts what is left, says its last words and exits.
-        st.stop = true;
-        sh.stop_flag.store(true, Ordering::Release);
-        sh.work.notify_all();
-        if !drained {
-            // The thread sees the stop within 50 ms unless a write waits for the reader
-            // in the kernel; a thread that is only slow to be scheduled (a loaded
-            // machine) is waited for, so what it writes is counted once.
-            let started = Instant::now();
-            while !st.exited {
-                let waited = started.elapsed();
-                let in_kernel = sh.in_unbounded_write.load(Ordering::Acquire);
-                let bound = if in_kernel { STOP_GRACE } else { STOP_LIMIT };
-                if waited >= bound {
-                    break;
-                }
-                st = wait_progress(sh, st, (bound - waited).min(STOP_GRACE));
+        return (st.snapshot(), st.exited);
+    }
+    // Lines handed over before the close were queued by `lock_folded`; from now no
+    // more are, and those being handed over now are counted as shutdown drops.
+    st.closed = true;
+    sh.closing.store(true, Ordering::SeqCst);
+    while sh.posting.load(Ordering::SeqCst) > 0 {
+        std::hint::spin_loop();
+    }
+    sh.drain_posted(&mut st);
+    if st.space_waiters > 0 {
+        sh.space.notify_all();
+    }
+    loop {
+        st.fold(&sh.lockless_drops);
+        if st.queue.queued_bytes() == 0 && !st.writer_busy && !st.report_due() {
+            break;
+        }
+        sh.wake_writer(&mut st);
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if d > now => d - now,
+            Some(_) => break,
+            None => Duration::from_secs(3600),
+        };
+        st = wait_progress(sh, st, left);
+    }
+    // Stop: the thread counts what is left, says its last words and exits. It sees
+    // the stop within 50 ms unless a write waits for the reader in the kernel; a
+    // thread that is only slow to be scheduled (a loaded machine) is waited for, so
+    // what it writes is counted once, and so is one that is out of its write and
+    // counting what the output took.
+    st.stop = true;
+    sh.stop_flag.store(true, Ordering::Release);
+    sh.work.notify_all();
+    let started = Instant::now();
+    while !st.exited {
+        let waited = started.elapsed();
+        let in_kernel = sh.in_unbounded_write.load(Ordering::Acquire);
+        let bound = if in_kernel { STOP_GRACE } else { STOP_LIMIT };
+        if waited >= bound {
+            match sh.batch_phase.compare_exchange(
+                state::BATCH_WRITING,
+                state::BATCH_ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(state::BATCH_COUNTING) => {}
+                Err(_) => break,
             }
         }
-        if drained || st.exited {
-            // The thread has returned, or is idle and sees `stop` at once.
-            drop(st);
-            let _ = thread.join();
-            return sh.lock_folded().snapshot();
-        }
-        // The thread is blocked in a write the kernel could not make non-blocking: count
-        // what it holds as `Shutdown` and leave it to end with the process.
-        let shutdown = Col::writer(DropReason::Shutdown.index());
-        let lines = st.queue.abandon(|row, n| sh.ledger.add(row, shutdown, n));
-        sh.publish_queued(&st);
-        for (li, n) in lines.iter().enumerate() {
-            st.count_drop(li, DropReason::Shutdown, *n, true);
-        }
-        st.resolved_seq += lines.iter().sum::<u64>();
-        st.abandoned = true;
-        let counts = std::mem::take(&mut st.unreported);
-        if summary::total(&counts) > 0 {
-            let mut line = Vec::new();
-            summary::write_summary_line(&mut line, &sh.style, sh.clock.now(), &counts);
-            let to_stderr =
-                !sh.output_is_stderr && output::write_stderr_nowait(&line, sh.plain_writes);
-            st.exit_report = if to_stderr {
-                ExitReport::Stderr
-            } else {
-                st.unreported = counts;
-                ExitReport::CountersOnly
-            };
-        }
-        if st.progress_waiters > 0 {
-            sh.progress.notify_all();
-        }
-        st.snapshot()
+        let left = bound.saturating_sub(waited).max(Duration::from_millis(10));
+        st = wait_progress(sh, st, left.min(STOP_GRACE));
     }
+    if st.exited {
+        return (st.snapshot(), true);
+    }
+    // The thread is blocked in a write the kernel could not make non-blocking (or has
+    // not run for `STOP_LIMIT`): count what it holds as `Shutdown`, in the counters and
+    // in the ledger (the batch it writes by the rows it left, or, if it left none, by
+    // itself should it ever get out of the write), and leave it to end with the
+    // process. Nothing of that batch is counted again.
+    let shutdown = Col::writer(DropReason::Shutdown.index());
+    let lines = st.queue.abandon(|row, n| sh.ledger.add(row, shutdown, n));
+    for (row, n) in std::mem::take(&mut st.inflight_rows) {
+        sh.ledger.add(row, shutdown, n);
+    }
+    sh.publish_queued(&st);
+    for (li, n) in lines.iter().enumerate() {
+        st.count_drop(li, DropReason::Shutdown, *n, true);
+    }
+    st.resolved_seq += lines.iter().sum::<u64>();
+    st.abandoned = true;
+    let counts = std::mem::take(&mut st.unreported);
+    if summary::total(&counts) > 0 {
+        let mut line = Vec::new();
+        summary::write_summary_line(&mut line, &sh.style, sh.clock.now(), &counts);
+        let to_stderr = !sh.output_is_stderr && output::write_stderr_nowait(&line, sh.plain_writes);
+        st.exit_report = if to_stderr {
+            ExitReport::Stderr
+        } else {
+            st.unreported = counts;
+            ExitReport::CountersOnly
+        };
+    }
+    if st.progress_waiters > 0 {
+        sh.progress.notify_all();
+    }
+    (st.snapshot(), false)
 }
 
 /// Waits on `progress` for at most `left`.

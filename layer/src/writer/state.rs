@@ -2,7 +2,7 @@
 //! values mirrored out of it to be read without the lock.
 
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,14 @@ use crate::level::LEVELS;
 pub(super) const LOCKLESS_REASONS: [DropReason; 2] = [DropReason::QueueFull, DropReason::Contended];
 pub(super) const LOCKLESS_QUEUE_FULL: usize = 0;
 pub(super) const LOCKLESS_CONTENDED: usize = 1;
+
+/// Where the writer thread is with the batch it took (`Shared::batch_phase`): none
+/// taken, writing it, counting what the output took of it, or given up on by the guard
+/// (which counted it as `Shutdown`: nothing of it is counted again).
+pub(super) const BATCH_IDLE: u8 = 0;
+pub(super) const BATCH_WRITING: u8 = 1;
+pub(super) const BATCH_COUNTING: u8 = 2;
+pub(super) const BATCH_ABANDONED: u8 = 3;
 
 /// The most lines handed over without the lock at once (see [`Shared::post`]).
 pub(super) const POST_SLOTS: usize = 64;
@@ -53,6 +61,10 @@ pub(super) struct Shared {
     /// that cannot write without waiting): only then does the guard leave it behind
     /// after [`STOP_GRACE`](super::STOP_GRACE).
     pub(super) in_unbounded_write: AtomicBool,
+    /// Where the writer thread is with its batch ([`BATCH_IDLE`] ...): the guard gives a
+    /// batch up only while it is being written, and the thread counts it only if the
+    /// guard has not (one compare-and-swap decides which).
+    pub(super) batch_phase: AtomicU8,
     /// Queued bytes, mirrored from the queue under the lock, read without it.
     pub(super) queued_hint: AtomicUsize,
     /// Whether the queue refuses lines below `alwaysKeep` after an eviction (see
@@ -140,6 +152,12 @@ pub(super) struct State {
     pub(super) exited: bool,
     /// Where the last report went.
     pub(super) exit_report: ExitReport,
+    /// The lines of the batch being written, per ledger row, when the write may wait for
+    /// the reader without end: what the guard counts as `Shutdown` in the ledger if it
+    /// gives up on the write.
+    pub(super) inflight_rows: Vec<(RowId, u64)>,
+    /// A guard (or the termination flush) is stopping the writer.
+    pub(super) stopping: bool,
 }
 
 impl State {
@@ -274,12 +292,15 @@ impl Shared {
                 abandoned: false,
                 exited: false,
                 exit_report: ExitReport::NotNeeded,
+                inflight_rows: Vec::new(),
+                stopping: false,
             }),
             work: Condvar::new(),
             space: Condvar::new(),
             progress: Condvar::new(),
             stop_flag: AtomicBool::new(false),
             in_unbounded_write: AtomicBool::new(false),
+            batch_phase: AtomicU8::new(BATCH_IDLE),
             queued_hint: AtomicUsize::new(0),
             evicting: AtomicBool::new(false),
             lockless_drops: Default::default(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::output;
 use super::queue::{self, clear_chunks, fresh_chunk};
-use super::state::{Shared, State};
+use super::state::{Shared, State, BATCH_COUNTING, BATCH_IDLE, BATCH_WRITING};
 use super::stats::{DropReason, ExitReport};
 use super::summary;
 use crate::ledger::{Col, RowId};
@@ -77,6 +77,8 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
     let mut last_take = Instant::now();
     // The output took part of a line and no more: the next bytes start a new line.
     let mut torn = false;
+    // The rows of a batch written with a write that may wait for the reader.
+    let mut rows: Vec<(RowId, u64)> = Vec::new();
     loop {
         let mut lingered = false;
         loop {
@@ -119,7 +121,18 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
         nap = nap_for(taken, now - last_take, capacity);
         last_take = now;
         st.writer_busy = true;
+        shared.batch_phase.store(BATCH_WRITING, Ordering::Release);
         drop(st);
+        let unbounded = out.may_wait_for_reader();
+        // A write that may wait for the reader without end may be given up on by the
+        // guard: the rows of its lines are left where the guard counts them, so that
+        // the ledger says `Shutdown` for them when `finish` does.
+        let published = unbounded && publish_rows(shared, &batch, &mut rows);
+        if unbounded && !published {
+            // Given up on already (this thread was not scheduled for a long while).
+            count_batch_shutdown(shared, &batch);
+            return;
+        }
 
         head.clear();
         if torn {
@@ -128,13 +141,30 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
         if let Some(counts) = &report {
             summary::write_summary_line(&mut head, &shared.style, shared.clock.now(), counts);
         }
-        let unbounded = out.may_wait_for_reader();
         if unbounded {
             shared.in_unbounded_write.store(true, Ordering::Release);
         }
         let outcome = output::write_batch(&mut out, &head, &batch, &shared.stop_flag);
         if unbounded {
             shared.in_unbounded_write.store(false, Ordering::Release);
+        }
+        // Out of the write: from here the batch is this thread's to count, unless the
+        // guard gave up on it first and counted it as `Shutdown` (then nothing of it is
+        // counted again, neither written nor dropped, whatever the reader got of it).
+        if shared
+            .batch_phase
+            .compare_exchange(
+                BATCH_WRITING,
+                BATCH_COUNTING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            if !published {
+                count_batch_shutdown(shared, &batch);
+            }
+            return;
         }
         // Which lines got out whole, if not all did: counted exactly, never both written
         // and dropped.
@@ -154,11 +184,9 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
 
         st = shared.lock();
         st.writer_busy = false;
-        if st.abandoned {
-            // The guard counted this batch as `Shutdown`; count nothing more but the
-            // bytes that got out (the ledger has them).
-            st.bytes_written += outcome.bytes;
-            return;
+        shared.batch_phase.store(BATCH_IDLE, Ordering::Release);
+        if published {
+            st.inflight_rows.clear();
         }
         st.write_syscalls += outcome.syscalls;
         st.rotations += outcome.rotations;
@@ -232,6 +260,32 @@ pub(super) fn run(shared: &Shared, mut out: output::Destination) {
             st = top_up_spares(shared, shared.lock());
         }
     }
+}
+
+/// Leaves the lines of `batch`, per ledger row (runs of one row counted once), where the
+/// guard finds them if it gives up on the write (see `WriterGuard::finish`). Returns
+/// `false` if it has given up on this batch already.
+fn publish_rows(shared: &Shared, batch: &[queue::Chunk], rows: &mut Vec<(RowId, u64)>) -> bool {
+    rows.clear();
+    queue::for_each_line(batch, None, |row, _, _| match rows.last_mut() {
+        Some((r, n)) if *r == row => *n += 1,
+        _ => rows.push((row, 1)),
+    });
+    let mut st = shared.lock();
+    if shared.batch_phase.load(Ordering::Acquire) != BATCH_WRITING {
+        return false;
+    }
+    std::mem::swap(&mut st.inflight_rows, rows);
+    true
+}
+
+/// Counts every line of `batch` as a `Shutdown` drop in the ledger: the guard gave up on
+/// the batch, counted its lines so in the writer's counters, and could not name their
+/// rows (this thread had not left them where it looks).
+fn count_batch_shutdown(shared: &Shared, batch: &[queue::Chunk]) {
+    let shutdown = Col::writer(DropReason::Shutdown.index());
+    let counter = shared.ledger.local_counter();
+    queue::for_each_line(batch, None, |row, _, _| counter.add(row, shutdown, 1));
 }
 
 /// Counts a batch the output took (all of it, or its first `outcome.bytes` bytes with
