@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use logpolicy::policy::redact::{MAX_FIELD_NAME_LEN, MAX_REDACT_NAMES};
 use logpolicy::policy::{
-    BurstSpec, LayerSpec, SamplingSpec, TargetSpec, WhenSpec, BYTES_PER_SECOND_RANGE,
-    MAX_SAMPLING_RULES, MAX_TARGETS,
+    BurstSpec, LayerSpec, RecordSpec, SamplingSpec, TargetSpec, WhenSpec, BYTES_PER_SECOND_RANGE,
+    MAX_RECORD_RULES, MAX_SAMPLING_RULES, MAX_TARGETS,
 };
 use logpolicy::Level;
 use schemars::JsonSchema;
@@ -117,6 +117,13 @@ pub const DURATION_PATTERN: &str =
         description = "The targets sampled"
     ),
     printcolumn(
+        name = "Replayed",
+        type_ = "string",
+        json_path = ".status.replay.summary",
+        priority = 1,
+        description = "What the pods replayed of the recorded lines the policy asked for"
+    ),
+    printcolumn(
         name = "Reason",
         type_ = "string",
         json_path = ".spec.reason",
@@ -169,6 +176,29 @@ pub struct LogPolicySpec {
         extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
     )]
     pub sampling: Vec<SamplingSpec>,
+
+    /// Recording rules: the events of `target` down to `level` that the levels in force
+    /// do not write are kept, formatted and redacted, in each pod's memory (bounded: 8
+    /// MiB and 15 minutes by default, the oldest leaving first), and written only when
+    /// a policy asks for a `replay`. E.g. `[{target: shop::payment, level: debug}]` in a
+    /// standing policy, then `kubectl logpolicy raise ... --since 5m` writes the last
+    /// five minutes of them. A policy that only records needs no `duration`. Levels
+    /// `trace` to `error` (not `off`); at most one rule per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_RECORD_RULES),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["target"])
+    )]
+    pub record: Vec<RecordSpec>,
+
+    /// Asks each selected pod to write first the lines its recording rules kept from
+    /// the last `since` (e.g. `{since: 5m}`), in their order with their original time
+    /// and `"replayed":true`, between two lines of target `logpolicy`. A pod replays
+    /// once per generation of the policy (a changed spec asks again; pushes of the same
+    /// generation do not), and only the lines it still holds: `status.replay` says how
+    /// many lines, from when, and how many pods held less than asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayWindow>,
 
     /// Events at or above this level are never sampled out or dropped for the byte
     /// budget (default `warn` in the pod: keep every warning and error).
@@ -251,8 +281,23 @@ impl LogPolicySpec {
             redact: self.redact.clone(),
             unredact: Vec::new(),
             redact_values: self.redact_values,
+            record: self.record.clone(),
+            // The replay's id depends on the object (uid and generation): the index
+            // sets it, from `ValidatedPolicy::replay`.
+            replay: None,
         }
     }
+}
+
+/// How far back a replay reaches.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReplayWindow {
+    /// The window, ending when the pod gets the policy: numbers with units `s`, `m`,
+    /// `h`, e.g. `5m`, `90s`; at least 1s, at most 24h. A pod replays what it still
+    /// holds of it (its recorder keeps 15 minutes and 8 MiB by default).
+    #[schemars(length(min = 2, max = 32), regex(pattern = DURATION_PATTERN))]
+    pub since: String,
 }
 
 /// The committed CRD file, relative to the workspace root.
@@ -445,6 +490,46 @@ pub struct LogPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"), length(max = 64))]
     pub expiration_time: Option<String>,
+
+    /// What the selected pods replayed of the window `spec.replay` asks for, in this
+    /// generation (absent without `spec.replay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayStatus>,
+}
+
+/// What the pods replayed for one generation of a policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayStatus {
+    /// The generation whose window was replayed.
+    #[serde(default)]
+    pub generation: i64,
+    /// Pods that replayed it (each once).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub pods: i32,
+    /// Recorded lines they replayed, in all.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub lines: i64,
+    /// The start of the window asked for (RFC 3339; the earliest of the pods').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"), length(max = 64))]
+    pub asked_from: Option<String>,
+    /// When a pod that held less than asked still held lines from (RFC 3339; the latest
+    /// of those pods'): its recorder had let older lines go (age or byte limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"), length(max = 64))]
+    pub held_from: Option<String>,
+    /// Pods whose recorder no longer held the start of the window.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub pods_held_less: i32,
+    /// In one line, for `kubectl get lp -o wide`: e.g. `120 lines, 3/3 pods` or
+    /// `80 lines, 3/3 pods, 1 held less`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub summary: Option<String>,
 }
 
 /// A pod that has not applied the policy, and why.
@@ -561,6 +646,34 @@ mod tests {
             serde_json::json!(["event", "request"])
         );
         assert_eq!(spec["properties"]["duration"]["pattern"], DURATION_PATTERN);
+        let record = &spec["properties"]["record"];
+        assert_eq!(record["maxItems"], MAX_RECORD_RULES);
+        assert_eq!(
+            record["x-kubernetes-list-map-keys"],
+            serde_json::json!(["target"])
+        );
+        assert_eq!(
+            record["items"]["required"],
+            serde_json::json!(["level", "target"])
+        );
+        let since = &spec["properties"]["replay"]["properties"]["since"];
+        assert_eq!(since["pattern"], DURATION_PATTERN);
+        assert_eq!(
+            spec["properties"]["replay"]["required"],
+            serde_json::json!(["since"])
+        );
+        let replay = &s["properties"]["status"]["properties"]["replay"]["properties"];
+        for field in [
+            "generation",
+            "pods",
+            "lines",
+            "askedFrom",
+            "heldFrom",
+            "podsHeldLess",
+            "summary",
+        ] {
+            assert!(replay.get(field).is_some(), "status.replay.{field}");
+        }
         assert_eq!(spec["properties"]["expirationTime"]["format"], "date-time");
         let mbps = &spec["properties"]["maxBytesPerSecond"];
         assert_eq!(
@@ -632,6 +745,7 @@ mod tests {
                 ("Priority", 1),
                 ("Targets", 1),
                 ("Sampling", 1),
+                ("Replayed", 1),
                 ("Reason", 1)
             ]
             .map(|(n, p)| (n.to_owned(), p))
@@ -676,8 +790,16 @@ spec:
   maxBytesPerSecond: 1048576
   priority: 0
   duration: 15m
+  record:
+  - {target: "checkout::db", level: trace}
+  replay: {since: 5m}
 "#;
         let lp: LogPolicy = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(lp.spec.record[0].level, Level::Trace);
+        assert_eq!(
+            lp.spec.replay.as_ref().map(|r| r.since.as_str()),
+            Some("5m")
+        );
         assert_eq!(lp.spec.default_level, Some(Level::Info));
         assert_eq!(
             lp.spec.sampling[0].scope,

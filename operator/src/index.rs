@@ -79,7 +79,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kube::core::SelectorExt;
 use kube::ResourceExt;
 use logpolicy::policy::LayerSpec;
-use logpolicy::wire::{PodRef, PolicyDocument, MAX_DOCUMENT_LAYERS, MAX_DOCUMENT_VERSION};
+use logpolicy::wire::{
+    PodRef, PolicyDocument, ReplayView, MAX_DOCUMENT_LAYERS, MAX_DOCUMENT_VERSION,
+};
 
 use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
 use crate::pods::PodInfo;
@@ -146,6 +148,9 @@ pub struct PolicyInput {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// `metadata.uid`: with the generation, the id of the replay its `spec.replay` asks
+    /// for (`uid/generation`: once per generation, and a recreated policy asks again).
+    pub uid: String,
     /// `metadata.generation`.
     pub generation: i64,
     /// `metadata.creationTimestamp`: between equal priorities, the older policy wins.
@@ -163,6 +168,7 @@ impl PolicyInput {
         PolicyInput {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
+            uid: String::new(),
             generation: 1,
             created: UNIX_EPOCH,
             spec,
@@ -188,6 +194,7 @@ impl PolicyInput {
         Some(PolicyInput {
             namespace: lp.namespace()?,
             name: lp.name_any(),
+            uid: lp.metadata.uid.clone().unwrap_or_default(),
             generation,
             created,
             spec: lp.spec.clone(),
@@ -342,6 +349,44 @@ pub struct PolicyView {
     /// The levels the generation in force sets, as directives
     /// ([`ValidatedPolicy::levels`](crate::validate::ValidatedPolicy::levels)).
     pub levels: Option<String>,
+    /// What the pods replayed of the window the generation in force asks for (`None`
+    /// when it asks for none).
+    pub replay: Option<ReplaySummary>,
+}
+
+/// What the selected pods said they replayed for a policy's current replay id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplaySummary {
+    /// The generation that asked.
+    pub generation: i64,
+    /// Pods that replayed it.
+    pub pods: u32,
+    /// Pods the policy selects (that may replay it).
+    pub matched: u32,
+    /// Lines they replayed, in all.
+    pub lines: u64,
+    /// The earliest start of the window asked for.
+    pub asked_from: Option<SystemTime>,
+    /// Of the pods that held less than asked, the latest time their store still held
+    /// lines from.
+    pub held_from: Option<SystemTime>,
+    /// Pods whose store no longer held the start of the window.
+    pub pods_held_less: u32,
+}
+
+impl ReplaySummary {
+    fn add(&mut self, r: &ReplayView) {
+        self.pods += 1;
+        self.lines = self.lines.saturating_add(r.lines);
+        self.asked_from = Some(
+            self.asked_from
+                .map_or(r.asked_from, |a| a.min(r.asked_from)),
+        );
+        if let Some(held) = r.held_from.filter(|h| *h > r.asked_from) {
+            self.pods_held_less += 1;
+            self.held_from = Some(self.held_from.map_or(held, |h| h.max(held)));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -408,6 +453,9 @@ struct PodState {
     passed_held: bool,
     /// When its standing layers are renewed (also in [`Index::renewals`]).
     renew_at: Option<SystemTime>,
+    /// The replays its process reported (the last per layer source, at most one per
+    /// layer it was pushed).
+    replays: Vec<ReplayView>,
 }
 
 impl PodState {
@@ -578,7 +626,9 @@ impl Index {
                 };
                 let expired_before_creation =
                     matches!(policy.expiry, Expiry::At(t) if t <= input.created);
-                let layer = Arc::new(policy.layer(&key.to_string(), expires_at));
+                let mut layer = policy.layer(&key.to_string(), expires_at);
+                layer.replay = policy.replay(format!("{}/{}", input.uid, input.generation));
+                let layer = Arc::new(layer);
                 state.errors.clear();
                 state.active = Some(Active {
                     generation: input.generation,
@@ -686,6 +736,7 @@ impl Index {
                         }
                         state.failure = None;
                         state.passed_held = false;
+                        state.replays.clear();
                     }
                     state.failures = 0;
                     if let Some(t) = state.retry_at.take() {
@@ -720,6 +771,7 @@ impl Index {
                         retry_at: None,
                         passed_held: false,
                         renew_at: None,
+                        replays: Vec::new(),
                     },
                 );
                 true
@@ -1100,6 +1152,38 @@ impl Index {
         true
     }
 
+    /// Records the replays a pod reported (in its answer to a push or a read-back) for
+    /// its current process (`ticket.epoch`); the policies they concern get a new view.
+    /// At most one per layer source it was pushed is kept. Returns whether anything
+    /// changed.
+    pub fn record_replays(
+        &mut self,
+        key: &PodKey,
+        ticket: PushTicket,
+        mut replays: Vec<ReplayView>,
+    ) -> bool {
+        let Some(pod) = self.pods.get_mut(key) else {
+            return false;
+        };
+        if ticket.epoch != pod.epoch {
+            return false;
+        }
+        let sources: Vec<String> = pod.sources.iter().map(ToString::to_string).collect();
+        replays.retain(|r| sources.contains(&r.policy));
+        replays.sort_by(|a, b| a.policy.cmp(&b.policy));
+        replays.dedup_by(|a, b| a.policy == b.policy);
+        if replays == pod.replays {
+            return false;
+        }
+        for r in replays.iter().chain(&pod.replays) {
+            if let Ok(p) = r.policy.parse::<PolicyKey>() {
+                self.changed.insert(p);
+            }
+        }
+        pod.replays = replays;
+        true
+    }
+
     /// Starts a periodic resync: pods whose last push failed or never happened are
     /// queued for a push again, and the pods in sync are returned, to be read back.
     pub fn resync(&mut self) -> Vec<ReadBackTarget> {
@@ -1229,10 +1313,29 @@ impl Index {
             pending: 0,
             failing: Vec::new(),
             levels: p.active.as_ref().and_then(|a| a.policy.levels()),
+            replay: None,
         };
         let Some(active) = p.live_layer() else {
             return Some(view);
         };
+        if let Some(ask) = &active.layer.replay {
+            let source = key.to_string();
+            let mut summary = ReplaySummary {
+                generation: active.generation,
+                matched: view.matched,
+                ..ReplaySummary::default()
+            };
+            for pod in p.covered.iter().filter_map(|pk| self.pods.get(pk)) {
+                if let Some(r) = pod
+                    .replays
+                    .iter()
+                    .find(|r| r.policy == source && r.id == ask.id)
+                {
+                    summary.add(r);
+                }
+            }
+            view.replay = Some(summary);
+        }
         for pk in &p.covered {
             let Some(pod) = self.pods.get(pk) else {
                 continue;

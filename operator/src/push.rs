@@ -29,7 +29,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use logpolicy::wire::{sign, ErrorReply, PolicyView, SigningKey, SIGNATURE_HEADER};
+use logpolicy::wire::{sign, ErrorReply, PolicyView, ReplayView, SigningKey, SIGNATURE_HEADER};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -188,6 +188,9 @@ pub struct PushReport {
     pub attempts: u32,
     /// From the first attempt to the outcome, backoff included.
     pub elapsed: Duration,
+    /// The replays the pod reported in its answer (`PolicyView.replays`; empty unless
+    /// applied).
+    pub replays: Vec<ReplayView>,
 }
 
 /// What `GET /logpolicy` says a pod holds.
@@ -197,6 +200,8 @@ pub struct ReadBack {
     pub version: Option<u64>,
     /// The sources of its layers, in order.
     pub sources: Vec<String>,
+    /// The replays it reports (`PolicyView.replays`).
+    pub replays: Vec<ReplayView>,
 }
 
 /// Pushes signed documents. Cheap to clone (shared state).
@@ -258,7 +263,7 @@ impl Pusher {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let mut outcome = self
+            let (mut outcome, replays) = self
                 .put_in(push.lane, push.addr, body.clone(), &signature)
                 .await;
             if let PushOutcome::Stale { held: None, reason } = &outcome {
@@ -279,6 +284,7 @@ impl Pusher {
                     outcome,
                     attempts,
                     elapsed: start.elapsed(),
+                    replays,
                 };
             }
             tokio::time::sleep(backoff(cfg, attempts)).await;
@@ -313,7 +319,7 @@ impl Pusher {
 
     /// One signed `PUT`, classified (in the [`Lane::Unproven`] lane).
     pub async fn put_once(&self, addr: SocketAddr, body: Bytes, signature: &str) -> PushOutcome {
-        self.put_in(Lane::Unproven, addr, body, signature).await
+        self.put_in(Lane::Unproven, addr, body, signature).await.0
     }
 
     async fn put_in(
@@ -322,7 +328,7 @@ impl Pusher {
         addr: SocketAddr,
         body: Bytes,
         signature: &str,
-    ) -> PushOutcome {
+    ) -> (PushOutcome, Vec<ReplayView>) {
         let request = Request::builder()
             .method(Method::PUT)
             .uri(POLICY_PATH)
@@ -332,11 +338,14 @@ impl Pusher {
             .body(Full::new(body));
         let request = match request {
             Ok(r) => r,
-            Err(e) => return PushOutcome::BadReply(format!("cannot build the request: {e}")),
+            Err(e) => {
+                let e = PushOutcome::BadReply(format!("cannot build the request: {e}"));
+                return (e, Vec::new());
+            }
         };
         match self.exchange(lane, addr, request).await {
             Ok((status, body)) => classify_put(status, &body),
-            Err(outcome) => outcome,
+            Err(outcome) => (outcome, Vec::new()),
         }
     }
 
@@ -356,7 +365,7 @@ impl Pusher {
             .map_err(|e| PushOutcome::BadReply(format!("cannot build the request: {e}")))?;
         let (status, body) = self.exchange(lane, addr, request).await?;
         if !status.is_success() {
-            return Err(classify_put(status, &body));
+            return Err(classify_put(status, &body).0);
         }
         let view: PolicyView = serde_json::from_slice(&body).map_err(|e| {
             PushOutcome::BadReply(format!(
@@ -366,6 +375,7 @@ impl Pusher {
         Ok(ReadBack {
             version: view.document.map(|d| d.version),
             sources: view.layers.into_iter().map(|l| l.layer.source).collect(),
+            replays: view.replays,
         })
     }
 
@@ -438,19 +448,26 @@ fn backoff(cfg: &PusherConfig, attempt: u32) -> Duration {
 }
 
 /// What a pod's answer to a `PUT` means, read with the endpoint's own reply types: a
-/// [`PolicyView`] when applied, an [`ErrorReply`] (with the held version on a `409`)
-/// otherwise.
-fn classify_put(status: StatusCode, body: &[u8]) -> PushOutcome {
+/// [`PolicyView`] when applied (with the replays it reports), an [`ErrorReply`] (with
+/// the held version on a `409`) otherwise.
+fn classify_put(status: StatusCode, body: &[u8]) -> (PushOutcome, Vec<ReplayView>) {
     let code = status.as_u16();
     if status.is_success() {
         return match serde_json::from_slice::<PolicyView>(body) {
-            Ok(_) => PushOutcome::Applied,
-            Err(_) => PushOutcome::BadReply(format!(
-                "{code} without the endpoint's JSON: {}",
-                snippet(body)
-            )),
+            Ok(view) => (PushOutcome::Applied, view.replays),
+            Err(_) => (
+                PushOutcome::BadReply(format!(
+                    "{code} without the endpoint's JSON: {}",
+                    snippet(body)
+                )),
+                Vec::new(),
+            ),
         };
     }
+    (classify_refusal(code, body), Vec::new())
+}
+
+fn classify_refusal(code: u16, body: &[u8]) -> PushOutcome {
     let reply = serde_json::from_slice::<ErrorReply>(body).ok();
     let reason = match &reply {
         Some(r) => snippet(r.to_string().as_bytes()),

@@ -8,8 +8,8 @@ use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::crd::{FailingPod, LogPolicyStatus};
-use crate::index::PolicyView;
+use crate::crd::{FailingPod, LogPolicyStatus, ReplayStatus};
+use crate::index::{PolicyView, ReplaySummary};
 use crate::text::truncate;
 
 /// `Ready`: the current generation is valid and every selected pod acknowledged it (or
@@ -294,6 +294,37 @@ impl PolicyView {
                 format!("{}/{}", self.applied, self.matched)
             }),
             expiration_time: expiry,
+            replay: self.replay.as_ref().map(ReplaySummary::status),
+        }
+    }
+}
+
+impl ReplaySummary {
+    /// As `status.replay`.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use logpolicy_operator::index::ReplaySummary;
+    /// let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    /// let s = ReplaySummary { generation: 2, pods: 3, matched: 3, lines: 120,
+    ///     asked_from: Some(t), held_from: Some(t + Duration::from_secs(60)), pods_held_less: 1 };
+    /// let status = s.status();
+    /// assert_eq!(status.summary.as_deref(), Some("120 lines, 3/3 pods, 1 held less"));
+    /// assert_eq!(status.held_from.as_deref(), Some("2027-01-15T08:01:00Z"));
+    /// ```
+    pub fn status(&self) -> ReplayStatus {
+        let mut summary = format!("{} lines, {}/{} pods", self.lines, self.pods, self.matched);
+        if self.pods_held_less > 0 {
+            summary.push_str(&format!(", {} held less", self.pods_held_less));
+        }
+        ReplayStatus {
+            generation: self.generation,
+            pods: i32::try_from(self.pods).unwrap_or(i32::MAX),
+            lines: i64::try_from(self.lines).unwrap_or(i64::MAX),
+            asked_from: self.asked_from.map(logpolicy::clock::format_rfc3339),
+            held_from: self.held_from.map(logpolicy::clock::format_rfc3339),
+            pods_held_less: i32::try_from(self.pods_held_less).unwrap_or(i32::MAX),
+            summary: Some(truncate(summary, 64)),
         }
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
-use logpolicy::policy::LayerSpec;
+use logpolicy::policy::{LayerSpec, ReplaySpec, MAX_REPLAY_SECONDS};
 use logpolicy::PolicyLayer;
 
 use crate::crd::{LogPolicySpec, PRIORITY_RANGE};
@@ -81,6 +81,8 @@ pub struct ValidatedPolicy {
     pub priority: i32,
     /// When it stops applying.
     pub expiry: Expiry,
+    /// How far back `spec.replay` reaches, in whole seconds (rounded up).
+    pub replay_since: Option<Duration>,
     layer: PolicyLayer,
 }
 
@@ -90,7 +92,9 @@ impl ValidatedPolicy {
     /// a raise cannot be forgotten): it sets no level (no `defaultLevel`, no `targets`,
     /// no `when`), leaves `alwaysKeep` alone, unredacts nothing, and every sampling entry
     /// keeps one in 2 or more (one in 1 keeps every event: it can only undo a baseline's
-    /// sampling). Burst limits and a byte budget only ever drop lines.
+    /// sampling). Burst limits and a byte budget only ever drop lines; recording rules
+    /// write nothing (they keep lines in memory, bounded), and a replay writes a window
+    /// once per generation: neither can be forgotten on.
     ///
     /// ```
     /// use logpolicy_operator::validate::validate;
@@ -134,13 +138,40 @@ impl ValidatedPolicy {
         Some(crate::text::truncate(parts.join(","), MAX_LEVELS_LEN))
     }
 
-    /// The layer as pushed to a pod: the settings, with this source and expiry.
+    /// The layer as pushed to a pod: the settings, with this source and expiry (and no
+    /// replay: see [`replay`](Self::replay)).
     pub fn layer(&self, source: &str, expires_at: Option<SystemTime>) -> LayerSpec {
         LayerSpec {
             source: source.to_owned(),
             expires_at,
+            replay: None,
             ..LayerSpec::from(&self.layer)
         }
+    }
+
+    /// The replay the pushed layer asks for, once per `id` (the operator gives it the
+    /// LogPolicy's `uid/generation`); `None` without `spec.replay`.
+    ///
+    /// ```
+    /// use logpolicy_operator::validate::validate;
+    /// let spec = serde_json::from_value(serde_json::json!({
+    ///     "selector": {"matchLabels": {"app": "shop"}},
+    ///     "targets": [{"target": "shop::payment", "level": "debug"}],
+    ///     "replay": {"since": "2m"},
+    /// })).unwrap();
+    /// let replay = validate(&spec).unwrap().replay("8d1c/3").unwrap();
+    /// assert_eq!((replay.since_seconds, replay.id.as_str()), (120, "8d1c/3"));
+    /// ```
+    pub fn replay(&self, id: impl Into<String>) -> Option<ReplaySpec> {
+        self.replay_since.map(|since| ReplaySpec {
+            since_seconds: since.as_secs(),
+            id: id.into(),
+        })
+    }
+
+    /// Whether it records (has recording rules).
+    pub fn records(&self) -> bool {
+        !self.layer.directives.record.is_empty()
     }
 }
 
@@ -206,8 +237,21 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
         (None, None) => Expiry::Never,
     };
 
+    let replay_since = spec
+        .replay
+        .as_ref()
+        .and_then(|r| match replay_window(&r.since) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                errors.push(FieldError::new("spec.replay.since", e));
+                None
+            }
+        });
+
     if spec_layer.default_level.is_none()
         && spec_layer.targets.is_empty()
+        && spec_layer.record.is_empty()
+        && spec.replay.is_none()
         && spec_layer.always_keep.is_none()
         && spec_layer.sampling.is_empty()
         && spec_layer.burst.is_none()
@@ -217,7 +261,7 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
     {
         errors.push(FieldError::new(
             "spec",
-            "sets nothing: give at least one of defaultLevel, targets, sampling, alwaysKeep, burst, maxBytesPerSecond, redact, redactValues",
+            "sets nothing: give at least one of defaultLevel, targets, sampling, alwaysKeep, burst, maxBytesPerSecond, redact, redactValues, record, replay",
         ));
     }
 
@@ -226,10 +270,38 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
             selector,
             priority: spec.priority,
             expiry,
+            replay_since,
             layer,
         }),
         _ => Err(errors),
     }
+}
+
+/// A `spec.replay.since`: a duration of at least 1s and at most the 24h a pod's
+/// recorder may keep, rounded up to whole seconds (what the pod takes).
+///
+/// ```
+/// use std::time::Duration;
+/// use logpolicy_operator::validate::replay_window;
+/// assert_eq!(replay_window("5m"), Ok(Duration::from_secs(300)));
+/// assert_eq!(replay_window("1500ms"), Ok(Duration::from_secs(2)));
+/// assert!(replay_window("25h").unwrap_err().contains("at most 24h"));
+/// assert!(replay_window("500ms").unwrap_err().contains("at least 1s"));
+/// ```
+pub fn replay_window(since: &str) -> Result<Duration, String> {
+    let d = parse_duration(since).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "{since:?} is shorter than 1s: a replay reaches back at least 1s"
+        ));
+    }
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    if secs > MAX_REPLAY_SECONDS {
+        return Err(format!(
+            "{since:?} is longer than a pod's recorder may keep lines: at most 24h"
+        ));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// A `duration` that is not one.
@@ -373,7 +445,7 @@ pub fn check_lifetime(
     let Some(max) = limit.0 else {
         return Ok(());
     };
-    let lift = "(the operator's --max-duration; the chart's value maxDuration, \"\" for no limit, lifts it for standing policies; a policy that only samples, limits bursts or caps bytes, setting no level, may stand without it)";
+    let lift = "(the operator's --max-duration; the chart's value maxDuration, \"\" for no limit, lifts it for standing policies; a policy that only samples, limits bursts, caps bytes or records, setting no level, may stand without it)";
     match expiry {
         Expiry::Never => Err(FieldError::new(
             "spec.duration",
@@ -620,6 +692,97 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].field, "spec.sampling[0].scope");
         assert!(errors[0].message.contains("per event only under when"));
+    }
+
+    #[test]
+    fn recording_and_replay_are_pushed_and_checked_naming_the_field() {
+        // A standing policy that only records: valid, and it may stand without expiry.
+        let p = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "record": [{"target": "shop::payment", "level": "debug"}]})))
+        .unwrap();
+        assert!(p.only_lowers() && p.records());
+        assert_eq!(p.replay("u/1"), None);
+        let layer = p.layer("shop/record-payments", None);
+        assert_eq!(
+            PolicyLayer::try_from(&layer)
+                .unwrap()
+                .directives
+                .to_string(),
+            "@record(shop::payment)=debug"
+        );
+        assert_eq!(layer.replay, None);
+
+        // A raise with a replay window: the pushed layer asks for it once per id.
+        let p = validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "targets": [{"target": "shop::payment", "level": "debug"}],
+            "replay": {"since": "5m"},
+            "duration": "15m"})))
+        .unwrap();
+        let mut layer = p.layer("shop/raise", None);
+        layer.replay = p.replay("3f2a/2");
+        let pushed = PolicyLayer::try_from(&layer).unwrap();
+        let ask = pushed.replay.unwrap();
+        assert_eq!(
+            (ask.since, ask.id.as_str()),
+            (Duration::from_secs(300), "3f2a/2")
+        );
+        // A replay alone sets something: the window of what other policies record.
+        assert!(validate(&spec(serde_json::json!({
+            "selector": {"matchLabels": {"app": "shop"}},
+            "replay": {"since": "90s"}})))
+        .is_ok());
+
+        for (v, field, message) in [
+            (
+                serde_json::json!({"record": [{"target": "shop::payment", "level": "off"}]}),
+                "spec.record[0].level",
+                "off records nothing",
+            ),
+            (
+                serde_json::json!({"record": [{"target": "shop payment", "level": "debug"}]}),
+                "spec.record[0].target",
+                "not allowed in a target",
+            ),
+            (
+                serde_json::json!({"record": [
+                    {"target": "shop", "level": "debug"}, {"target": "shop", "level": "trace"}]}),
+                "spec.record[1].target",
+                "duplicate recording target",
+            ),
+            (
+                serde_json::json!({"defaultLevel": "info", "replay": {"since": "25h"}}),
+                "spec.replay.since",
+                "at most 24h",
+            ),
+            (
+                serde_json::json!({"defaultLevel": "info", "replay": {"since": "5 minutes"}}),
+                "spec.replay.since",
+                "is not a duration",
+            ),
+            (
+                serde_json::json!({"defaultLevel": "info", "replay": {"since": "200ms"}}),
+                "spec.replay.since",
+                "at least 1s",
+            ),
+        ] {
+            let mut v = v;
+            v["selector"] = serde_json::json!({"matchLabels": {"app": "shop"}});
+            v["duration"] = "5m".into();
+            let errors = validate(&spec(v.clone())).unwrap_err();
+            assert_eq!(errors.len(), 1, "{v}: {errors:?}");
+            assert_eq!(errors[0].field, field, "{v}");
+            assert!(errors[0].message.contains(message), "{v}: {}", errors[0]);
+        }
+        let many: Vec<serde_json::Value> = (0..=logpolicy::policy::MAX_RECORD_RULES)
+            .map(|i| serde_json::json!({"target": format!("t{i}"), "level": "debug"}))
+            .collect();
+        assert_eq!(
+            fields(serde_json::json!({
+                "selector": {"matchLabels": {"app": "shop"}}, "record": many})),
+            ["spec.record"]
+        );
     }
 
     #[test]
@@ -890,6 +1053,7 @@ mod tests {
             priority in proptest::num::i32::ANY,
             budget in proptest::option::of(proptest::num::u64::ANY),
             reason in proptest::option::of("\\PC{0,300}"),
+            since in proptest::option::of("\\PC{0,12}"),
         ) {
             let spec = LogPolicySpec {
                 selector: LabelSelector {
@@ -898,6 +1062,8 @@ mod tests {
                 },
                 default_level: None,
                 targets: vec![TargetSpec { target: target.clone(), level: Level::Debug, when: None }],
+                record: vec![logpolicy::policy::RecordSpec { target: target.clone(), level: Level::Trace }],
+                replay: since.map(|since| crate::crd::ReplayWindow { since }),
                 when: None,
                 sampling: vec![SamplingSpec {
                     target,

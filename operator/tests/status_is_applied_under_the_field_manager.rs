@@ -49,7 +49,7 @@ fn policy_with(status: &LogPolicyStatus) -> serde_json::Value {
 /// Scenarios: what the API server answers to the status applies it expects.
 enum Scenario {
     /// One apply of the status, accepted.
-    Applied(LogPolicyStatus),
+    Applied(Box<LogPolicyStatus>),
     /// One apply, answered 404: the policy is gone.
     PolicyGone,
     /// One apply, answered 500.
@@ -91,7 +91,7 @@ async fn a_status_is_one_forced_apply_of_the_status_subresource_under_the_field_
     let (client, api) = fixtures::client();
     let writes = ByResult::default();
     let writer = StatusWriter::new(client, 8, writes.clone());
-    let scenario = Scenario::Applied(status()).run(api);
+    let scenario = Scenario::Applied(Box::new(status())).run(api);
 
     let key = PolicyKey::new("shop", "debug-payments");
     assert!(writer.write(&key, &status()).await, "written: done");

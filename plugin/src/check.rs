@@ -12,7 +12,9 @@
 //! 4. the selected pods: opted in, their admin endpoint reachable (`GET /logpolicy`,
 //!    through the API server's pod proxy, else at the pod's IP), trusting the
 //!    operator's key (the view's `trustedKeys`), and their clock (the view's `readAt`)
-//!    near this machine's.
+//!    near this machine's;
+//! 5. the pods' recording rules: a rule whose target no pod read knows (no callsite of
+//!    it has run: misspelt, or code not run yet) records nothing, a warning.
 //!
 //! The decisions are pure functions of what was read ([`crd_check`],
 //! [`operator_check`], [`trust_check`], [`pod_check`]), tested without a cluster;
@@ -395,6 +397,36 @@ pub fn pod_check(
     None
 }
 
+/// A warning per recording rule of the pods of `namespace` that names a target none of
+/// them knows (`known`: the targets the pods' ledgers list, `None` when none could be
+/// read: nothing is checked), with the known targets close to it.
+pub fn record_check(
+    namespace: &str,
+    recordings: &[crate::recording::PodRecording],
+    known: Option<&[&str]>,
+) -> Vec<Check> {
+    let Some(known) = known else {
+        return Vec::new();
+    };
+    crate::recording::unknown_rules(recordings, known)
+        .into_iter()
+        .map(|(target, pods)| {
+            let close = crate::known::close_names(&target, known);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!(" (known: {})", close.join(", "))
+            };
+            Check::new(
+                Outcome::Warn,
+                "record",
+                format!("{namespace} @record({target})"),
+                format!("no pod knows the target {target} ({pods} pods record it): the rule records nothing until code of that target runs; check its spelling{hint}"),
+            )
+        })
+        .collect()
+}
+
 /// `check`.
 pub async fn check(connection: &Connection, args: &CheckArgs) -> Result<()> {
     let kube = connection.connect().await?;
@@ -567,6 +599,30 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
     let mut lines = Vec::new();
     let mut well = 0;
     let mut largest = 0f64;
+    let recordings: Vec<crate::recording::PodRecording> = results
+        .iter()
+        .filter_map(|(name, view, _)| {
+            let pod = crate::fleet::PodId {
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+            };
+            view.as_ref()
+                .ok()
+                .map(|v| crate::recording::PodRecording::of(pod, v))
+        })
+        .collect();
+    let record_checks = if recordings.iter().any(|r| !r.rules.is_empty()) {
+        let owned: Vec<Pod> = pods.iter().map(|p| (*p).clone()).collect();
+        let known = crate::fleet::known_targets(&crate::fleet::read_sites(kube, &owned).await);
+        let names = known.names();
+        record_check(
+            namespace,
+            &recordings,
+            (known.pods.read > 0).then_some(&names[..]),
+        )
+    } else {
+        Vec::new()
+    };
     for (name, view, offset) in &results {
         let subject = format!("{namespace}/{name}");
         match pod_check(
@@ -597,6 +653,7 @@ async fn read_pods(kube: &Kube, namespace: &str, pods: &[&Pod], key: Option<&str
             ),
         );
     }
+    lines.extend(record_checks);
     lines
 }
 
@@ -880,5 +937,40 @@ mod tests {
         assert_eq!(r.checks[0].line(), "ok   crd             x: fine");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["checks"][1]["outcome"], "fail");
+    }
+
+    #[test]
+    fn a_recording_rule_no_pod_knows_is_a_warning_with_close_names() {
+        use crate::recording::PodRecording;
+        let pod = |name: &str, directives: &str| {
+            let view: PolicyView = serde_json::from_value(serde_json::json!({
+                "effective": {"directives": directives}}))
+            .unwrap();
+            PodRecording::of(
+                crate::fleet::PodId {
+                    namespace: "shop".into(),
+                    name: name.into(),
+                },
+                &view,
+            )
+        };
+        let pods = [
+            pod(
+                "shop-0",
+                "info,@record(shop::paymnt)=debug,@record(shop::db)=trace",
+            ),
+            pod("shop-1", "info,@record(shop::paymnt)=debug"),
+        ];
+        let known = ["shop::payment::card", "shop::db::pool"];
+        let checks = record_check("shop", &pods, Some(&known));
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert_eq!(checks[0].outcome, Outcome::Warn);
+        assert_eq!(
+            checks[0].line(),
+            "warn record          shop @record(shop::paymnt): no pod knows the target shop::paymnt (2 pods record it): the rule records nothing until code of that target runs; check its spelling (known: shop::payment)"
+        );
+        // Nothing read, nothing checked; no rule, nothing to say.
+        assert!(record_check("shop", &pods, None).is_empty());
+        assert!(record_check("shop", &[pod("shop-2", "info")], Some(&known)).is_empty());
     }
 }

@@ -35,6 +35,10 @@ Examples:
   # shop::payment at debug in the pods of deploy/shop for 15 minutes
   kubectl logpolicy raise deploy/shop --target shop::payment=debug --reason 'INC-4211: card declines'
 
+  # ... and first write the debug lines the pods recorded in the last 5 minutes
+  # (a standing LogPolicy with record: [{target: shop::payment, level: debug}])
+  kubectl logpolicy raise deploy/shop --target shop::payment=debug --since 5m
+
   # Pods by label, trace for 10 minutes, one request in 100 of the access log kept
   kubectl logpolicy raise -l app=shop,tier!=canary --target shop=trace \\
       --sample shop::http=1/100:request --for 10m
@@ -211,6 +215,11 @@ pub struct RaiseArgs {
     /// How long the policy applies (e.g. 15m, 1h30m, 90s; at most 8760h).
     #[arg(long = "for", value_name = "DURATION", default_value = "15m")]
     pub duration: PolicyDuration,
+    /// First write the lines the pods' recording rules kept from this long before the
+    /// raise (e.g. 5m; at most 24h): each pod replays what it still holds, once, with the
+    /// lines' own times, and the table says how many lines and from when.
+    #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+    pub since: Option<PolicyDuration>,
     /// Why, in one line (e.g. an incident number): shown by list and kubectl get lp -o wide.
     #[arg(long, value_parser = parse_reason)]
     pub reason: Option<String>,
@@ -405,6 +414,18 @@ pub fn parse_cut(s: &str) -> Result<f64, String> {
         ));
     }
     Ok(v / 100.0)
+}
+
+/// `raise --since`: from 1s to 24h (what a pod's recorder may keep), as
+/// `spec.replay.since` takes it.
+pub fn parse_since(s: &str) -> Result<PolicyDuration, String> {
+    let text = s.trim();
+    let value = logpolicy_operator::validate::replay_window(text)
+        .map_err(|e| format!("{e}; use numbers with units s, m, h, e.g. 5m, 90s"))?;
+    Ok(PolicyDuration {
+        text: text.to_owned(),
+        value,
+    })
 }
 
 /// `raise --measure`: 0 (skip), or from 1s to 10m.

@@ -395,6 +395,10 @@ pub struct PodHold {
     pub version: u64,
     /// When the pod applied it, RFC 3339.
     pub applied_at: Option<String>,
+    /// The last replay the LogPolicy asked of the pod, as the pod did it
+    /// (`PolicyView.replays`; absent when it asked none, or from pods of earlier
+    /// versions).
+    pub replay: Option<logpolicy::wire::ReplayView>,
 }
 
 /// What a pod's `GET /logpolicy` (`view`) holds of the LogPolicy `ns/name`: `None` when
@@ -404,9 +408,16 @@ pub fn pod_hold(view: &serde_json::Value, source: &str) -> Option<PodHold> {
         return None;
     }
     let doc = &view["document"];
+    let replay = view["replays"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["policy"] == source)
+        .and_then(|r| serde_json::from_value(r.clone()).ok());
     Some(PodHold {
         version: doc["version"].as_u64()?,
         applied_at: doc["appliedAt"].as_str().map(str::to_owned),
+        replay,
     })
 }
 
@@ -566,7 +577,8 @@ pub(crate) mod tests {
             pod_hold(&v, "shop/raise-x"),
             Some(PodHold {
                 version: 7,
-                applied_at: Some("2026-12-03T07:00:00.031000000Z".into())
+                applied_at: Some("2026-12-03T07:00:00.031000000Z".into()),
+                replay: None,
             })
         );
         assert_eq!(pod_hold(&v, "shop/raise-y"), None);
@@ -579,8 +591,24 @@ pub(crate) mod tests {
             pod_hold(&older, "shop/raise-x"),
             Some(PodHold {
                 version: 3,
-                applied_at: None
+                applied_at: None,
+                replay: None,
             })
         );
+        // The replay the policy asked for, as the pod did it; another policy's is not
+        // this one's.
+        let replayed = serde_json::json!({
+            "layers": [{"source": "shop/raise-x", "active": true}],
+            "document": {"version": 8, "issuedAt": "2026-12-03T07:00:00Z"},
+            "replays": [
+                {"policy": "shop/other", "id": "u2/1", "at": "2026-12-03T07:00:00Z",
+                 "askedFrom": "2026-12-03T06:50:00Z", "lines": 3},
+                {"policy": "shop/raise-x", "id": "u1/1", "at": "2026-12-03T07:00:00Z",
+                 "askedFrom": "2026-12-03T06:55:00Z", "heldFrom": "2026-12-03T06:57:00Z",
+                 "firstAt": "2026-12-03T06:57:00Z", "lines": 42}],
+        });
+        let replay = pod_hold(&replayed, "shop/raise-x").unwrap().replay.unwrap();
+        assert_eq!((replay.id.as_str(), replay.lines), ("u1/1", 42));
+        assert!(replay.held_from.is_some());
     }
 }

@@ -94,6 +94,60 @@ pub struct PodRow {
     /// Why it failed, as the operator reports it, or why the pod could not be read.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// What the pod replayed of the recorded lines the policy asked for (`spec.replay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<Replayed>,
+}
+
+/// What one pod replayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replayed {
+    /// Lines replayed.
+    pub lines: u64,
+    /// The start of the window asked for (RFC 3339).
+    pub asked_from: String,
+    /// When the oldest line the pod still held was emitted, when later than asked: it
+    /// held less than asked (its recorder let older lines go).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_from: Option<String>,
+    /// When the first replayed line was emitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_at: Option<String>,
+}
+
+impl Replayed {
+    /// From the pod's own account.
+    pub fn of(r: &logpolicy::wire::ReplayView) -> Self {
+        use logpolicy::clock::format_rfc3339;
+        Replayed {
+            lines: r.lines,
+            asked_from: format_rfc3339(r.asked_from),
+            held_from: r
+                .held_from
+                .filter(|h| *h > r.asked_from)
+                .map(format_rfc3339),
+            first_at: r.first_at.map(format_rfc3339),
+        }
+    }
+
+    /// As the table says it: `42 lines from 07:00:01`, `0 lines`, or with `held less
+    /// (asked from 06:55:00, held from 06:57:00)`.
+    pub fn cell(&self) -> String {
+        let clock = |t: &str| t.get(11..19).unwrap_or(t).to_owned();
+        let mut out = format!("{} lines", self.lines);
+        if let Some(first) = &self.first_at {
+            out.push_str(&format!(" from {}", clock(first)));
+        }
+        if let Some(held) = &self.held_from {
+            out.push_str(&format!(
+                ", held less (asked from {}, held from {})",
+                clock(&self.asked_from),
+                clock(held)
+            ));
+        }
+        out
+    }
 }
 
 /// What the pods said they hold, by name (see [`Kube::holds`](crate::cluster::Kube::holds)).
@@ -116,11 +170,12 @@ pub fn pod_rows(lp: &LogPolicy, pods: &[String], holds: &Holds) -> Vec<PodRow> {
                 None if applied_all => ("applied", String::new()),
                 None => ("pending", String::new()),
             };
-            let (mut version, mut applied_at) = (None, None);
+            let (mut version, mut applied_at, mut replayed) = (None, None, None);
             match holds.get(pod) {
                 Some(Ok(Some(hold))) => {
                     version = Some(hold.version);
                     applied_at = hold.applied_at.clone();
+                    replayed = hold.replay.as_ref().map(Replayed::of);
                 }
                 Some(Err(e)) if error.is_empty() => error = format!("not read: {e}"),
                 _ => {}
@@ -131,6 +186,7 @@ pub fn pod_rows(lp: &LogPolicy, pods: &[String], holds: &Holds) -> Vec<PodRow> {
                 version,
                 applied_at,
                 error,
+                replayed,
             }
         })
         .collect()
@@ -138,20 +194,37 @@ pub fn pod_rows(lp: &LogPolicy, pods: &[String], holds: &Holds) -> Vec<PodRow> {
 
 /// The pods' table, with a note on the counts when the status cannot say which pods
 /// applied.
+///
+/// A policy with `spec.replay` gets a `REPLAYED` column: what each pod replayed of the
+/// window, and whether it held less than asked.
 pub fn pod_table(lp: &LogPolicy, rows: &[PodRow]) -> String {
+    let replay = lp.spec.replay.is_some();
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.pod.clone(),
                 r.state.to_owned(),
                 r.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
                 r.applied_at.clone().unwrap_or_else(|| "-".to_owned()),
-                r.error.clone(),
-            ]
+            ];
+            if replay {
+                row.push(
+                    r.replayed
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), Replayed::cell),
+                );
+            }
+            row.push(r.error.clone());
+            row
         })
         .collect();
-    let mut out = crate::output::table(&["POD", "STATE", "VERSION", "APPLIED AT", "ERROR"], &cells);
+    let header: &[&str] = if replay {
+        &["POD", "STATE", "VERSION", "APPLIED AT", "REPLAYED", "ERROR"]
+    } else {
+        &["POD", "STATE", "VERSION", "APPLIED AT", "ERROR"]
+    };
+    let mut out = crate::output::table(header, &cells);
     if let Progress::Pending {
         applied, matched, ..
     } = progress(lp)
@@ -242,6 +315,7 @@ mod tests {
                 Ok(Some(PodHold {
                     version: 12,
                     applied_at: Some("2026-12-03T07:00:01.250000000Z".into()),
+                    replay: None,
                 })),
             ),
             (
@@ -296,6 +370,52 @@ mod tests {
         let table = pod_table(&lp, &rows);
         assert!(
             table.starts_with("POD") && table.contains("VERSION") && table.contains("APPLIED AT"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_pod_that_replayed_says_how_many_lines_from_when_and_whether_it_held_less() {
+        let t = |s: &str| logpolicy::clock::parse_rfc3339(s).unwrap();
+        let view = |held: &str| logpolicy::wire::ReplayView {
+            policy: "shop/raise".into(),
+            id: "u/1".into(),
+            at: t("2026-12-03T07:05:00Z"),
+            asked_from: t("2026-12-03T07:00:00Z"),
+            held_from: Some(t(held)),
+            first_at: Some(t(held)),
+            lines: 42,
+        };
+        let all = Replayed::of(&view("2026-12-03T07:00:00Z"));
+        assert_eq!(all.held_from, None);
+        assert_eq!(all.cell(), "42 lines from 07:00:00");
+        let less = Replayed::of(&view("2026-12-03T07:02:30Z"));
+        assert_eq!(
+            less.cell(),
+            "42 lines from 07:02:30, held less (asked from 07:00:00, held from 07:02:30)"
+        );
+        let mut lp = policy(1, None);
+        lp.spec.replay = Some(logpolicy_operator::crd::ReplayWindow { since: "5m".into() });
+        let rows = pod_rows(
+            &lp,
+            &["shop-0".into()],
+            &[(
+                "shop-0".to_owned(),
+                Ok(Some(PodHold {
+                    version: 3,
+                    applied_at: None,
+                    replay: Some(view("2026-12-03T07:02:30Z")),
+                })),
+            )]
+            .into(),
+        );
+        let table = pod_table(&lp, &rows);
+        assert!(
+            table.starts_with("POD      STATE     VERSION   APPLIED AT   REPLAYED"),
+            "{table}"
+        );
+        assert!(
+            table.contains("42 lines from 07:02:30, held less"),
             "{table}"
         );
     }

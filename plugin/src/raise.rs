@@ -5,6 +5,7 @@ use std::time::SystemTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
+use logpolicy_operator::crd::ReplayWindow;
 use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 
 use crate::ack::wait_for_pods;
@@ -43,6 +44,10 @@ pub fn raise_policy(
         duration: Some(args.duration.text.clone()),
         expiration_time: None,
         reason: args.reason.clone(),
+        record: Vec::new(),
+        replay: args.since.as_ref().map(|s| ReplayWindow {
+            since: s.text.clone(),
+        }),
     };
     managed_policy(name, namespace, spec)
 }
@@ -185,10 +190,14 @@ pub async fn raise(connection: &Connection, args: &RaiseArgs) -> Result<()> {
     }
     let created = create_policy(&kube, &lp).await?;
     println!(
-        "lp/{name} created in namespace {}: {} for {}{}; waiting for {} pods",
+        "lp/{name} created in namespace {}: {} for {}{}{}; waiting for {} pods",
         kube.namespace,
         levels_text(&lp.spec),
         args.duration,
+        args.since
+            .as_ref()
+            .map(|s| format!(", replaying the last {s} recorded"))
+            .unwrap_or_default(),
         args.reason
             .as_ref()
             .map(|r| format!(" ({r})"))

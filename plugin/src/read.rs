@@ -160,6 +160,24 @@ pub async fn status(connection: &Connection, args: &StatusArgs) -> Result<()> {
     if !row.reason.is_empty() {
         println!("Reason:      {}", row.reason);
     }
+    if let Some(window) = &lp.spec.replay {
+        let replayed = lp
+            .status
+            .as_ref()
+            .and_then(|s| s.replay.as_ref())
+            .and_then(|r| {
+                let summary = r.summary.clone()?;
+                Some(match &r.held_from {
+                    Some(held) => format!("{summary} (held from {held})"),
+                    None => summary,
+                })
+            })
+            .unwrap_or_else(|| "not yet".to_owned());
+        println!(
+            "Replayed:    {replayed}, of the last {} asked",
+            window.since
+        );
+    }
     if let Some(cost) = crate::cost::recorded(lp.metadata.annotations.as_ref()) {
         println!(
             "Cost:        {} (measured over {} on {} pods at {})",

@@ -380,6 +380,8 @@ pub fn sampling_policy(
                 crate::top::bytes_per_second(plan.now)
             )
         })),
+        record: Vec::new(),
+        replay: None,
     };
     crate::raise::managed_policy(name, namespace, spec)
 }

@@ -5,12 +5,16 @@
 //!
 //! A target is known once one of its callsites has run (see `logpolicy::ledger`), so
 //! this is the list a `--target` of `raise` is best taken from.
+//!
+//! Under the table, the pods that record ([`crate::recording`]): their rules, what
+//! their recorder holds and since when: how far back a `raise --since` can reach.
 
 use crate::cli::TargetsArgs;
 use crate::cluster::Connection;
 use crate::exit::{Failure, Result};
 use crate::fleet::{self, known_targets, pods_line, KnownTarget, KnownTargets};
 use crate::output::{data, table, Format};
+use crate::recording::{read_recordings, recording_table, PodRecording};
 
 /// `targets`.
 pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> {
@@ -19,9 +23,23 @@ pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> 
     let pods = fleet::select_noting(&kube, p).await?;
     let reads = fleet::read_sites(&kube, &pods.pods).await;
     let known = known_targets(&reads);
+    let mut recording = read_recordings(&kube, &pods.pods).await;
+    recording.retain(PodRecording::records);
     match args.output {
-        Format::Table => print!("{}", targets_table(&known, p.all_namespaces)),
-        format => print!("{}", data(format, &known)?),
+        Format::Table => {
+            print!("{}", targets_table(&known, p.all_namespaces));
+            print!("{}", recording_table(&recording, p.all_namespaces));
+        }
+        format => print!(
+            "{}",
+            data(
+                format,
+                &WithRecording {
+                    known: &known,
+                    recording
+                }
+            )?
+        ),
     }
     if known.pods.read == 0 {
         return Err(Failure::error(format!(
@@ -30,6 +48,16 @@ pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> 
         )));
     }
     Ok(())
+}
+
+/// `targets -o json|yaml`: the targets, and what the pods that record keep (left out
+/// when none does).
+#[derive(serde::Serialize)]
+struct WithRecording<'a> {
+    #[serde(flatten)]
+    known: &'a KnownTargets,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    recording: Vec<PodRecording>,
 }
 
 /// The levels of a target's callsites, least verbose first: `warn,info,debug`.

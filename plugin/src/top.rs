@@ -6,7 +6,8 @@
 //! of the bytes, a total row and which pods it covers), JSON or YAML (the [`Fleet`]
 //! itself: rates as numbers), or, with `--watch`, a frame redrawn in place every window
 //! ([`frame`]) whose rows each carry a sparkline of their bytes per second over the
-//! last minute ([`History`]).
+//! last minute ([`History`]). Under the table (not `--watch`), the pods that record
+//! ([`crate::recording`]): their rules, bytes held and oldest line.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{IsTerminal, Write};
@@ -57,7 +58,14 @@ pub async fn top(connection: &Connection, args: &TopArgs) -> Result<()> {
     let fleet = aggregate(&measured, args.by);
     let qualified = args.pods.all_namespaces;
     match args.output {
-        Format::Table => print!("{}", fleet_table(&fleet, qualified, None)),
+        Format::Table => {
+            print!("{}", fleet_table(&fleet, qualified, None));
+            let recording = crate::recording::read_recordings(&kube, &pods.pods).await;
+            print!(
+                "{}",
+                crate::recording::recording_table(&recording, qualified)
+            );
+        }
         format => print!("{}", data(format, &fleet)?),
     }
     if fleet.pods.read == 0 {

@@ -191,6 +191,7 @@ struct ReadBackReport {
     pod: PodKey,
     ticket: PushTicket,
     held: Option<u64>,
+    replays: Vec<logpolicy::wire::ReplayView>,
 }
 
 /// One input of the loop.
@@ -684,13 +685,25 @@ impl Controller {
         self.index.tick(SystemTime::now());
         self.index
             .record_push(&report.pod, report.ticket, &report.outcome);
+        if matches!(report.outcome, PushOutcome::Applied) {
+            self.index
+                .record_replays(&report.pod, report.ticket, report.replays);
+        }
         Pass::INDEX
     }
 
     fn on_read_back(&mut self, read: ReadBackReport) -> Pass {
-        let ReadBackReport { pod, ticket, held } = read;
+        let ReadBackReport {
+            pod,
+            ticket,
+            held,
+            replays,
+        } = read;
+        let replayed = self.index.record_replays(&pod, ticket, replays);
         if self.index.record_read_back(&pod, ticket, held) {
             log::info!(%pod, ?held, "drift found by read-back");
+            Pass::INDEX
+        } else if replayed {
             Pass::INDEX
         } else {
             Pass::NOTHING
@@ -722,6 +735,7 @@ impl Controller {
                         pod: target.pod,
                         ticket: target.ticket,
                         held: read.version,
+                        replays: read.replays,
                     };
                     let _ = reads.send(report).await;
                 }

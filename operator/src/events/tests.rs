@@ -18,6 +18,7 @@ fn view(name: &str) -> PolicyView {
         pending: 0,
         failing: Vec::new(),
         levels: Some("shop::payment=debug".to_owned()),
+        replay: None,
     }
 }
 

@@ -1566,3 +1566,136 @@ fn the_unacknowledged_pods_are_what_ready_waits_for() {
     ];
     assert_eq!(counts, expected);
 }
+
+#[test]
+fn a_replay_is_asked_once_per_generation_and_what_the_pods_replayed_is_summed() {
+    let mut index = Index::new();
+    for (name, ip) in [("web-1", 1), ("web-2", 2)] {
+        index.apply_pod(pod(name, ip, &[("app", "web")]), t0());
+    }
+    // A standing policy that records: no replay asked.
+    index.apply_policy(
+        policy(
+            "record",
+            serde_json::json!({"selector": {"matchLabels": {"app": "web"}},
+                "record": [{"target": "shop::payment", "level": "debug"}]}),
+        ),
+        t0(),
+    );
+    let pushes = ack_all(&mut index, t0());
+    let layer = &pushes[0].document.layers[0];
+    assert_eq!(layer.record[0].target, "shop::payment");
+    assert_eq!(layer.replay, None);
+    assert_eq!(index.policy_view(&pkey("record")).unwrap().replay, None);
+
+    // A raise with `replay: {since: 2m}`: the id is the object's uid and generation.
+    let mut raise = policy(
+        "raise",
+        serde_json::json!({"selector": {"matchLabels": {"app": "web"}},
+            "targets": [{"target": "shop::payment", "level": "debug"}],
+            "replay": {"since": "2m"}, "duration": "15m"}),
+    );
+    raise.uid = "7c1e".into();
+    raise.generation = 3;
+    index.apply_policy(raise.clone(), t0());
+    let pushes = ack_all(&mut index, t0());
+    assert_eq!(pushes.len(), 2);
+    let asked = pushes[0]
+        .document
+        .layers
+        .iter()
+        .find(|l| l.source == "shop/raise")
+        .and_then(|l| l.replay.clone())
+        .unwrap();
+    assert_eq!((asked.since_seconds, asked.id.as_str()), (120, "7c1e/3"));
+    let view = index.policy_view(&pkey("raise")).unwrap();
+    assert_eq!(
+        view.replay,
+        Some(ReplaySummary {
+            generation: 3,
+            matched: 2,
+            ..ReplaySummary::default()
+        })
+    );
+
+    // The pods say what they replayed: one held the whole window, one less.
+    let replay = |id: &str, lines: u64, held: u64| ReplayView {
+        policy: "shop/raise".into(),
+        id: id.into(),
+        at: t0(),
+        asked_from: t0() - secs(120),
+        held_from: Some(t0() - secs(held)),
+        first_at: Some(t0() - secs(held)),
+        lines,
+    };
+    let ticket = |p: &Push| p.ticket;
+    index.take_changed_policies();
+    assert!(index.record_replays(
+        &pushes[0].pod,
+        ticket(&pushes[0]),
+        vec![replay("7c1e/3", 40, 120)]
+    ));
+    assert!(index.record_replays(
+        &pushes[1].pod,
+        ticket(&pushes[1]),
+        vec![replay("7c1e/3", 25, 50)]
+    ));
+    assert_eq!(index.take_changed_policies(), [pkey("raise")]);
+    // The same report again changes nothing.
+    assert!(!index.record_replays(
+        &pushes[1].pod,
+        ticket(&pushes[1]),
+        vec![replay("7c1e/3", 25, 50)]
+    ));
+    let summary = index.policy_view(&pkey("raise")).unwrap().replay.unwrap();
+    assert_eq!(
+        summary,
+        ReplaySummary {
+            generation: 3,
+            pods: 2,
+            matched: 2,
+            lines: 65,
+            asked_from: Some(t0() - secs(120)),
+            held_from: Some(t0() - secs(50)),
+            pods_held_less: 1,
+        }
+    );
+    let status = index
+        .policy_view(&pkey("raise"))
+        .unwrap()
+        .status(None, t0());
+    let replay_status = status.replay.unwrap();
+    assert_eq!(
+        replay_status.summary.as_deref(),
+        Some("65 lines, 2/2 pods, 1 held less")
+    );
+    assert_eq!((replay_status.lines, replay_status.pods_held_less), (65, 1));
+
+    // A push of the same generation (a resync, a renewal) asks the same id: the pods
+    // replay nothing again. A new generation asks a new one, and an old generation's
+    // replays no longer count.
+    raise.generation = 4;
+    raise.spec.reason = Some("INC-1: again".into());
+    index.apply_policy(raise, t0() + secs(1));
+    let pushes = ack_all(&mut index, t0() + secs(1));
+    let asked = pushes[0]
+        .document
+        .layers
+        .iter()
+        .find_map(|l| l.replay.clone())
+        .unwrap();
+    assert_eq!(asked.id, "7c1e/4");
+    let summary = index.policy_view(&pkey("raise")).unwrap().replay.unwrap();
+    assert_eq!((summary.generation, summary.pods, summary.lines), (4, 0, 0));
+
+    // Replays of a policy the pod was not pushed are not kept.
+    index.record_replays(
+        &pushes[0].pod,
+        ticket(&pushes[0]),
+        vec![ReplayView {
+            policy: "shop/other".into(),
+            ..replay("x/1", 3, 10)
+        }],
+    );
+    assert!(!index.record_replays(&pushes[0].pod, ticket(&pushes[0]), Vec::new()));
+}

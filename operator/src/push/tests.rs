@@ -407,7 +407,8 @@ async fn read_back_reports_the_version_and_layers() {
         read,
         ReadBack {
             version: Some(12),
-            sources: vec!["shop/a".into(), "env".into()]
+            sources: vec!["shop/a".into(), "env".into()],
+            replays: Vec::new(),
         }
     );
     // The layer's own shape: the held document's version under `document`; the
