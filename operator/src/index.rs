@@ -382,7 +382,8 @@ impl ReplaySummary {
             self.asked_from
                 .map_or(r.asked_from, |a| a.min(r.asked_from)),
         );
-        if let Some(held) = r.held_from.filter(|h| *h > r.asked_from) {
+        // The pod says whether lines of the window had expired before the replay.
+        if let Some(held) = r.held_from.filter(|_| !r.complete) {
             self.pods_held_less += 1;
             self.held_from = Some(self.held_from.map_or(held, |h| h.max(held)));
         }

@@ -123,10 +123,8 @@ impl Replayed {
         Replayed {
             lines: r.lines,
             asked_from: format_rfc3339(r.asked_from),
-            held_from: r
-                .held_from
-                .filter(|h| *h > r.asked_from)
-                .map(format_rfc3339),
+            // The pod says whether lines of the window had expired before the replay.
+            held_from: r.held_from.filter(|_| !r.complete).map(format_rfc3339),
             first_at: r.first_at.map(format_rfc3339),
         }
     }
@@ -385,6 +383,7 @@ mod tests {
             held_from: Some(t(held)),
             first_at: Some(t(held)),
             lines: 42,
+            complete: held == "2026-12-03T07:00:00Z",
         };
         let all = Replayed::of(&view("2026-12-03T07:00:00Z"));
         assert_eq!(all.held_from, None);

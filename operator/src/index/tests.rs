@@ -1627,6 +1627,7 @@ fn a_replay_is_asked_once_per_generation_and_what_the_pods_replayed_is_summed() 
         held_from: Some(t0() - secs(held)),
         first_at: Some(t0() - secs(held)),
         lines,
+        complete: held >= 120,
     };
     let ticket = |p: &Push| p.ticket;
     index.take_changed_policies();
