@@ -210,13 +210,34 @@ thread_local! {
 }
 
 /// The row of an event of `meta`: its callsite's, or for a `log` bridge callsite the
-/// row of the record being dispatched; [`RowId::OTHER`] for metadata never registered.
+/// row of the record being dispatched; [`RowId::OTHER`] for metadata that is no
+/// callsite's own (built per event, as `tracing-log` does).
+///
+/// A callsite another thread is still registering (`tracing` lets other threads ask
+/// the filters about its events meanwhile) has no row yet: it is given its row here,
+/// as its registration would give it.
 #[inline]
 pub(crate) fn row_of(meta: &Metadata<'_>) -> RowId {
     let key = meta as *const Metadata<'_> as usize;
     match sites::find_word(&BY_CALLSITE, key) {
         Some(word) => decode(word.load(Ordering::Acquire)).unwrap_or_else(|| wait_for(word)),
-        None => RowId::OTHER,
+        None => row_of_unregistered(meta),
+    }
+}
+
+/// [`row_of`] for metadata with no row yet: the callsite's own metadata (the same
+/// address as its callsite's, so `'static`) gets its row now; any other is `other`'s.
+#[cold]
+#[inline(never)]
+fn row_of_unregistered(meta: &Metadata<'_>) -> RowId {
+    let own: &'static Metadata<'static> = meta.callsite().0.metadata();
+    if std::ptr::eq(
+        own as *const Metadata<'_> as *const u8,
+        meta as *const Metadata<'_> as *const u8,
+    ) {
+        row_of_static(own)
+    } else {
+        RowId::OTHER
     }
 }
 
@@ -231,6 +252,32 @@ pub(crate) fn row_of_static(meta: &'static Metadata<'static>) -> RowId {
         }
     }
     register(meta)
+}
+
+/// The row of every event of `meta`'s callsite if it has one already and it is not a
+/// callsite of the `log` bridge (whose rows are per record); `None` otherwise (nothing
+/// is given here).
+pub(crate) fn fixed_row(meta: &Metadata<'_>) -> Option<RowId> {
+    let key = meta as *const Metadata<'_> as usize;
+    let w = sites::find_word(&BY_CALLSITE, key)?.load(Ordering::Acquire);
+    if w & LOG_SITE != 0 {
+        return None;
+    }
+    decode(w).filter(|r| *r != RowId::OTHER)
+}
+
+/// The row of every event of the registered callsite `meta` (given now if it has none
+/// yet), or `None` for a callsite of the `log` bridge, whose events are counted in the
+/// rows of their records: what a per-callsite cache may keep.
+pub(crate) fn fixed_row_of_static(meta: &'static Metadata<'static>) -> Option<RowId> {
+    let key = meta as *const Metadata<'_> as usize;
+    if let Some(word) = sites::find_word(&BY_CALLSITE, key) {
+        let w = word.load(Ordering::Acquire);
+        if w & LOG_SITE != 0 && w != CLAIMED {
+            return None;
+        }
+    }
+    Some(row_of_static(meta))
 }
 
 #[inline(always)]
@@ -534,8 +581,9 @@ impl Ledger {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
-    /// Adds `n` to column `col` of `row`, in this thread's copy.
-    #[inline]
+    /// Adds `n` to column `col` of `row`, in this thread's copy (inlined: the
+    /// sampled-out path of the filter pays no call for it).
+    #[inline(always)]
     pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
         let id = self.shared.id;
         let done = MINE.try_with(|mine| {
