@@ -40,14 +40,17 @@
 //! # Cost model
 //!
 //! - A **disabled** event never reaches the ledger: nothing is added to that path.
-//! - A **written** event costs its emitting thread one lookup of its row (a probe of a
-//!   process-wide lock-free table keyed by the callsite's address, a load and a compare)
-//!   and 12 bits in the line's mark in the queue (which already holds its end and
+//! - A **written** event costs its emitting thread no lookup of its own: its row is kept
+//!   with the callsite's rendered keys, which the formatter looks up anyway (a `log`
+//!   record's row, and a callsite's beyond that table, cost a probe of a process-wide
+//!   lock-free table keyed by the callsite's address, a load and a compare), and 12 bits
+//!   in the line's mark in the queue (which already holds its end and
 //!   level). No thread but the writer's writes a counter for it: the writer's thread adds
 //!   the line and its bytes to its own copy of the row after the write.
 //! - An event **not written** is counted by the thread that decided so, in that
-//!   thread's own copy of the row (a thread-local lookup, a load and a store: no atomic
-//!   read-modify-write, no cache line shared with another thread).
+//!   thread's own copy of the row: a thread-local lookup, a load and a store, no atomic
+//!   read-modify-write, no cache line shared with another thread (an event sampled out
+//!   on the filter's lock-free path finds its row in its callsite's word there).
 //! - A **read** ([`Ledger::sites`]) folds every thread's copy (threads that ended are
 //!   folded once, when they end).
 //!
