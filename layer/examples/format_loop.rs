@@ -11,11 +11,32 @@
 //! # instructions per event: the "summary:" line of /tmp/cg divided by 100000
 //! ```
 //!
-//! Arguments: `N [format] [service|-] [redact]` (default `json`; `service` names one, as
-//! `OTEL_SERVICE_NAME` would; `redact`: `builtin` (the default list, no field of the
-//! event matching), `none` (nothing redacted, no check), `user` (the list and `user`:
-//! one field redacted), as rows (d') of `benches/filter.rs`). Timestamps come from a fixed clock: valgrind cannot run
-//! the system clock's read of the vDSO.
+//! Arguments: `N [format] [service|-] [redact] [output]` (default `json`; `service` names
+//! one, as `OTEL_SERVICE_NAME` would; `redact`: `builtin` (the default list, no field of
+//! the event matching), `none` (nothing redacted, no check), `user` (the list and `user`:
+//! one field redacted), as rows (d') of `benches/filter.rs`). Timestamps come from a
+//! fixed clock: valgrind cannot run the system clock's read of the vDSO.
+//!
+//! `output`: `null` (the default: no filter, the line dropped by the sink), `writer` (the
+//! full layer as `logpolicy::init` builds it: `PolicyFilter` at `info` linked to the
+//! format, the ledger, and the `Writer` with its 4 MiB queue writing to stdout, all on
+//! the fixed clock), `sampled` (the same, with `@sample(shop::http)=1/100`: 99 of 100
+//! events are sampled out by the filter and never formatted) or `sampled-out` (with
+//! `1/1000000`: every event but the first is sampled out, so the count per event is the
+//! sampled-out path's alone). With `writer` or
+//! `sampled` the writer's counts are printed on stderr at the end (a dropped line would
+//! make the count wrong: it must say `dropped 0`); count the service's thread and the
+//! writer's thread apart, and take the difference of two `N`, so what is done once
+//! (registration, start-up, the final flush) cancels out:
+//!
+//! ```text
+//! for n in 20000 40000; do
+//!   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=/tmp/cg.$n \
+//!     target/release/examples/format_loop $n json - builtin writer > /dev/null
+//! done
+//! # per event on the service's thread: (summary of /tmp/cg.40000-01 - of /tmp/cg.20000-01) / 20000
+//! # per line on the writer's thread:   the same with the files ending -02
+//! ```
 
 // A benchmark driver: a bad argument ends the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -27,8 +48,10 @@ use events::six_fields;
 use logpolicy::clock::ManualClock;
 use logpolicy::format::Service;
 use logpolicy::policy::Redaction;
-use logpolicy::{Format, FormatLayer, NullSink};
-use std::time::SystemTime;
+use logpolicy::writer::{Output, Writer, WriterConfig};
+use logpolicy::{Directives, Format, FormatLayer, NullSink, Policy, PolicyFilter, PolicyLayer};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use tracing_subscriber::prelude::*;
 
 fn main() {
@@ -48,12 +71,50 @@ fn main() {
         Some("user") => Redaction::builtin().with([user]),
         Some(other) => panic!("redact: {other:?} (builtin, none or user)"),
     };
-    let layer = FormatLayer::new(format, NullSink)
+    let clock = ManualClock::new(SystemTime::now());
+    let directives = match args.next().as_deref() {
+        None | Some("null") => None,
+        Some("writer") => Some("info"),
+        Some("sampled") => Some("info,@sample(shop::http)=1/100"),
+        Some("sampled-out") => Some("info,@sample(shop::http)=1/1000000"),
+        Some(other) => panic!("output: {other:?} (null, writer, sampled or sampled-out)"),
+    };
+    let Some(directives) = directives else {
+        let layer = FormatLayer::new(format, NullSink)
+            .service(&service)
+            .redaction(redaction)
+            .with_clock(clock);
+        tracing_subscriber::registry().with(layer).init();
+        for _ in 0..n {
+            six_fields();
+        }
+        return;
+    };
+    let config = WriterConfig::new(Output::Stdout)
+        .capacity_bytes(4 << 20)
+        .flush_timeout(Duration::from_secs(60))
+        .clock(Arc::new(clock.clone()));
+    let (writer, guard) = Writer::new(config).expect("writer");
+    let directives: Directives = directives.parse().expect("directives");
+    let policy = Policy::new(vec![PolicyLayer::baseline(directives)]);
+    let filter = PolicyFilter::with_clock(policy, clock.clone());
+    let layer = FormatLayer::new(format, writer.clone())
         .service(&service)
         .redaction(redaction)
-        .with_clock(ManualClock::new(SystemTime::now()));
-    tracing_subscriber::registry().with(layer).init();
+        .with_policy(&filter)
+        .with_clock(clock);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(layer)
+        .init();
     for _ in 0..n {
         six_fields();
     }
+    drop(guard);
+    let s = writer.stats();
+    eprintln!(
+        "written {} dropped {}",
+        s.level(tracing::Level::INFO).written,
+        s.dropped_total()
+    );
 }

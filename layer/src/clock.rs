@@ -212,7 +212,15 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_nanos(self.nanos_since_epoch.load(Ordering::SeqCst))
+        UNIX_EPOCH + self.since_epoch()
+    }
+
+    fn since_epoch(&self) -> Duration {
+        Duration::from_nanos(self.nanos_since_epoch.load(Ordering::SeqCst))
+    }
+
+    fn unix_seconds(&self) -> u64 {
+        self.nanos_since_epoch.load(Ordering::SeqCst) / 1_000_000_000
     }
 }
 
@@ -262,15 +270,21 @@ pub(crate) fn write_since_epoch(buf: &mut Vec<u8>, d: Duration) {
             p
         }
     });
-    buf.extend_from_slice(&prefix);
-    let mut micros = d.subsec_micros();
-    let mut digits = [b'0'; 7];
-    for slot in digits[..6].iter_mut().rev() {
-        *slot = b'0' + (micros % 10) as u8;
-        micros /= 10;
+    // The whole timestamp in one 32-byte block, stored as one fixed-size move, then cut
+    // to its 27 bytes.
+    let mut block = [0u8; 32];
+    block[..20].copy_from_slice(&prefix);
+    let micros = d.subsec_micros() as usize;
+    let (high, low) = (micros / 10_000, micros % 10_000);
+    let (mid, low) = (low / 100, low % 100);
+    for (at, pair) in [(20, high), (22, mid), (24, low)] {
+        block[at] = DIGIT_PAIRS[2 * pair];
+        block[at + 1] = DIGIT_PAIRS[2 * pair + 1];
     }
-    digits[6] = b'Z';
-    buf.extend_from_slice(&digits);
+    block[26] = b'Z';
+    let at = buf.len();
+    buf.extend_from_slice(&block);
+    buf.truncate(at + 27);
 }
 
 thread_local! {
@@ -322,8 +336,9 @@ pub(crate) fn write_nanos_since_epoch(buf: &mut Vec<u8>, d: Duration) {
     buf.extend_from_slice(&frac);
 }
 
-/// `00`, `01`, ... `99`.
-const DIGIT_PAIRS: [u8; 200] = {
+/// `00`, `01`, ... `99`: the decimal digits of a number below 100 at `2 * n` and
+/// `2 * n + 1` (timestamps and the formats' integers take digits two at a time).
+pub(crate) static DIGIT_PAIRS: [u8; 200] = {
     let mut t = [0u8; 200];
     let mut i = 0;
     while i < 100 {

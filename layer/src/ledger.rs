@@ -40,14 +40,17 @@
 //! # Cost model
 //!
 //! - A **disabled** event never reaches the ledger: nothing is added to that path.
-//! - A **written** event costs its emitting thread one lookup of its row (a probe of a
-//!   process-wide lock-free table keyed by the callsite's address, a load and a compare)
-//!   and 12 bits in the line's mark in the queue (which already holds its end and
+//! - A **written** event costs its emitting thread no lookup of its own: its row is kept
+//!   with the callsite's rendered keys, which the formatter looks up anyway (a `log`
+//!   record's row, and a callsite's beyond that table, cost a probe of a process-wide
+//!   lock-free table keyed by the callsite's address, a load and a compare), and 12 bits
+//!   in the line's mark in the queue (which already holds its end and
 //!   level). No thread but the writer's writes a counter for it: the writer's thread adds
 //!   the line and its bytes to its own copy of the row after the write.
 //! - An event **not written** is counted by the thread that decided so, in that
-//!   thread's own copy of the row (a thread-local lookup, a load and a store: no atomic
-//!   read-modify-write, no cache line shared with another thread).
+//!   thread's own copy of the row: a thread-local lookup, a load and a store, no atomic
+//!   read-modify-write, no cache line shared with another thread (an event sampled out
+//!   on the filter's lock-free path finds its row in its callsite's word there).
 //! - A **read** ([`Ledger::sites`]) folds every thread's copy (threads that ended are
 //!   folded once, when they end).
 //!
@@ -217,13 +220,34 @@ thread_local! {
 }
 
 /// The row of an event of `meta`: its callsite's, or for a `log` bridge callsite the
-/// row of the record being dispatched; [`RowId::OTHER`] for metadata never registered.
+/// row of the record being dispatched; [`RowId::OTHER`] for metadata that is no
+/// callsite's own (built per event, as `tracing-log` does).
+///
+/// A callsite another thread is still registering (`tracing` lets other threads ask
+/// the filters about its events meanwhile) has no row yet: it is given its row here,
+/// as its registration would give it.
 #[inline]
 pub(crate) fn row_of(meta: &Metadata<'_>) -> RowId {
     let key = meta as *const Metadata<'_> as usize;
     match sites::find_word(&BY_CALLSITE, key) {
         Some(word) => decode(word.load(Ordering::Acquire)).unwrap_or_else(|| wait_for(word)),
-        None => RowId::OTHER,
+        None => row_of_unregistered(meta),
+    }
+}
+
+/// [`row_of`] for metadata with no row yet: the callsite's own metadata (the same
+/// address as its callsite's, so `'static`) gets its row now; any other is `other`'s.
+#[cold]
+#[inline(never)]
+fn row_of_unregistered(meta: &Metadata<'_>) -> RowId {
+    let own: &'static Metadata<'static> = meta.callsite().0.metadata();
+    if std::ptr::eq(
+        own as *const Metadata<'_> as *const u8,
+        meta as *const Metadata<'_> as *const u8,
+    ) {
+        row_of_static(own)
+    } else {
+        RowId::OTHER
     }
 }
 
@@ -238,6 +262,32 @@ pub(crate) fn row_of_static(meta: &'static Metadata<'static>) -> RowId {
         }
     }
     register(meta)
+}
+
+/// The row of every event of `meta`'s callsite if it has one already and it is not a
+/// callsite of the `log` bridge (whose rows are per record); `None` otherwise (nothing
+/// is given here).
+pub(crate) fn fixed_row(meta: &Metadata<'_>) -> Option<RowId> {
+    let key = meta as *const Metadata<'_> as usize;
+    let w = sites::find_word(&BY_CALLSITE, key)?.load(Ordering::Acquire);
+    if w & LOG_SITE != 0 {
+        return None;
+    }
+    decode(w).filter(|r| *r != RowId::OTHER)
+}
+
+/// The row of every event of the registered callsite `meta` (given now if it has none
+/// yet), or `None` for a callsite of the `log` bridge, whose events are counted in the
+/// rows of their records: what a per-callsite cache may keep.
+pub(crate) fn fixed_row_of_static(meta: &'static Metadata<'static>) -> Option<RowId> {
+    let key = meta as *const Metadata<'_> as usize;
+    if let Some(word) = sites::find_word(&BY_CALLSITE, key) {
+        let w = word.load(Ordering::Acquire);
+        if w & LOG_SITE != 0 && w != CLAIMED {
+            return None;
+        }
+    }
+    Some(row_of_static(meta))
 }
 
 #[inline(always)]
@@ -549,8 +599,9 @@ impl Ledger {
         self.shared.retired.add_shared(row, col, n);
     }
 
-    /// Adds `n` to column `col` of `row`, in this thread's copy.
-    #[inline]
+    /// Adds `n` to column `col` of `row`, in this thread's copy (inlined: the
+    /// sampled-out path of the filter pays no call for it).
+    #[inline(always)]
     pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
         let id = self.shared.id;
         let done = MINE.try_with(|mine| {

@@ -11,7 +11,7 @@ use super::filter::Shared;
 use super::limits::{BurstDecision, BurstWindow, Notice};
 use super::stats::{Reason, RuleCounters, StatsCells};
 use super::when;
-use crate::ledger::{self, Col};
+use crate::ledger::{self, Col, RowId};
 use crate::level::Level;
 use crate::policy::Burst;
 use crate::sites::{self, WordSlot};
@@ -53,17 +53,22 @@ impl Verdict {
 /// ([`sites::Words`]). An event whose callsite's word is for this filter and its current
 /// generation (the filter's [`tag`]) is decided by the word alone: disabled,
 /// disabled unless the thread is in a span that satisfies a condition, enabled, or
-/// sampled by the rule in slot `slot` of the filter's rule table (one atomic add).
+/// sampled by the rule in slot `slot` of the filter's rule table (one atomic add; a
+/// sampled word also carries the callsite's ledger row, where an event sampled out is
+/// counted without looking the row up).
 /// Anything else (no word yet, another filter's or an older policy's word, a burst
 /// limit) takes the cached path.
 static SITE_VERDICTS: [WordSlot; 4096] = [const { WordSlot::free() }; 4096];
 
-/// Rules of a filter that the lock-free path can reach (more take the cached path).
+/// Rules of a filter that the lock-free path can reach (more take the cached path): the
+/// 8 bits of a word's rule slot.
 pub(super) const RULE_SLOTS: usize = 256;
 
-/// `generation (24 bits) | filter (24) | rule slot (14) | kind (2)`: truncated ids, so a
-/// stale word could pass only after 2^24 filters or policy changes between two events of
-/// a callsite, and would then only misjudge that callsite.
+/// `generation (22 bits) | filter (20) | ledger row (12) | rule slot (8) | kind (2)`:
+/// truncated ids, so a stale word could pass only after 2^22 policy changes or 2^20
+/// filters between two events of a callsite, and would then only misjudge that
+/// callsite. The row is set in sampled words only (0 there: look it up, as for a `log`
+/// bridge callsite, whose rows are per record); every other word has 0 in its place.
 struct FastWord;
 
 impl FastWord {
@@ -73,9 +78,12 @@ impl FastWord {
     /// Disabled with slot 1: unless the thread is in a span that satisfies a condition.
     const CONDITIONAL: u64 = (1 << 2) | Self::DISABLED;
 
-    /// The word of `kind` and rule slot `slot` under `tag`.
-    fn word(tag: u64, kind: u64, slot: usize) -> u64 {
-        tag | ((slot as u64 & 0x3fff) << 2) | kind
+    /// Bits below the tag: row, slot and kind.
+    const LOW: u32 = 22;
+
+    /// The word of `kind`, rule slot `slot` and ledger row index `row` under `tag`.
+    fn word(tag: u64, kind: u64, slot: usize, row: usize) -> u64 {
+        tag | ((row as u64 & 0xfff) << 10) | ((slot as u64 & 0xff) << 2) | kind
     }
 }
 
@@ -83,7 +91,7 @@ impl FastWord {
 /// filter as it installs a policy, so the event path loads it instead of computing it;
 /// it also keys the per-thread cache).
 pub(super) fn tag(filter: usize, generation: u64) -> u64 {
-    ((generation & 0xff_ffff) << 40) | ((filter as u64 & 0xff_ffff) << 16)
+    ((generation & 0x3f_ffff) << 42) | ((filter as u64 & 0xf_ffff) << FastWord::LOW)
 }
 
 /// How little verbose a level is: 0 for `TRACE` to 4 for `ERROR` (the order of
@@ -139,7 +147,7 @@ impl Shared {
         let key = meta as *const Metadata<'_> as usize;
         // Only registered (static) callsites have a word: a key is an identity.
         if let Some(word) = sites::find_word(&SITE_VERDICTS, key) {
-            // Of this filter and generation: only the low 16 bits (slot and kind) left.
+            // Of this filter and generation: only the low 22 bits (row, slot and kind) left.
             let w = word.load(Ordering::Acquire) ^ tag;
             // Ifs, not a match: the common words first, each one compare.
             if w == FastWord::DISABLED {
@@ -153,12 +161,13 @@ impl Shared {
                 }
             } else if w == FastWord::ENABLED {
                 return true;
-            } else if w < 1 << 16 && w & 3 == FastWord::SAMPLED {
-                if let Some(rule) = self.rules.get((w >> 2) as usize).and_then(OnceLock::get) {
+            } else if w < 1 << FastWord::LOW && w & 3 == FastWord::SAMPLED {
+                let slot = (w >> 2) as usize & 0xff;
+                if let Some(rule) = self.rules.get(slot).and_then(OnceLock::get) {
                     if rule.keep(meta.level()) {
                         return true;
                     }
-                    self.sampled_out(meta);
+                    self.sampled_out_in((w >> 10) as usize, meta);
                     return false;
                 }
             }
@@ -193,7 +202,7 @@ impl Shared {
                 // The policy the verdict was decided under (maybe newer than `current`).
                 let tag = tag(self.id, generation);
                 if mask == 0 {
-                    self.publish(key, &verdict, tag);
+                    self.publish(meta, key, &verdict, tag);
                 }
                 *slot = Some(CachedVerdict {
                     tag,
@@ -212,21 +221,26 @@ impl Shared {
     /// `when` entry may enable is published as disabled with slot 1: the lock-free path
     /// then reads the thread's conditions; one it may disable is not published.
     #[cold]
-    fn publish(&self, key: usize, verdict: &Verdict, tag: u64) {
-        let (kind, slot) = if !verdict.enabled {
-            (FastWord::DISABLED, usize::from(verdict.conditional))
+    fn publish(&self, meta: &Metadata<'_>, key: usize, verdict: &Verdict, tag: u64) {
+        let (kind, slot, row) = if !verdict.enabled {
+            (FastWord::DISABLED, usize::from(verdict.conditional), 0)
         } else if verdict.conditional || verdict.burst.is_some() {
             return;
         } else if let Some(rule) = &verdict.rule {
             match self.rule_slot(rule) {
-                Some(slot) => (FastWord::SAMPLED, slot),
+                // The row where its events sampled out are counted (0: looked up).
+                Some(slot) => (
+                    FastWord::SAMPLED,
+                    slot,
+                    ledger::fixed_row(meta).map_or(0, |r| r.index()),
+                ),
                 None => return,
             }
         } else {
-            (FastWord::ENABLED, 0)
+            (FastWord::ENABLED, 0, 0)
         };
         if let Some(site) = sites::find_or_insert_word(&SITE_VERDICTS, key) {
-            site.store(FastWord::word(tag, kind, slot), Ordering::Release);
+            site.store(FastWord::word(tag, kind, slot, row), Ordering::Release);
         }
     }
 
@@ -266,7 +280,17 @@ impl Shared {
     /// the path that keeps the event stays as short as it was).
     #[inline(never)]
     fn sampled_out(&self, meta: &Metadata<'_>) {
-        let row = ledger::row_of(meta);
+        self.sampled_out_in(0, meta);
+    }
+
+    /// [`sampled_out`](Self::sampled_out) with the row index the callsite's word carries
+    /// (0: none, looked up).
+    #[inline(never)]
+    fn sampled_out_in(&self, row: usize, meta: &Metadata<'_>) {
+        let row = match row {
+            0 => ledger::row_of(meta),
+            i => RowId::from_index(i),
+        };
         self.ledger
             .add(row, Col::policy(Reason::Sampled as usize), 1);
     }

@@ -18,6 +18,7 @@ use tracing_core::Metadata;
 
 use super::schema::{write_head, write_key, Keys};
 use crate::enforce::{FieldMask, RedactionSet};
+use crate::ledger::{self, RowId};
 use crate::sites::{self, Site};
 
 /// The index of `meta`'s field called `message` (`usize::MAX`: none).
@@ -40,6 +41,9 @@ pub(crate) struct CachedSite {
     keys: Box<[Key]>,
     /// The index of the field called `message` (`usize::MAX`: none).
     message: usize,
+    /// The callsite's row in the ledger (`None`: a callsite of the `log` bridge, whose
+    /// events are counted in the rows of their records).
+    row: Option<RowId>,
     /// The fields the last redaction seen here hides: its id in the high 32 bits, the
     /// field bits below (0 in the high bits: not computed yet).
     redaction: AtomicU64,
@@ -81,6 +85,7 @@ impl CachedSite {
             meta,
             message: message_index(meta),
             callsite: meta.callsite(),
+            row: ledger::fixed_row_of_static(meta),
             head: head.into_boxed_slice(),
             keys,
             redaction: AtomicU64::new(0),
@@ -108,6 +113,16 @@ impl CachedSite {
             );
         }
         mask
+    }
+
+    /// The row of an event of this callsite in the ledger: kept here, so the event's
+    /// one lookup of its callsite finds its keys, its redaction and its row.
+    #[inline]
+    pub(crate) fn row(&self) -> RowId {
+        match self.row {
+            Some(row) => row,
+            None => ledger::row_of_static(self.meta),
+        }
     }
 
     /// The index of this callsite's field called `message` (`usize::MAX`: none).

@@ -24,24 +24,38 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any of the 8 bytes in `w` is a control character, `"` or `\\` (exact: the
-/// classic "has a byte less than" and "has a zero byte" word tricks, which never miss
-/// and, used only as a yes/no for the whole word, never report a byte that is not there).
-#[inline]
-fn word_needs_escape(w: u64) -> bool {
+/// The high bit of each byte of `w` that is a control character, `"` or `\\`, and maybe
+/// of bytes after such a byte (the classic "has a byte less than" and "has a zero
+/// byte" word tricks: a borrow runs upwards only from a byte that matched, so the
+/// result is 0 exactly when no byte matches; used only as a yes/no).
+#[inline(always)]
+fn escape_bits(w: u64) -> u64 {
     let control = w.wrapping_sub(ONES * 0x20) & !w;
     let q = w ^ (ONES * u64::from(b'"'));
     let quote = q.wrapping_sub(ONES) & !q;
     let b = w ^ (ONES * u64::from(b'\\'));
     let backslash = b.wrapping_sub(ONES) & !b;
-    (control | quote | backslash) & HIGH != 0
+    (control | quote | backslash) & HIGH
 }
 
-#[inline]
+/// Whether any of the 8 bytes in `w` is a control character, `"` or `\\`.
+#[cfg(test)]
+fn word_needs_escape(w: u64) -> bool {
+    escape_bits(w) != 0
+}
+
+#[inline(always)]
 fn word_at(bytes: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&bytes[at..at + 8]);
     u64::from_le_bytes(w)
+}
+
+#[inline(always)]
+fn half_at(bytes: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(w)
 }
 
 /// Whether any of the 8 bytes in `w` is a control character (below `0x20`, or `0x7f`).
@@ -55,7 +69,7 @@ fn word_has_control(w: u64) -> bool {
 
 /// Whether `bytes` holds a byte that must be escaped: 8 bytes at a time (the last word
 /// overlapping), bytes one by one only for strings shorter than 8.
-#[inline]
+#[cfg(test)]
 fn needs_escape(bytes: &[u8]) -> bool {
     scan(bytes, word_needs_escape, |b| ESCAPE[b as usize] != 0)
 }
@@ -78,11 +92,7 @@ fn scan(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> 
             return bytes.iter().any(|&b| byte(b));
         }
         // Two overlapping 4-byte words, widened: the upper half (`0x20` bytes) is clean.
-        let half = |at: usize| {
-            let mut w = [0x20u8; 8];
-            w[..4].copy_from_slice(&bytes[at..at + 4]);
-            u64::from_le_bytes(w)
-        };
+        let half = |at: usize| u64::from(half_at(bytes, at)) | (ONES * 0x20) << 32;
         return word_needs_escape(half(0)) || word_needs_escape(half(len - 4));
     }
     let mut at = 0;
@@ -96,20 +106,99 @@ fn scan(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> 
 }
 
 /// Appends `s` to `buf` escaped for the inside of a JSON string: quotes, backslashes and
-/// control characters are escaped; everything else (valid UTF-8) is copied in runs.
+/// control characters are escaped; everything else (valid UTF-8) is copied.
+///
+/// Checked and copied 16 bytes at a time (two words), each block stored as one
+/// fixed-size move into the buffer, never through a call to `memcpy` (whose branches on
+/// the length mispredict as a line's strings alternate): the last block overlaps the
+/// one before it (the buffer is cut back to where it starts, then the block is stored
+/// whole), and a string shorter than 16 bytes is stored as two overlapping words (8 or
+/// 4 bytes), or, below 4 bytes, as one word built from its first, middle and last byte.
 #[inline]
 pub(crate) fn write_escaped(buf: &mut Vec<u8>, s: &str) {
-    if needs_escape(s.as_bytes()) {
-        write_escaped_slow(buf, s);
-    } else {
-        buf.extend_from_slice(s.as_bytes());
+    let bytes = s.as_bytes();
+    let len = bytes.len();
+    let at = buf.len();
+    if len >= 16 {
+        return write_escaped_blocks(buf, bytes);
     }
+    if len >= 8 {
+        let (a, b) = (word_at(bytes, 0), word_at(bytes, len - 8));
+        if escape_bits(a) | escape_bits(b) != 0 {
+            return write_escaped_slow(buf, bytes);
+        }
+        return put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+    }
+    if len >= 4 {
+        let (a, b) = (half_at(bytes, 0), half_at(bytes, len - 4));
+        // The upper half of the word is `0x20` bytes, which need nothing.
+        let pad = (ONES * 0x20) << 32;
+        if escape_bits(u64::from(a) | pad) | escape_bits(u64::from(b) | pad) != 0 {
+            return write_escaped_slow(buf, bytes);
+        }
+        return put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+    }
+    if len == 0 {
+        return;
+    }
+    // 1 to 3 bytes: the first, the middle and the last byte are every byte.
+    let (x, y, z) = (bytes[0], bytes[len / 2], bytes[len - 1]);
+    if ESCAPE[x as usize] | ESCAPE[y as usize] | ESCAPE[z as usize] != 0 {
+        return write_escaped_slow(buf, bytes);
+    }
+    buf.extend_from_slice(&[x, y, z, 0]);
+    buf.truncate(at + len);
 }
 
-/// [`write_escaped`] for a string known to hold something to escape.
+/// Appends the `len` bytes whose first `N` are `first` and last `N` are `last` (`N <=
+/// len <= 2 * N`): two fixed-size stores, the second overlapping the first.
+#[inline(always)]
+fn put_overlapping<const N: usize>(buf: &mut Vec<u8>, first: [u8; N], last: [u8; N], len: usize) {
+    let at = buf.len();
+    buf.reserve(2 * N);
+    buf.extend_from_slice(&first);
+    buf.truncate(at + len - N);
+    buf.extend_from_slice(&last);
+}
+
+/// [`write_escaped`] for 16 bytes or more.
+#[inline(never)]
+fn write_escaped_blocks(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let len = bytes.len();
+    let at = buf.len();
+    buf.reserve(len);
+    let block = |i: usize| {
+        let (a, b) = (word_at(bytes, i), word_at(bytes, i + 8));
+        (
+            u128::from(a) | u128::from(b) << 64,
+            escape_bits(a) | escape_bits(b),
+        )
+    };
+    let mut i = 0;
+    while i + 16 < len {
+        let (w, escape) = block(i);
+        if escape != 0 {
+            return write_escaped_slow(buf, &bytes[i..]);
+        }
+        buf.extend_from_slice(&w.to_le_bytes());
+        i += 16;
+    }
+    // The last block ends with the string, overlapping what was stored before it.
+    let last = len - 16;
+    buf.truncate(at + last);
+    let (w, escape) = block(last);
+    if escape != 0 {
+        return write_escaped_slow(buf, &bytes[last..]);
+    }
+    buf.extend_from_slice(&w.to_le_bytes());
+}
+
+/// [`write_escaped`] for bytes holding something to escape (a whole string, or the rest
+/// of one from where the block with the first escape starts: never inside a character,
+/// since the bytes escaped are ASCII and runs between them are copied whole).
 #[cold]
-fn write_escaped_slow(buf: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
+#[inline(never)]
+fn write_escaped_slow(buf: &mut Vec<u8>, bytes: &[u8]) {
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let e = ESCAPE[b as usize];
@@ -171,6 +260,38 @@ mod tests {
             buf.push(b'"');
             let back: String = serde_json::from_slice(&buf).unwrap();
             prop_assert_eq!(back, s);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(50_000))]
+        /// Byte for byte what `serde_json` writes, at every length around the block and
+        /// word sizes, with escapes and multi-byte characters at every position (the
+        /// first, the middle and the last block, the overlapping tail), after any prefix
+        /// already in the buffer.
+        #[test]
+        fn escaped_as_serde_json_escapes(
+            prefix in proptest::collection::vec(any::<u8>(), 0..20),
+            chars in proptest::collection::vec(
+                prop_oneof![
+                    4 => proptest::char::range('a', 'z'),
+                    1 => prop::sample::select(vec![
+                        '\u{0}', '\u{1f}', '\n', '\t', '\u{8}', '\u{c}', '\r', '"', '\\', '/',
+                        '\u{7f}', '\u{80}', 'é', '中', '😀', '\u{2028}',
+                    ]),
+                ],
+                0..80,
+            ),
+        ) {
+            let s = String::from_iter(chars);
+            let mut buf = prefix.clone();
+            write_escaped(&mut buf, &s);
+            let quoted = serde_json::to_string(&s).unwrap();
+            prop_assert_eq!(&buf[..prefix.len()], &prefix[..]);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&buf[prefix.len()..]),
+                &quoted[1..quoted.len() - 1]
+            );
         }
     }
 

@@ -454,7 +454,10 @@ impl<K: LineSink> FormatLayer<K> {
     }
 
     /// Formats `event` into `buf` (cleared first), stamped `now` (since the Unix epoch),
-    /// redacted as `r` says; returns what it redacted.
+    /// redacted as `r` says; returns what it redacted. The event path looks its callsite
+    /// up once and calls [`FormatLayer::format_site`]; this is the entry for a line made
+    /// apart from that path.
+    #[allow(dead_code)]
     fn format_into<S>(
         &self,
         buf: &mut Vec<u8>,
@@ -466,14 +469,32 @@ impl<K: LineSink> FormatLayer<K> {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        let callsite = cached_site(event.metadata(), self.event_keys);
+        self.format_site(buf, event, callsite, ctx, now, r)
+    }
+
+    /// [`FormatLayer::format_into`] with the event's callsite's rendered parts already
+    /// looked up (`callsite`: [`cached_site`] with this layer's event keys).
+    #[inline]
+    fn format_site<S>(
+        &self,
+        buf: &mut Vec<u8>,
+        event: &Event<'_>,
+        callsite: Option<&'static CachedSite>,
+        ctx: &Context<'_, S>,
+        now: Duration,
+        r: ActiveRedaction,
+    ) -> Counts
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
         buf.clear();
         let meta = event.metadata();
         let format = self.style.format;
         if format == Format::Text {
-            return self.format_text(buf, event, ctx.event_span(event), now, r);
+            return self.format_text(buf, event, callsite, ctx.event_span(event), now, r);
         }
         let keys = self.event_keys;
-        let callsite = cached_site(meta, keys);
         write_time(buf, format, now);
         match callsite {
             Some(c) => buf.extend_from_slice(&c.head),
@@ -645,13 +666,13 @@ impl<K: LineSink> FormatLayer<K> {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         buf.extend_from_slice(spans_open(self.style.format));
-        for (i, span) in leaf.scope().from_root().enumerate() {
+        for_each_from_root(leaf, |i, span| {
             if i > 0 {
                 buf.push(b',');
             }
             buf.extend_from_slice(b"{\"name\":\"");
-            self.put_json_span(buf, &span, r);
-        }
+            self.put_json_span(buf, span, r);
+        });
         buf.push(b']');
     }
 
@@ -660,12 +681,12 @@ impl<K: LineSink> FormatLayer<K> {
         &self,
         buf: &mut Vec<u8>,
         event: &Event<'_>,
+        callsite: Option<&'static CachedSite>,
         span: Option<tracing_subscriber::registry::SpanRef<'_, S>>,
         now: Duration,
         r: ActiveRedaction,
     ) -> Counts {
         let meta = event.metadata();
-        let callsite = cached_site(meta, Keys::Text);
         write_since_epoch(buf, now);
         match callsite {
             Some(c) => buf.extend_from_slice(&c.head),
@@ -674,9 +695,7 @@ impl<K: LineSink> FormatLayer<K> {
         if let Some(span) = span {
             buf.push(b' ');
             if let (Spans::All, Some(parent)) = (self.spans, span.parent()) {
-                for outer in parent.scope().from_root() {
-                    self.put_text_span(buf, &outer, r);
-                }
+                for_each_from_root(&parent, |_, outer| self.put_text_span(buf, outer, r));
             }
             self.put_text_span(buf, &span, r);
         }
@@ -948,11 +967,17 @@ impl<K: LineSink> FormatLayer<K> {
         let now = self.clock.since_epoch();
         let meta = event.metadata();
         let level = meta.level();
-        // The callsite's row in the ledger: the line is counted there by the writer.
-        let row = crate::ledger::row_of_static(meta);
+        // One lookup of the callsite: its rendered keys, its redaction mask and its row
+        // in the ledger (where the writer counts the line).
+        let callsite = cached_site(meta, self.event_keys);
+        let row = match callsite {
+            Some(c) => c.row(),
+            None => crate::ledger::row_of_static(meta),
+        };
         let Some(gate) = self.gate.linked() else {
             // No policy linked: every event is written.
-            self.format_into(buf, event, ctx, now, self.gate.active_redaction());
+            let r = self.gate.active_redaction();
+            self.format_site(buf, event, callsite, ctx, now, r);
             self.sink
                 .write_row_line(row, level, self.gate.keeps_always(level), buf);
             return;
@@ -971,7 +996,7 @@ impl<K: LineSink> FormatLayer<K> {
                         self.sink.write_row_line(held_row, &lvl, true, line);
                     }
                 }
-                let redacted = self.format_into(buf, event, ctx, now, write.redaction);
+                let redacted = self.format_site(buf, event, callsite, ctx, now, write.redaction);
                 self.sink.write_row_line(row, level, write.always_keep, buf);
                 gate.written(&write, level, buf.len());
                 self.gate.redacted(redacted.by_name, redacted.by_value);
@@ -982,7 +1007,7 @@ impl<K: LineSink> FormatLayer<K> {
                 }
             }
             Decision::Hold(holder) => {
-                let redacted = self.format_into(buf, event, ctx, now, holder.redaction);
+                let redacted = self.format_site(buf, event, callsite, ctx, now, holder.redaction);
                 self.gate.redacted(redacted.by_name, redacted.by_value);
                 holder.hold(buf, row);
             }
@@ -1013,6 +1038,32 @@ pub(crate) fn replayed_end(format: Format, line: &[u8]) -> (&[u8], &'static [u8]
             Some(body) => (body, b",\"replayed\":true}\n"),
             None => (line, b""),
         }
+    }
+}
+
+/// Runs `f` on every span from the root to `leaf` (with its position): without
+/// allocating for up to 16 spans (`Scope::from_root` collects them into a `Vec`), the
+/// allocating way for deeper ones.
+fn for_each_from_root<'a, S>(
+    leaf: &tracing_subscriber::registry::SpanRef<'a, S>,
+    mut f: impl FnMut(usize, &tracing_subscriber::registry::SpanRef<'a, S>),
+) where
+    S: Subscriber + for<'l> LookupSpan<'l>,
+{
+    let mut spans: [Option<tracing_subscriber::registry::SpanRef<'a, S>>; 16] = Default::default();
+    let mut n = 0;
+    for span in leaf.scope() {
+        let Some(slot) = spans.get_mut(n) else {
+            for (i, span) in leaf.scope().from_root().enumerate() {
+                f(i, &span);
+            }
+            return;
+        };
+        *slot = Some(span);
+        n += 1;
+    }
+    for (i, span) in spans[..n].iter().rev().flatten().enumerate() {
+        f(i, span);
     }
 }
 

@@ -2,13 +2,14 @@
 //! level names and numbers, its timestamp and where the service goes. Everything here is
 //! rendered once (per callsite, per layer) or on the slow path; the hot path copies it.
 
+use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use super::escape::write_escaped;
 use super::fields::write_controls_escaped;
-use crate::clock::{write_nanos_since_epoch, write_since_epoch};
+use crate::clock::{write_nanos_since_epoch, write_since_epoch, DIGIT_PAIRS};
 use crate::level::level_index;
 
 /// The line format: which fields a line has and where, for the pipeline that reads it.
@@ -387,11 +388,7 @@ pub(crate) fn write_time(buf: &mut Vec<u8>, format: Format, now: Duration) {
     // One literal per arm: each is copied as a constant, without a call to `memcpy`.
     match format {
         Format::Json => buf.extend_from_slice(b"{\"ts\":\""),
-        Format::JsonOtel => {
-            buf.extend_from_slice(b"{\"Timestamp\":\"");
-            write_nanos_since_epoch(buf, now);
-            return;
-        }
+        Format::JsonOtel => return write_otel_time(buf, now),
         Format::JsonEcs => buf.extend_from_slice(b"{\"@timestamp\":\""),
         Format::JsonGcp => buf.extend_from_slice(b"{\"time\":\""),
         Format::JsonDatadog => buf.extend_from_slice(b"{\"timestamp\":\""),
@@ -399,6 +396,54 @@ pub(crate) fn write_time(buf: &mut Vec<u8>, format: Format, now: Duration) {
         Format::Text => {}
     }
     write_since_epoch(buf, now);
+}
+
+thread_local! {
+    /// `{"Timestamp":"` and the digits of the last second a `json-otel` line was
+    /// stamped with on this thread, and their length.
+    static OTEL_SECONDS: Cell<(u64, [u8; 48], u8)> = const { Cell::new((u64::MAX, [0; 48], 0)) };
+}
+
+/// `json-otel`'s start of a line: `{"Timestamp":"` and the nanoseconds since the epoch.
+/// The opening and the second's digits are kept per thread as one block; a line adds
+/// its nine digits of nanoseconds to it and stores it whole (one fixed-size move), then
+/// the buffer is cut back to its length.
+#[inline]
+fn write_otel_time(buf: &mut Vec<u8>, now: Duration) {
+    const OPEN: &[u8; 14] = b"{\"Timestamp\":\"";
+    let secs = now.as_secs();
+    if secs == 0 || secs >= u64::MAX / 1_000_000_000 {
+        // No second's digits to put the nanoseconds after (see write_nanos_since_epoch).
+        buf.extend_from_slice(OPEN);
+        return write_nanos_since_epoch(buf, now);
+    }
+    let (mut block, len) = OTEL_SECONDS.with(|c| {
+        let (cached, block, len) = c.get();
+        if cached == secs {
+            return (block, len);
+        }
+        let mut block = [0u8; 48];
+        block[..OPEN.len()].copy_from_slice(OPEN);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(secs).as_bytes();
+        let len = OPEN.len() + digits.len();
+        block[OPEN.len()..len].copy_from_slice(digits);
+        c.set((secs, block, len as u8));
+        (block, len as u8)
+    });
+    let len = usize::from(len);
+    let nanos = now.subsec_nanos();
+    let (mut high, low) = (nanos / 10, nanos % 10);
+    let frac = &mut block[len..len + 9];
+    frac[8] = b'0' + low as u8;
+    for pair in frac[..8].rchunks_exact_mut(2) {
+        let i = (high % 100) as usize * 2;
+        pair.copy_from_slice(&DIGIT_PAIRS[i..i + 2]);
+        high /= 100;
+    }
+    let at = buf.len();
+    buf.extend_from_slice(&block);
+    buf.truncate(at + len + 9);
 }
 
 /// What opens a line's span (its name follows, then its fields): in `json-otel` inside
@@ -493,6 +538,30 @@ mod tests {
             let mut buf = Vec::new();
             write_nanos_since_epoch(&mut buf, d);
             assert_eq!(String::from_utf8(buf).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn otel_timestamps_are_the_nanoseconds_after_their_opening() {
+        // Seconds changing and coming back, the first second, the last one that fits.
+        for d in [
+            Duration::new(1_800_000_000, 7),
+            Duration::new(1_800_000_000, 999_999_999),
+            Duration::new(1_800_000_001, 10_000_000),
+            Duration::new(999, 123_456_789),
+            Duration::new(1_800_000_000, 0),
+            Duration::new(0, 42),
+            Duration::new(1, 0),
+            Duration::new(18_446_744_072, 1),
+            Duration::new(18_446_744_073, 1),
+            Duration::new(u64::MAX, 999_999_999),
+        ] {
+            let mut buf = b"x".to_vec();
+            write_time(&mut buf, Format::JsonOtel, d);
+            let mut nanos = Vec::new();
+            write_nanos_since_epoch(&mut nanos, d);
+            let expected = format!("x{{\"Timestamp\":\"{}", String::from_utf8(nanos).unwrap());
+            assert_eq!(String::from_utf8(buf).unwrap(), expected, "{d:?}");
         }
     }
 
