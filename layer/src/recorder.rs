@@ -132,6 +132,11 @@ impl RecordLimits {
     pub fn max_age(&self) -> Duration {
         self.max_age
     }
+
+    #[inline]
+    fn max_age_us(&self) -> u64 {
+        us_of(self.max_age)
+    }
 }
 
 /// Where one line ends in its chunk, and what it is.
@@ -257,8 +262,12 @@ fn time_of(at_us: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(at_us)
 }
 
+/// Microseconds of `d`, in u64 arithmetic (saturating past 584,000 years).
+#[inline]
 fn us_of(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_micros()))
 }
 
 struct Inner {
@@ -360,7 +369,7 @@ impl Recorder {
         ledger.add_shared(row, Col::Recorded as usize, 1);
         let limits = store.limits;
         store.recorded += 1;
-        self.expire_older(&mut store, at_us.saturating_sub(us_of(limits.max_age)));
+        self.expire_older(&mut store, at_us.saturating_sub(limits.max_age_us()));
         if cost > limits.max_bytes || len > u32::MAX as usize / 2 {
             store.expired += 1;
             store.last_expired_us = store.last_expired_us.max(at_us);
@@ -368,30 +377,31 @@ impl Recorder {
             return;
         }
         self.make_room(&mut store, cost, limits);
-        let fits = store
-            .chunks
-            .back()
-            .is_some_and(|c| c.buf.capacity() - c.buf.len() >= len);
-        if !fits {
-            store.chunks.push_back(Chunk {
-                buf: Vec::with_capacity(len.max(CHUNK_BYTES)),
-                marks: Vec::with_capacity(CHUNK_BYTES / 256),
-                first: 0,
-            });
-        }
-        if let Some(chunk) = store.chunks.back_mut() {
-            chunk.buf.extend_from_slice(line);
-            chunk.buf.extend_from_slice(suffix);
-            let end = chunk.buf.len() as u32;
-            chunk.marks.push(Mark {
-                at_us,
-                end,
-                row,
-                level,
-            });
-        }
         store.bytes += cost;
         store.lines += 1;
+        let chunk = match store.chunks.back_mut() {
+            Some(c) if c.buf.capacity() - c.buf.len() >= len => c,
+            _ => {
+                store.chunks.push_back(Chunk {
+                    buf: Vec::with_capacity(len.max(CHUNK_BYTES)),
+                    marks: Vec::with_capacity(CHUNK_BYTES / 256),
+                    first: 0,
+                });
+                match store.chunks.back_mut() {
+                    Some(c) => c,
+                    None => return,
+                }
+            }
+        };
+        chunk.buf.extend_from_slice(line);
+        chunk.buf.extend_from_slice(suffix);
+        let end = chunk.buf.len() as u32;
+        chunk.marks.push(Mark {
+            at_us,
+            end,
+            row,
+            level,
+        });
     }
 
     /// Expires the oldest lines until `extra` more bytes fit under the limit.
@@ -443,7 +453,7 @@ impl Recorder {
         let since_us = us_of(since);
         let mut store = self.store();
         let limits = store.limits;
-        self.expire_older(&mut store, us_of(now).saturating_sub(us_of(limits.max_age)));
+        self.expire_older(&mut store, us_of(now).saturating_sub(limits.max_age_us()));
         let held_from = store
             .chunks
             .front()
@@ -510,7 +520,7 @@ impl Recorder {
     pub fn stats(&self, now: Duration) -> RecorderStats {
         let mut store = self.store();
         let limits = store.limits;
-        self.expire_older(&mut store, us_of(now).saturating_sub(us_of(limits.max_age)));
+        self.expire_older(&mut store, us_of(now).saturating_sub(limits.max_age_us()));
         RecorderStats {
             bytes: store.bytes,
             lines: store.lines,
