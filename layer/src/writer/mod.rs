@@ -557,7 +557,6 @@ impl Writer {
     }
 
     /// The format and service of the lines the writer writes itself.
-    #[cfg(feature = "admin")]
     pub(crate) fn style(&self) -> &crate::format::Style {
         &self.shared.style
     }
