@@ -70,7 +70,10 @@ fn make() -> Result<Dist> {
     let made = run_repo_script_to("release", &["--no-verify", "--allow-dirty"], stderr.into());
     if let Err(e) = made {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        return Err(Error(format!("{e}\nits stderr ({}):\n{text}", log.display())));
+        return Err(Error(format!(
+            "{e}\nits stderr ({}):\n{text}",
+            log.display()
+        )));
     }
     Ok(Dist {
         dir: target_dir().join("dist"),

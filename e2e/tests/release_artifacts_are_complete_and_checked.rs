@@ -166,7 +166,11 @@ fn the_release_log_file_keeps_what_it_held_and_gets_every_step() {
         "== SBOMs",
         "== SHA256SUMS",
     ] {
-        assert!(log.contains(step), "{step:?} is not in {}", dist.log.display());
+        assert!(
+            log.contains(step),
+            "{step:?} is not in {}",
+            dist.log.display()
+        );
     }
     let v = &dist.version;
     assert!(
@@ -191,7 +195,7 @@ fn the_shipped_binaries_name_no_directory_of_the_build_host() {
     );
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from);
-    let directories: BTreeSet<String> = [repo_root(), cargo_home, target]
+    let directories: BTreeSet<String> = [repo_root(), cargo_home, target.clone()]
         .iter()
         .flat_map(|p| [p.clone(), canonical(p)])
         .map(|p| p.to_string_lossy().into_owned())
