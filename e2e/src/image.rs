@@ -75,6 +75,12 @@ pub(crate) fn storage_dir() -> PathBuf {
 /// Runs `scripts/NAME ARGS` from the repository's root with the image tests' buildah
 /// storage, its stderr shown as it goes; its stdout, or an error holding it.
 pub(crate) fn run_repo_script(name: &str, args: &[&str]) -> Result<String> {
+    run_repo_script_to(name, args, Stdio::inherit())
+}
+
+/// As [`run_repo_script`], with the script's stderr going to `stderr` (e.g. a file
+/// opened to append).
+pub(crate) fn run_repo_script_to(name: &str, args: &[&str], stderr: Stdio) -> Result<String> {
     let started = std::time::Instant::now();
     let mut cmd = Command::new(repo_root().join("scripts").join(name));
     without_test_env(&mut cmd);
@@ -83,7 +89,7 @@ pub(crate) fn run_repo_script(name: &str, args: &[&str]) -> Result<String> {
         .current_dir(repo_root())
         .env("LOGPOLICY_IMAGES_STORAGE", storage_dir())
         .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .output()
         .map_err(|e| Error(format!("running scripts/{name}: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -125,7 +125,8 @@ fn deployment_container(objects: &[Value]) -> Result<&Value> {
 }
 
 /// The operator container's args in the chart's Deployment, without
-/// `--metrics-addr` (the harness picks a free port).
+/// `--metrics-addr` (the harness picks a free port) and `--metrics-cert-dir` (the
+/// harness reads the endpoints over plain HTTP: see [`spawn_operator`]).
 fn deployment_args(objects: &[Value]) -> Result<Vec<String>> {
     let container = deployment_container(objects)?;
     let raw: Vec<String> = container["args"]
@@ -143,9 +144,9 @@ fn deployment_args(objects: &[Value]) -> Result<Vec<String>> {
             skip_next = false;
             continue;
         }
-        if a == "--metrics-addr" {
+        if a == "--metrics-addr" || a == "--metrics-cert-dir" {
             skip_next = true;
-        } else if !a.starts_with("--metrics-addr=") {
+        } else if !a.starts_with("--metrics-addr=") && !a.starts_with("--metrics-cert-dir=") {
             args.push(a);
         }
     }
@@ -495,7 +496,9 @@ struct Credentials<'a> {
 const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Runs the operator as a pod of the chart's Deployment would, with a free metrics
-/// port; returns once `/readyz` answers 200.
+/// port; returns once `/readyz` answers 200. Its endpoints are served over plain HTTP
+/// (`--metrics-secure=false`) on the loopback address, where the harness reads them:
+/// TLS is held by `operator/tests/metrics_are_served_over_tls.rs`.
 #[allow(clippy::too_many_arguments)]
 fn spawn_operator(
     runtime: Runtime,
@@ -512,6 +515,7 @@ fn spawn_operator(
     let mut launch = Launch::default()
         .args(args.iter().cloned())
         .args(["--metrics-addr".to_owned(), metrics_addr.to_string()])
+        .args(["--metrics-secure=false".to_owned()])
         .env("POD_NAMESPACE", namespace)
         .env("POD_NAME", &pod_name)
         .unset("LOGPOLICY")

@@ -6,12 +6,19 @@
 //! its own files; the operator's and the plugin's would each be a debug build of kube
 //! from scratch (minutes), and the images are built from the same sources.
 //! `--allow-dirty`: a local run checks the work in progress; CI's tree is clean.
+//!
+//! Its stderr is appended to `target/dist-log/release.log`, a file that holds a line
+//! before it starts ([`LOG_HEAD`]), as `scripts/release 2>>log` or a CI log kept as a
+//! file would: the script must add to the file, never cut it.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::cluster::{repo_root, Error, Result};
-use crate::image::{run_repo_script, target_dir};
+use crate::image::{run_repo_script_to, target_dir};
+
+/// The line the release's log file holds before `scripts/release` starts.
+pub const LOG_HEAD: &str = "written before scripts/release started: it must stay\n";
 
 /// What `scripts/release` wrote.
 #[derive(Debug)]
@@ -20,6 +27,8 @@ pub struct Dist {
     pub dir: PathBuf,
     /// The crates' version, e.g. `0.1.0`.
     pub version: String,
+    /// The file its stderr was appended to, after [`LOG_HEAD`].
+    pub log: PathBuf,
 }
 
 impl Dist {
@@ -49,10 +58,27 @@ impl Dist {
 }
 
 fn make() -> Result<Dist> {
-    run_repo_script("release", &["--no-verify", "--allow-dirty"])?;
+    let log_dir = target_dir().join("dist-log");
+    let log = log_dir.join("release.log");
+    let io = |e: std::io::Error| Error(format!("{}: {e}", log.display()));
+    std::fs::create_dir_all(&log_dir).map_err(io)?;
+    std::fs::write(&log, LOG_HEAD).map_err(io)?;
+    let stderr = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .map_err(io)?;
+    let made = run_repo_script_to("release", &["--no-verify", "--allow-dirty"], stderr.into());
+    if let Err(e) = made {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        return Err(Error(format!(
+            "{e}\nits stderr ({}):\n{text}",
+            log.display()
+        )));
+    }
     Ok(Dist {
         dir: target_dir().join("dist"),
         version: layer_version()?,
+        log,
     })
 }
 

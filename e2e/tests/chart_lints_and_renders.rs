@@ -310,13 +310,14 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
         c["ports"],
         json!([{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}])
     );
+    // The metrics port speaks TLS: the kubelet probes it so (without verifying).
     assert_eq!(
         c["livenessProbe"]["httpGet"],
-        json!({"path": "/healthz", "port": "metrics"})
+        json!({"path": "/healthz", "port": "metrics", "scheme": "HTTPS"})
     );
     assert_eq!(
         c["readinessProbe"]["httpGet"],
-        json!({"path": "/readyz", "port": "metrics"})
+        json!({"path": "/readyz", "port": "metrics", "scheme": "HTTPS"})
     );
     for r in ["requests", "limits"] {
         for k in ["cpu", "memory"] {
@@ -802,11 +803,12 @@ fn the_service_monitor_scrapes_the_metrics_service() {
             .unwrap()
     );
     // Metrics auth is on: Prometheus sends its own ServiceAccount's token, as
-    // kubebuilder's scaffolded ServiceMonitor does.
+    // kubebuilder's scaffolded ServiceMonitor does, inside TLS (the operator's
+    // self-signed certificate, not verified, as that scaffold does).
     assert_eq!(
         sm["spec"]["endpoints"],
         json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
-                "scheme": "http",
+                "scheme": "https", "tlsConfig": {"insecureSkipVerify": true},
                 "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}])
     );
     assert_eq!(sm["spec"]["namespaceSelector"], json!({"matchNames": [NS]}));
@@ -884,7 +886,8 @@ fn metrics_need_a_token_by_default_and_scrapers_get_a_reader_role() {
     }
     assert_eq!(
         one(&objects, "ServiceMonitor").unwrap()["spec"]["endpoints"],
-        json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}])
+        json!([{"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
+                "scheme": "https", "tlsConfig": {"insecureSkipVerify": true}}])
     );
 
     // Bad values are refused by name.
@@ -897,6 +900,87 @@ fn metrics_need_a_token_by_default_and_scrapers_get_a_reader_role() {
         (
             ("serviceMonitor.tokenSecret.name", "Not_A_Name"),
             "/serviceMonitor/tokenSecret/name",
+        ),
+    ] {
+        let err = helm::template(RELEASE, NS, &[set]).unwrap_err().to_string();
+        assert!(err.contains(path), "{set:?}: {err}");
+    }
+}
+
+#[test]
+fn the_scrape_token_never_crosses_the_network_in_the_clear() {
+    // Default: TLS with a self-signed certificate, no flag needed.
+    let objects = rendered(&[("serviceMonitor.enabled", "true")]);
+    let a = args(&objects);
+    assert!(
+        !a.iter()
+            .any(|a| a.starts_with("--metrics-secure") || a.starts_with("--metrics-cert-dir")),
+        "{a:?}"
+    );
+    assert!(container(&objects)["volumeMounts"].is_null());
+
+    // A certificate of a Secret (cert-manager's): mounted, served, and verified by the
+    // ServiceMonitor with its CA and the Service's name; a token for an audience of
+    // its own, from a file in the Prometheus pod.
+    let objects = rendered(&[
+        ("serviceMonitor.enabled", "true"),
+        ("metrics.tls.secretName", "operator-tls"),
+        ("metrics.auth.audiences", "{logpolicy-operator}"),
+        (
+            "serviceMonitor.tokenFile",
+            "/var/run/secrets/logpolicy/token",
+        ),
+    ]);
+    let a = args(&objects);
+    for flag in [
+        "--metrics-cert-dir=/var/run/secrets/logpolicy-metrics-tls",
+        "--metrics-token-audiences=logpolicy-operator",
+    ] {
+        assert!(a.contains(&flag.to_owned()), "{flag} in {a:?}");
+    }
+    let c = container(&objects);
+    assert_eq!(
+        c["volumeMounts"],
+        json!([{"name": "metrics-tls", "mountPath": "/var/run/secrets/logpolicy-metrics-tls", "readOnly": true}])
+    );
+    let deployment = one(&objects, "Deployment").unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "metrics-tls", "secret": {"secretName": "operator-tls", "defaultMode": 288,
+                "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}}])
+    );
+    assert_eq!(
+        one(&objects, "ServiceMonitor").unwrap()["spec"]["endpoints"][0],
+        json!({"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s",
+               "scheme": "https",
+               "tlsConfig": {"ca": {"secret": {"name": "operator-tls", "key": "ca.crt"}},
+                             "serverName": format!("{FULLNAME}-metrics.{NS}.svc")},
+               "bearerTokenFile": "/var/run/secrets/logpolicy/token"})
+    );
+
+    // Turned off: plain HTTP, said so to the operator, the probes and the scraper.
+    let objects = rendered(&[
+        ("serviceMonitor.enabled", "true"),
+        ("metrics.tls.enabled", "false"),
+    ]);
+    assert!(args(&objects).contains(&"--metrics-secure=false".to_owned()));
+    assert_eq!(
+        container(&objects)["livenessProbe"]["httpGet"]["scheme"],
+        "HTTP"
+    );
+    let endpoint = &one(&objects, "ServiceMonitor").unwrap()["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "http");
+    assert!(endpoint.get("tlsConfig").is_none());
+
+    for (set, path) in [
+        (("metrics.tls.enabled", "yes"), "/metrics/tls/enabled"),
+        (
+            ("metrics.tls.secretName", "Not_A_Name"),
+            "/metrics/tls/secretName",
+        ),
+        (
+            ("metrics.auth.audiences", "{a b}"),
+            "/metrics/auth/audiences/0",
         ),
     ] {
         let err = helm::template(RELEASE, NS, &[set]).unwrap_err().to_string();
@@ -1153,6 +1237,14 @@ fn check_namespace_rules() -> Vec<Value> {
     ]
 }
 
+/// The same across every namespace, less the pod proxy (it would reach any port of any
+/// pod of the cluster): the check reads the pods at their IPs.
+fn check_cluster_rules() -> Vec<Value> {
+    let mut rules = check_namespace_rules();
+    rules.retain(|r| r["resources"] != json!(["pods/proxy"]));
+    rules
+}
+
 /// `kind name` of each hook, sorted.
 fn hook_names(objects: &[Value]) -> Vec<String> {
     let mut names: Vec<String> = objects
@@ -1205,17 +1297,18 @@ fn helm_test_runs_kubectl_logpolicy_check_from_the_operator_image_with_only_what
     );
     for o in objects.iter().filter(|o| helm::is_hook(o)) {
         let what = format!("{} {}", o["kind"], o["metadata"]["name"]);
-        // The account and its roles first; all gone once the test passed.
-        let weight = if o["kind"] == "Pod" { "0" } else { "-1" };
-        assert_eq!(
-            o["metadata"]["annotations"],
-            json!({
-                "helm.sh/hook": "test",
-                "helm.sh/hook-weight": weight,
-                "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
-            }),
-            "{what}"
-        );
+        // The account and its roles first; all gone once the test ran, passed or
+        // failed, the failed check's report printed first.
+        let mut annotations = json!({
+            "helm.sh/hook": "test",
+            "helm.sh/hook-weight": "-1",
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
+        });
+        if o["kind"] == "Pod" {
+            annotations["helm.sh/hook-weight"] = json!("0");
+            annotations["helm.sh/hook-output-log-policy"] = json!("hook-failed");
+        }
+        assert_eq!(o["metadata"]["annotations"], annotations, "{what}");
         let labels = &o["metadata"]["labels"];
         for (k, v) in check_selector().as_object().unwrap() {
             assert_eq!(&labels[k], v, "{what}: {k}");
@@ -1267,12 +1360,13 @@ fn helm_test_runs_kubectl_logpolicy_check_from_the_operator_image_with_only_what
         .unwrap();
     assert_eq!(sa["automountServiceAccountToken"], false);
     let subjects = json!([{"kind": "ServiceAccount", "name": check, "namespace": NS}]);
-    // Cluster-wide: the CRD, and the pods and trust ConfigMaps of every namespace.
+    // Cluster-wide: the CRD, and the pods and trust ConfigMaps of every namespace; no
+    // pod proxy.
     let mut rules = vec![
         json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
                                 "resourceNames": ["logpolicies.logpolicy.dev"], "verbs": ["get"]}),
     ];
-    rules.extend(check_namespace_rules());
+    rules.extend(check_cluster_rules());
     assert_eq!(
         find(&objects, "ClusterRole", Some(&check))[0]["rules"],
         Value::Array(rules)
@@ -1350,6 +1444,37 @@ fn in_namespaced_mode_helm_test_checks_each_watched_namespace_with_roles_there_o
             "{ns}"
         );
     }
+}
+
+#[test]
+fn a_cluster_wide_operators_helm_test_gets_the_pod_proxy_only_in_the_namespaces_named() {
+    let objects = rendered(&[("tests.namespaces", "{shop}")]);
+    let check = format!("{FULLNAME}-check");
+    // The namespaces named: a Role there, nothing cluster-scoped.
+    assert_eq!(
+        hook_names(&objects),
+        [
+            format!("Pod {NS}/{check}"),
+            format!("Role {NS}/{check}-lease"),
+            format!("Role shop/{check}"),
+            format!("RoleBinding {NS}/{check}-lease"),
+            format!("RoleBinding shop/{check}"),
+            format!("ServiceAccount {NS}/{check}"),
+        ]
+    );
+    let role = find(&objects, "Role", Some(&check))[0];
+    assert_eq!(role["metadata"]["namespace"], "shop");
+    assert_eq!(role["rules"], Value::Array(check_namespace_rules()));
+    assert_eq!(
+        check_containers(&objects),
+        [(
+            "shop".to_owned(),
+            json!(["/usr/local/bin/kubectl-logpolicy"]),
+            json!(["check", format!("--operator-namespace={NS}"), "-n", "shop"])
+        )]
+    );
+    // The operator still watches every namespace.
+    assert_eq!(find(&objects, "ClusterRole", Some(FULLNAME)).len(), 1);
 }
 
 #[test]

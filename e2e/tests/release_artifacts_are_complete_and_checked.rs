@@ -17,7 +17,7 @@ use logpolicy_e2e::cluster::repo_root;
 use logpolicy_e2e::helm::{chart_dir, one, render, render_chart};
 use logpolicy_e2e::image::{Images, REQUIRE_VAR};
 use logpolicy_e2e::krew;
-use logpolicy_e2e::release::Dist;
+use logpolicy_e2e::release::{Dist, LOG_HEAD};
 
 /// The release, or `None` (the test is skipped) when buildah cannot run here.
 fn dist() -> Option<&'static Dist> {
@@ -142,6 +142,96 @@ fn the_checksums_cover_every_artifact_and_hold() {
         sums.lines().any(|l| l == own.trim_end()),
         "{archive}.sha256 ({own}) is not the line of SHA256SUMS"
     );
+}
+
+#[test]
+fn the_release_log_file_keeps_what_it_held_and_gets_every_step() {
+    let Some(dist) = dist() else { return };
+    let log = std::fs::read_to_string(&dist.log).unwrap();
+    assert!(
+        log.starts_with(LOG_HEAD),
+        "{}: what it held before scripts/release ran is gone; it starts with:\n{}",
+        dist.log.display(),
+        log.lines().take(5).collect::<Vec<_>>().join("\n")
+    );
+    // What went to stderr before scripts/images (cargo package's progress), what
+    // scripts/images wrote there, and the lines of its stdout that scripts/release shows
+    // as it reads them (where `tee /dev/stderr` cut the file). (scripts/release's own
+    // headings go to its stdout.)
+    for step in [
+        "Packaging logpolicy v",
+        "== cargo auditable build",
+        "== buildah bud logpolicy/logpolicy-operator:",
+    ] {
+        assert!(
+            log.contains(step),
+            "{step:?} is not in {}",
+            dist.log.display()
+        );
+    }
+    let v = &dist.version;
+    assert!(
+        log.contains(&format!("logpolicy/logpolicy-operator:{v}\t")),
+        "the images' lines are not in {}",
+        dist.log.display()
+    );
+}
+
+/// Whether `haystack` holds `needle`.
+fn holds(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn the_shipped_binaries_name_no_directory_of_the_build_host() {
+    let Some(dist) = dist() else { return };
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+    let cargo_home = std::env::var_os("CARGO_HOME").map_or_else(
+        || Path::new(&std::env::var_os("HOME").unwrap()).join(".cargo"),
+        std::path::PathBuf::from,
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from);
+    let directories: BTreeSet<String> = [repo_root(), cargo_home, target.clone()]
+        .iter()
+        .flat_map(|p| [p.clone(), canonical(p)])
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    // The plugin as the release ships it; the operator and the demo service as
+    // scripts/images copied them into the images.
+    let host = run(Command::new("rustc").arg("-vV"))
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
+    let built = canonical(&target).join(host).join("image");
+    let binaries = [
+        (
+            "kubectl-logpolicy (the plugin archive)".to_owned(),
+            tar_file(&dist.path(&plugin_archive(dist)), "kubectl-logpolicy"),
+        ),
+        (
+            "logpolicy-operator".to_owned(),
+            std::fs::read(built.join("logpolicy-operator")).unwrap(),
+        ),
+        (
+            "logpolicy-demo-service".to_owned(),
+            std::fs::read(built.join("logpolicy-demo-service")).unwrap(),
+        ),
+    ];
+    for (name, bytes) in &binaries {
+        assert!(bytes.len() > 1_000_000, "{name}: {} bytes", bytes.len());
+        // The remapped names are there instead (panic locations in dependencies).
+        assert!(
+            holds(bytes, b"/cargo/registry/src/"),
+            "{name} names no /cargo/registry/src/ path: are the paths remapped?"
+        );
+        for dir in &directories {
+            assert!(
+                !holds(bytes, format!("{dir}/").as_bytes()),
+                "{name} names the build host's directory {dir}"
+            );
+        }
+    }
 }
 
 /// The dependency sections of a normalized Cargo.toml (`[dependencies.NAME]`) and their

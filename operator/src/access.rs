@@ -20,12 +20,26 @@
 //! Verdicts are cached per token and path (SHA-256 of both: no token is kept), allowed
 //! for [`ALLOWED_TTL`], refused for [`REFUSED_TTL`], at most [`CACHE_CAPACITY`] entries,
 //! so a Prometheus scraping every 15 s costs two API calls a minute and a removed
-//! binding takes effect within a minute. At most [`MAX_REVIEWS_IN_FLIGHT`] reviews run
-//! at once: callers with ever new tokens cannot turn the operator into a flood of
-//! reviews against the API server.
+//! binding takes effect within a minute.
+//!
+//! A flood of made-up tokens must not lock the real scraper out:
+//! - A token without a verdict gets one of [`MAX_REVIEWS_IN_FLIGHT`] review slots, or,
+//!   when every slot is busy, 503 at once: callers with ever new tokens cannot queue
+//!   ahead of anyone, nor turn the operator into a flood of reviews against the API
+//!   server.
+//! - An allowed verdict is renewed before it expires: a request served from one older
+//!   than [`RENEW_AFTER`] starts its review in the background, on a slot of its own
+//!   ([`MAX_RENEWALS_IN_FLIGHT`]) that new tokens never take.
+//! - Past [`ALLOWED_TTL`], an allowed verdict is reviewed before it answers; when that
+//!   review fails or times out, it still answers for [`ALLOWED_GRACE`] (as HTTP's
+//!   `stale-if-error`): an API server outage does not cut the scrapes. A review that
+//!   answers "no" takes effect at once.
+//! - A full cache forgets refusals before allowances.
+//! - Failures are logged at most once per [`WARN_EVERY`], each line with the number of
+//!   failures it stands for since the last one.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
@@ -42,6 +56,11 @@ use crate::log;
 
 /// How long an allowed verdict is reused.
 pub const ALLOWED_TTL: Duration = Duration::from_secs(60);
+/// How old an allowed verdict is when a request it answers also starts its renewal.
+pub const RENEW_AFTER: Duration = Duration::from_secs(45);
+/// How long past [`ALLOWED_TTL`] an allowed verdict still answers while the API server
+/// cannot review it again (errors, timeouts).
+pub const ALLOWED_GRACE: Duration = Duration::from_secs(5 * 60);
 /// How long a refused one (401, 403) is reused.
 pub const REFUSED_TTL: Duration = Duration::from_secs(10);
 /// The most verdicts cached; beyond it the one that expires first is forgotten.
@@ -49,8 +68,14 @@ pub const CACHE_CAPACITY: usize = 1024;
 /// The longest both reviews of one request may take together (Prometheus' default
 /// scrape timeout is 10 s).
 pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most reviews in flight at once; further callers wait (within the timeout).
+/// The most reviews of tokens without a verdict in flight at once; a further one is
+/// answered 503 at once.
 pub const MAX_REVIEWS_IN_FLIGHT: usize = 4;
+/// The most renewals of allowed verdicts in flight at once (beside the reviews above);
+/// a further one waits, within [`REVIEW_TIMEOUT`].
+pub const MAX_RENEWALS_IN_FLIGHT: usize = 2;
+/// At most one warning line per this long about failed reviews.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// How the operator's endpoints check their callers (`--metrics-auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -129,13 +154,57 @@ impl Verdict {
             Verdict::Denied { .. } | Verdict::Unauthenticated { .. } => REFUSED_TTL,
         }
     }
+
+    /// How long it is kept: its time to live, and for an allowance the grace after it.
+    fn kept(&self) -> Duration {
+        match self {
+            Verdict::Allowed { .. } => ALLOWED_TTL + ALLOWED_GRACE,
+            Verdict::Denied { .. } | Verdict::Unauthenticated { .. } => REFUSED_TTL,
+        }
+    }
+
+    fn allowed(&self) -> bool {
+        matches!(self, Verdict::Allowed { .. })
+    }
+}
+
+/// What the cache holds for a token and path at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// A verdict within its time to live. `renew`: an allowance past [`RENEW_AFTER`]
+    /// whose renewal the caller is to start (one caller at a time gets `true`, until
+    /// [`VerdictCache::insert`] or [`VerdictCache::renewal_failed`]).
+    Fresh {
+        /// The verdict.
+        verdict: Verdict,
+        /// Start its renewal.
+        renew: bool,
+    },
+    /// An allowance past its time to live, within [`ALLOWED_GRACE`]: review it again,
+    /// and answer with it only if that review cannot be had.
+    Stale(Verdict),
+    /// Nothing usable.
+    Miss,
+}
+
+#[derive(Debug)]
+struct Entry {
+    verdict: Verdict,
+    reviewed: Instant,
+    renewing: bool,
+}
+
+impl Entry {
+    fn gone(&self, now: Instant) -> bool {
+        now >= self.reviewed + self.verdict.kept()
+    }
 }
 
 /// Verdicts by token and path, each for its time to live; bounded. The clock is the
 /// caller's (`now`), so that tests move it.
 #[derive(Debug)]
 pub struct VerdictCache {
-    entries: HashMap<[u8; 32], (Verdict, Instant)>,
+    entries: HashMap<[u8; 32], Entry>,
     capacity: usize,
 }
 
@@ -159,35 +228,68 @@ impl VerdictCache {
     /// The verdict for `token` and `path` if one was cached and has not expired at `now`.
     pub fn get(&mut self, token: &str, path: &str, now: Instant) -> Option<Verdict> {
         let key = Self::key(token, path);
-        match self.entries.get(&key) {
-            Some((verdict, expires)) if now < *expires => Some(verdict.clone()),
-            Some(_) => {
-                self.entries.remove(&key);
-                None
-            }
-            None => None,
+        let entry = self.entries.get(&key)?;
+        if entry.gone(now) {
+            self.entries.remove(&key);
+            return None;
+        }
+        (now < entry.reviewed + entry.verdict.ttl()).then(|| entry.verdict.clone())
+    }
+
+    /// What the cache holds for `token` and `path` at `now` (see [`Lookup`]).
+    pub fn lookup(&mut self, token: &str, path: &str, now: Instant) -> Lookup {
+        let key = Self::key(token, path);
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return Lookup::Miss;
+        };
+        if entry.gone(now) {
+            self.entries.remove(&key);
+            return Lookup::Miss;
+        }
+        let age = now.saturating_duration_since(entry.reviewed);
+        if age >= entry.verdict.ttl() {
+            return Lookup::Stale(entry.verdict.clone());
+        }
+        let renew = entry.verdict.allowed() && age >= RENEW_AFTER && !entry.renewing;
+        entry.renewing |= renew;
+        Lookup::Fresh {
+            verdict: entry.verdict.clone(),
+            renew,
         }
     }
 
-    /// Caches `verdict` from `now` for its time to live. When full, expired entries are
-    /// dropped first, then the one that expires soonest.
+    /// The renewal that [`VerdictCache::lookup`] handed out for `token` and `path` got
+    /// no verdict: the next request past [`RENEW_AFTER`] starts another.
+    pub fn renewal_failed(&mut self, token: &str, path: &str) {
+        if let Some(entry) = self.entries.get_mut(&Self::key(token, path)) {
+            entry.renewing = false;
+        }
+    }
+
+    /// Caches `verdict` from `now` for its time to live. When full, entries past their
+    /// time are dropped first, then the refusal that expires soonest, and only when
+    /// every entry is an allowance, the allowance that expires soonest.
     pub fn insert(&mut self, token: &str, path: &str, verdict: Verdict, now: Instant) {
         let key = Self::key(token, path);
         if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
-            self.entries.retain(|_, (_, expires)| now < *expires);
+            self.entries.retain(|_, entry| !entry.gone(now));
             if self.entries.len() >= self.capacity {
                 let soonest = self
                     .entries
                     .iter()
-                    .min_by_key(|(_, (_, expires))| *expires)
+                    .min_by_key(|(_, e)| (e.verdict.allowed(), e.reviewed + e.verdict.kept()))
                     .map(|(k, _)| *k);
                 if let Some(k) = soonest {
                     self.entries.remove(&k);
                 }
             }
         }
-        let expires = now + verdict.ttl();
-        self.entries.insert(key, (verdict, expires));
+        let entry = Entry {
+            verdict,
+            reviewed: now,
+            renewing: false,
+        };
+        self.entries.insert(key, entry);
     }
 
     /// How many verdicts it holds (expired ones included until they are looked up or
@@ -223,8 +325,18 @@ pub enum Check {
 /// answer 503.
 pub struct TokenAccess {
     client: OnceLock<kube::Client>,
+    audiences: Vec<String>,
     cache: Mutex<VerdictCache>,
     in_flight: Semaphore,
+    renewals: Semaphore,
+    warnings: Mutex<WarnLimit>,
+}
+
+/// At most one warning per [`WARN_EVERY`]; the next one says how many it stands for.
+#[derive(Debug, Default)]
+struct WarnLimit {
+    last: Option<Instant>,
+    unlogged: u64,
 }
 
 impl std::fmt::Debug for TokenAccess {
@@ -240,13 +352,59 @@ impl Default for TokenAccess {
     fn default() -> Self {
         TokenAccess {
             client: OnceLock::new(),
+            audiences: Vec::new(),
             cache: Mutex::new(VerdictCache::new(CACHE_CAPACITY)),
             in_flight: Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
+            renewals: Semaphore::new(MAX_RENEWALS_IN_FLIGHT),
+            warnings: Mutex::new(WarnLimit::default()),
+        }
+    }
+}
+
+/// Why a review gave no verdict.
+enum Failed {
+    Api(kube::Error),
+    Timeout,
+}
+
+impl Failed {
+    fn why(&self) -> String {
+        match self {
+            Failed::Api(e @ kube::Error::Api(s)) if s.code == 403 => format!(
+                "{e} (the operator's ServiceAccount needs `create` on \
+                 authentication.k8s.io tokenreviews and authorization.k8s.io \
+                 subjectaccessreviews)"
+            ),
+            Failed::Api(e) => e.to_string(),
+            Failed::Timeout => format!(
+                "the Kubernetes API did not answer within {} s",
+                REVIEW_TIMEOUT.as_secs_f64()
+            ),
         }
     }
 }
 
 impl TokenAccess {
+    /// Token access that accepts only tokens for one of `audiences`
+    /// (`--metrics-token-audiences`, as kube-rbac-proxy's `--auth-token-audiences`):
+    /// the TokenReview asks for them, and a token the API server says is for none of
+    /// them is unauthenticated (401). A token minted for such an audience (a projected
+    /// ServiceAccount token with `audience: logpolicy-operator`) is refused by the API
+    /// server itself, so a token that a scraper sends to `/metrics` cannot be used
+    /// against the API server. Empty: the API server's own audiences, which a
+    /// ServiceAccount's default token is for.
+    pub fn with_audiences(audiences: Vec<String>) -> Self {
+        let audiences = audiences
+            .into_iter()
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
+            .collect();
+        TokenAccess {
+            audiences,
+            ..TokenAccess::default()
+        }
+    }
+
     /// Reviews through `client` from now on (the first client set stays).
     pub fn set_client(&self, client: kube::Client) {
         let _ = self.client.set(client);
@@ -260,51 +418,117 @@ impl TokenAccess {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Logs that a token could not be checked, at most once per [`WARN_EVERY`].
+    fn warn(&self, path: &str, why: &str) {
+        let now = Instant::now();
+        let mut limit = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if limit.last.is_some_and(|t| now < t + WARN_EVERY) {
+            limit.unlogged += 1;
+            return;
+        }
+        let failures = std::mem::take(&mut limit.unlogged) + 1;
+        limit.last = Some(now);
+        drop(limit);
+        log::warn!(
+            %path,
+            error = %why,
+            failures,
+            "cannot check bearer tokens (failures: since the last such line)"
+        );
+    }
+
+    /// A review of `token` for `path`, first waiting for one of `slots` if given, all
+    /// within [`REVIEW_TIMEOUT`]; a verdict is cached.
+    async fn review_on(
+        &self,
+        slots: Option<&Semaphore>,
+        client: &kube::Client,
+        token: &str,
+        path: &str,
+    ) -> Result<Verdict, Failed> {
+        let reviewed = tokio::time::timeout(REVIEW_TIMEOUT, async {
+            let _permit = match slots {
+                Some(slots) => slots.acquire().await.ok(),
+                None => None,
+            };
+            review(client, token, path, &self.audiences).await
+        })
+        .await;
+        let verdict = reviewed
+            .map_err(|_| Failed::Timeout)?
+            .map_err(Failed::Api)?;
+        self.cache()
+            .insert(token, path, verdict.clone(), Instant::now());
+        Ok(verdict)
+    }
+
     /// May the bearer of `authorization` `get` `path`?
-    pub async fn check(&self, authorization: Option<&HeaderValue>, path: &str) -> Check {
+    pub async fn check(self: &Arc<Self>, authorization: Option<&HeaderValue>, path: &str) -> Check {
         let token = match bearer_token(authorization) {
             Ok(t) => t,
             Err(e) => return Check::Unauthorized(format!("{path}: {e}")),
         };
-        if let Some(verdict) = self.cache().get(token, path, Instant::now()) {
-            return answer(verdict, path);
-        }
+        let cached = self.cache().lookup(token, path, Instant::now());
         let Some(client) = self.client.get() else {
             return Check::Unavailable(format!(
                 "{path}: cannot check the token yet: the operator has no Kubernetes client \
                  (it is starting)"
             ));
         };
-        let reviewed = tokio::time::timeout(REVIEW_TIMEOUT, async {
-            let _permit = self.in_flight.acquire().await;
-            review(client, token, path).await
-        })
-        .await;
-        match reviewed {
-            Ok(Ok(verdict)) => {
-                self.cache()
-                    .insert(token, path, verdict.clone(), Instant::now());
+        match cached {
+            Lookup::Fresh { verdict, renew } => {
+                if renew {
+                    let (access, client) = (Arc::clone(self), client.clone());
+                    let (token, path) = (token.to_owned(), path.to_owned());
+                    tokio::spawn(async move {
+                        let renewed = access
+                            .review_on(Some(&access.renewals), &client, &token, &path)
+                            .await;
+                        if let Err(e) = renewed {
+                            access.cache().renewal_failed(&token, &path);
+                            access.warn(&path, &e.why());
+                        }
+                    });
+                }
                 answer(verdict, path)
             }
-            Ok(Err(e)) => {
-                let why = match &e {
-                    kube::Error::Api(s) if s.code == 403 => format!(
-                        "{e} (the operator's ServiceAccount needs `create` on \
-                         authentication.k8s.io tokenreviews and authorization.k8s.io \
-                         subjectaccessreviews)"
-                    ),
-                    _ => e.to_string(),
-                };
-                log::warn!(%path, error = %why, "cannot check a bearer token");
-                Check::Unavailable(format!("{path}: cannot check the token: {why}"))
+            Lookup::Stale(verdict) => {
+                match self
+                    .review_on(Some(&self.renewals), client, token, path)
+                    .await
+                {
+                    Ok(verdict) => answer(verdict, path),
+                    Err(e) => {
+                        self.warn(
+                            path,
+                            &format!("{} (answered with the last verdict)", e.why()),
+                        );
+                        answer(verdict, path)
+                    }
+                }
             }
-            Err(_) => {
-                log::warn!(%path, timeout = ?REVIEW_TIMEOUT, "the token review timed out");
-                Check::Unavailable(format!(
-                    "{path}: cannot check the token: the Kubernetes API did not answer \
-                     within {} s",
-                    REVIEW_TIMEOUT.as_secs_f64()
-                ))
+            Lookup::Miss => {
+                let Ok(_permit) = self.in_flight.try_acquire() else {
+                    let why = format!(
+                        "all {MAX_REVIEWS_IN_FLIGHT} review slots are busy (many new \
+                         tokens at once)"
+                    );
+                    self.warn(path, &why);
+                    return Check::Unavailable(format!(
+                        "{path}: cannot check the token now: {why}; try again"
+                    ));
+                };
+                match self.review_on(None, client, token, path).await {
+                    Ok(verdict) => answer(verdict, path),
+                    Err(e) => {
+                        let why = e.why();
+                        self.warn(path, &why);
+                        Check::Unavailable(format!("{path}: cannot check the token: {why}"))
+                    }
+                }
             }
         }
     }
@@ -334,13 +558,19 @@ fn answer(verdict: Verdict, path: &str) -> Check {
     }
 }
 
-/// A TokenReview, then, for a known token, a SubjectAccessReview of `get path`.
-async fn review(client: &kube::Client, token: &str, path: &str) -> Result<Verdict, kube::Error> {
+/// A TokenReview (for `audiences`, if any), then, for a known token, a
+/// SubjectAccessReview of `get path`.
+async fn review(
+    client: &kube::Client,
+    token: &str,
+    path: &str,
+    audiences: &[String],
+) -> Result<Verdict, kube::Error> {
     let asked = TokenReview {
         spec: TokenReviewSpec {
             token: token.to_owned(),
             // None: the API server's own audiences, which ServiceAccount tokens are for.
-            audiences: None,
+            audiences: (!audiences.is_empty()).then(|| audiences.to_vec()),
         },
         ..TokenReview::default()
     };
@@ -355,6 +585,16 @@ async fn review(client: &kube::Client, token: &str, path: &str) -> Result<Verdic
     if status.authenticated != Some(true) || name.is_empty() {
         return Ok(Verdict::Unauthenticated {
             reason: status.error.unwrap_or_default(),
+        });
+    }
+    // An authenticator that does not know audiences may ignore them: the answer must
+    // name one of those asked for (as the TokenReview API asks of its callers).
+    let granted = status.audiences.unwrap_or_default();
+    if !audiences.is_empty() && !granted.iter().any(|a| audiences.contains(a)) {
+        return Ok(Verdict::Unauthenticated {
+            reason: format!(
+                "the token is for {granted:?}, not for {audiences:?} (--metrics-token-audiences)"
+            ),
         });
     }
     let asked = SubjectAccessReview {
@@ -480,6 +720,16 @@ mod tests {
             Some(allowed("prometheus"))
         );
         assert_eq!(cache.get("good", "/metrics", t0 + ALLOWED_TTL), None);
+        // Past its time to live, an allowance is kept for the grace period, to answer
+        // when the API server cannot review it again; then it is gone.
+        assert_eq!(
+            cache.lookup("good", "/metrics", t0 + ALLOWED_TTL),
+            Lookup::Stale(allowed("prometheus"))
+        );
+        assert_eq!(
+            cache.lookup("good", "/metrics", t0 + ALLOWED_TTL + ALLOWED_GRACE),
+            Lookup::Miss
+        );
         assert!(cache.is_empty(), "expired entries are dropped when read");
         // A new verdict replaces the old one.
         cache.insert("good", "/metrics", denied("prometheus"), later);
@@ -506,8 +756,8 @@ mod tests {
         for k in ["a", "c", "d"] {
             assert_eq!(cache.get(k, "/metrics", t), Some(allowed(k)), "{k}");
         }
-        // Later, a and c have expired: both go, and the cache never grows past 3.
-        let t = t0 + Duration::from_secs(61);
+        // Later, a and c are past their grace: both go, and the cache never grows past 3.
+        let t = t0 + ALLOWED_TTL + ALLOWED_GRACE + Duration::from_secs(1);
         cache.insert("e", "/metrics", denied("e"), t);
         assert_eq!(cache.len(), 2);
         for i in 0..10 {
@@ -515,6 +765,58 @@ mod tests {
             assert!(cache.len() <= 3);
         }
         assert_eq!(VerdictCache::new(0).capacity, 1);
+    }
+
+    #[test]
+    fn an_allowance_past_renew_after_is_handed_out_for_renewal_once() {
+        let t0 = Instant::now();
+        let mut cache = VerdictCache::new(4);
+        cache.insert("p", "/metrics", allowed("p"), t0);
+        cache.insert("x", "/metrics", denied("x"), t0);
+        let fresh = |renew| Lookup::Fresh {
+            verdict: allowed("p"),
+            renew,
+        };
+        assert_eq!(cache.lookup("p", "/metrics", t0), fresh(false));
+        let due = t0 + RENEW_AFTER;
+        // The first request past RENEW_AFTER starts the renewal; the others do not.
+        assert_eq!(cache.lookup("p", "/metrics", due), fresh(true));
+        assert_eq!(cache.lookup("p", "/metrics", due), fresh(false));
+        // A renewal that failed is handed out again.
+        cache.renewal_failed("p", "/metrics");
+        assert_eq!(cache.lookup("p", "/metrics", due), fresh(true));
+        // A renewed verdict starts anew.
+        cache.insert("p", "/metrics", allowed("p"), due);
+        assert_eq!(cache.lookup("p", "/metrics", due), fresh(false));
+        // Refusals are never renewed: they expire.
+        assert_eq!(
+            cache.lookup("x", "/metrics", t0 + Duration::from_secs(9)),
+            Lookup::Fresh {
+                verdict: denied("x"),
+                renew: false
+            }
+        );
+        assert_eq!(
+            cache.lookup("x", "/metrics", t0 + REFUSED_TTL),
+            Lookup::Miss
+        );
+    }
+
+    #[test]
+    fn a_full_cache_forgets_refusals_before_an_allowance_that_expires_sooner() {
+        let t0 = Instant::now();
+        let mut cache = VerdictCache::new(2);
+        cache.insert("p", "/metrics", allowed("p"), t0);
+        // Refusals that expire after the allowance's last moment.
+        let late = t0 + ALLOWED_TTL + ALLOWED_GRACE - Duration::from_secs(1);
+        cache.insert("x1", "/metrics", denied("x1"), late);
+        cache.insert("x2", "/metrics", denied("x2"), late);
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.lookup("x1", "/metrics", late), Lookup::Miss);
+        assert!(matches!(
+            cache.lookup("p", "/metrics", late),
+            Lookup::Stale(Verdict::Allowed { .. })
+        ));
     }
 
     #[test]
@@ -527,7 +829,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_client_a_good_looking_token_gets_503_and_no_token_401() {
-        let access = TokenAccess::default();
+        let access = Arc::new(TokenAccess::default());
         assert!(matches!(
             access.check(None, "/metrics").await,
             Check::Unauthorized(m) if m.contains("no Authorization header")

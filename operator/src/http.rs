@@ -1,12 +1,15 @@
 //! The operator's own HTTP endpoints (`--metrics-addr`): `/healthz`, `/readyz`,
 //! `/metrics` and the per-pod view, `/pods` and `/pods/<namespace>/<name>`. GET only;
-//! each connection is closed after 30 s. The per-pod view is the snapshot the controller
-//! last published: the server never reads the index.
+//! connections are capped in all and per address, must send a request's head within
+//! 5 s and are closed after 30 s ([`ServerLimits`]). The per-pod view is the snapshot
+//! the controller last published: the server never reads the index.
 //!
 //! The per-pod view names every tracked pod's uid, IP and push errors: it answers only
 //! connections from the operator's own network namespace (a loopback peer: `kubectl
 //! port-forward`, `kubectl exec`), others get 403, unless
 //! [`PodsView::Network`] (`--pods-view network`) opens it to the network as well.
+//! Behind a sidecar that connects from loopback, `--trust-loopback=false`
+//! ([`Endpoints::trust_loopback`]) makes every peer the network.
 //!
 //! With a [`TokenAccess`] (`--metrics-auth token`, the default) `/metrics`, and `/pods`
 //! for a peer other than loopback, answer only a bearer token whose user may `get` the
@@ -24,6 +27,7 @@ use hyper_util::rt::TokioIo;
 use logpolicy::admin::is_local_peer;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use crate::access::{Check, TokenAccess};
 use crate::health::{Health, Readiness};
@@ -48,6 +52,7 @@ pub struct Endpoints {
     views: watch::Receiver<Arc<Vec<PodView>>>,
     pods_view: PodsView,
     access: Option<Arc<TokenAccess>>,
+    trust_loopback: bool,
 }
 
 impl Endpoints {
@@ -64,7 +69,23 @@ impl Endpoints {
             views,
             pods_view: PodsView::Local,
             access: None,
+            trust_loopback: true,
         }
+    }
+
+    /// Whether a loopback peer counts as the operator's own pod (the default: `kubectl
+    /// port-forward`, `kubectl exec`). `false` where something else in the pod connects
+    /// from loopback on behalf of the network: a service mesh's sidecar proxy (Istio's
+    /// connects from 127.0.0.6, others from 127.0.0.1). Every peer is then the
+    /// network: `/pods` needs [`PodsView::Network`] and, with token access, a token.
+    #[must_use]
+    pub fn trust_loopback(mut self, trust: bool) -> Self {
+        self.trust_loopback = trust;
+        self
+    }
+
+    fn local(&self, peer: IpAddr) -> bool {
+        self.trust_loopback && is_local_peer(peer)
     }
 
     /// These endpoints with `/metrics` (and `/pods` for peers other than loopback)
@@ -93,17 +114,22 @@ impl Endpoints {
             );
         }
         let pods = path == "/pods" || path.starts_with("/pods/");
-        if pods && self.pods_view == PodsView::Local && !is_local_peer(peer) {
+        if pods && self.pods_view == PodsView::Local && !self.local(peer) {
             return json_reply(
                 StatusCode::FORBIDDEN,
                 &serde_json::json!({"error": format!(
                     "the per-pod view (pod uids, addresses, push errors) answers only the \
-                     operator's own pod (e.g. kubectl port-forward), not {peer}; \
-                     --pods-view network opens it"
+                     operator's own pod (e.g. kubectl port-forward), not {peer}{}; \
+                     --pods-view network opens it",
+                    if self.trust_loopback {
+                        ""
+                    } else {
+                        " (--trust-loopback=false: no peer is)"
+                    }
                 )}),
             );
         }
-        let guarded = path == "/metrics" || (pods && !is_local_peer(peer));
+        let guarded = path == "/metrics" || (pods && !self.local(peer));
         if let (true, Some(access)) = (guarded, &self.access) {
             let authorization = request.headers().get(hyper::header::AUTHORIZATION);
             match access.check(authorization, path).await {
@@ -200,9 +226,135 @@ impl Endpoints {
     }
 }
 
+/// The server's bounds on connections, as the pod's admin endpoint has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// The most connections open at once. A new connection beyond it takes the place
+    /// of the oldest one that is not in the middle of a request (idle or still sending
+    /// its head); when there is none, it is answered 503 and closed.
+    pub max_connections: usize,
+    /// The most connections open at once from one address; one more is answered 503
+    /// and closed.
+    pub max_connections_per_peer: usize,
+    /// How long a connection may take to send a request's head.
+    pub header_timeout: Duration,
+    /// How long a connection may last.
+    pub connection_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 64,
+            max_connections_per_peer: 16,
+            header_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The answer to a connection beyond the cap, written without reading anything.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 49\r\nconnection: close\r\n\r\ntoo many connections to the operator's endpoints\n";
+/// The answer to a peer over its own cap.
+const BUSY_PEER: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 39\r\nconnection: close\r\n\r\ntoo many connections from this address\n";
+
+/// One connection open.
+struct Open {
+    peer: IpAddr,
+    since: tokio::time::Instant,
+    /// In the middle of a request (from its head to the end of the answer).
+    busy: Arc<std::sync::atomic::AtomicBool>,
+    abort: Option<tokio::task::AbortHandle>,
+}
+
+/// The connections open, by id and by peer.
+#[derive(Default)]
+struct Slots {
+    next: u64,
+    open: std::collections::HashMap<u64, Open>,
+    per_peer: std::collections::HashMap<IpAddr, usize>,
+}
+
+enum Admit {
+    Yes,
+    Evicting(u64),
+    BusyPeer,
+    Busy,
+}
+
+impl Slots {
+    fn admit(&self, peer: IpAddr, limits: &ServerLimits) -> Admit {
+        let mine = self.per_peer.get(&peer).copied().unwrap_or(0);
+        if mine >= limits.max_connections_per_peer.max(1) {
+            return Admit::BusyPeer;
+        }
+        if self.open.len() < limits.max_connections.max(1) {
+            return Admit::Yes;
+        }
+        let idle = std::sync::atomic::Ordering::Relaxed;
+        self.open
+            .iter()
+            .filter(|(_, o)| !o.busy.load(idle))
+            .min_by_key(|(_, o)| o.since)
+            .map_or(Admit::Busy, |(id, _)| Admit::Evicting(*id))
+    }
+
+    fn insert(&mut self, peer: IpAddr, busy: Arc<std::sync::atomic::AtomicBool>) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let since = tokio::time::Instant::now();
+        let open = Open {
+            peer,
+            since,
+            busy,
+            abort: None,
+        };
+        self.open.insert(id, open);
+        *self.per_peer.entry(peer).or_default() += 1;
+        id
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Open> {
+        let open = self.open.remove(&id)?;
+        if let Some(n) = self.per_peer.get_mut(&open.peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_peer.remove(&open.peer);
+            }
+        }
+        Some(open)
+    }
+}
+
+type SharedSlots = Arc<std::sync::Mutex<Slots>>;
+
+fn lock(slots: &SharedSlots) -> std::sync::MutexGuard<'_, Slots> {
+    slots
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Frees a connection's slot when its task ends, however it ends (aborted included).
+struct SlotGuard {
+    slots: SharedSlots,
+    id: u64,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        lock(&self.slots).remove(self.id);
+    }
+}
+
 /// Serves `endpoints` on `addr` until `stop` turns true; a failed bind is retried every
 /// 5 s.
-pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    addr: SocketAddr,
+    endpoints: Endpoints,
+    limits: ServerLimits,
+    tls: Option<TlsAcceptor>,
+    mut stop: watch::Receiver<bool>,
+) {
     let listener = loop {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => break l,
@@ -220,7 +372,21 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
     } else {
         "none"
     };
-    log::info!(%addr, metrics_auth = auth, "serving /healthz, /readyz, /metrics, /pods");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    log::info!(%addr, scheme, metrics_auth = auth, "serving /healthz, /readyz, /metrics, /pods");
+    serve_on(listener, endpoints, limits, tls, stop).await;
+}
+
+/// Serves `endpoints` on `listener` within `limits`, over TLS with `tls`, until `stop`
+/// turns true.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    endpoints: Endpoints,
+    limits: ServerLimits,
+    tls: Option<TlsAcceptor>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = SharedSlots::default();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -233,17 +399,79 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints, mut stop: watch::Rece
             },
             _ = stop.changed() => return,
         };
-        let endpoints = endpoints.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let endpoints = endpoints.clone();
-                async move { Ok::<_, Infallible>(endpoints.respond(&req, peer).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
+        let mut open = lock(&slots);
+        match open.admit(peer, &limits) {
+            Admit::Yes => {}
+            Admit::Evicting(id) => {
+                if let Some(abort) = open.remove(id).and_then(|o| o.abort) {
+                    abort.abort();
+                }
+            }
+            Admit::BusyPeer => {
+                let _ = stream.try_write(BUSY_PEER);
+                continue;
+            }
+            Admit::Busy => {
+                let _ = stream.try_write(BUSY);
+                continue;
+            }
+        }
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let id = open.insert(peer, busy.clone());
+        let guard = SlotGuard {
+            slots: slots.clone(),
+            id,
+        };
+        let (endpoints, tls) = (endpoints.clone(), tls.clone());
+        let task = tokio::spawn(async move {
+            let _slot = guard;
+            let connection = async {
+                match tls {
+                    // The handshake within the header timeout, as a request's head.
+                    Some(tls) => {
+                        let handshake = tls.accept(stream);
+                        if let Ok(Ok(stream)) =
+                            tokio::time::timeout(limits.header_timeout, handshake).await
+                        {
+                            serve_connection(stream, endpoints, peer, busy, limits).await;
+                        }
+                    }
+                    None => serve_connection(stream, endpoints, peer, busy, limits).await,
+                }
+            };
+            let _ = tokio::time::timeout(limits.connection_timeout, connection).await;
         });
+        if let Some(o) = open.open.get_mut(&id) {
+            o.abort = Some(task.abort_handle());
+        }
     }
+}
+
+/// Serves the requests of one connection (`io`, plain or TLS) from `peer`; `busy` is
+/// set while a request is answered.
+async fn serve_connection<I>(
+    io: I,
+    endpoints: Endpoints,
+    peer: IpAddr,
+    busy: Arc<std::sync::atomic::AtomicBool>,
+    limits: ServerLimits,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let (endpoints, busy) = (endpoints.clone(), busy.clone());
+        async move {
+            busy.store(true, std::sync::atomic::Ordering::Relaxed);
+            let response = endpoints.respond(&req, peer).await;
+            busy.store(false, std::sync::atomic::Ordering::Relaxed);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
 }
 
 fn json_reply<T: serde::Serialize + ?Sized>(
@@ -421,6 +649,14 @@ mod tests {
                 .0,
             403
         );
+        // Not trusting loopback (a mesh sidecar connects from it): no peer is local.
+        let untrusting = endpoints.clone().trust_loopback(false);
+        for peer in ["127.0.0.1", "127.0.0.6", "::1"] {
+            let peer: IpAddr = peer.parse().unwrap();
+            let (status, _, body) = get_from(&untrusting, Method::GET, "/pods", peer).await;
+            assert_eq!(status, 403, "{peer}");
+            assert!(body.contains("--trust-loopback=false"), "{body}");
+        }
         let open = endpoints.pods_view(PodsView::Network);
         assert_eq!(
             get_from(&open, Method::GET, "/pods/shop/web-1", remote)

@@ -16,8 +16,9 @@
 //!   side, signed `PUT`s and read-backs, bounded, timed out, retried;
 //! - the Kubernetes (and process) edges: [`watches`], [`status_writer`], [`trust`] (the
 //!   `logpolicy-trust` ConfigMap), [`events`], [`lease`] (leader election),
-//!   [`signing_key`], [`shutdown`] and [`access`] (bearer tokens for `/metrics`, checked
-//!   with TokenReviews and SubjectAccessReviews);
+//!   [`signing_key`], [`shutdown`], [`access`] (bearer tokens for `/metrics`, checked
+//!   with TokenReviews and SubjectAccessReviews) and [`serving_cert`] (the certificate
+//!   `/metrics` is served over TLS with);
 //! - [`controller`]: the loop that drives the index and the pusher from the watches;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the per-pod view.
 //!
@@ -42,6 +43,7 @@ pub mod status;
 pub mod access;
 pub mod events;
 pub mod lease;
+pub mod serving_cert;
 pub mod shutdown;
 pub mod signing_key;
 pub mod simulated;

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use kube::Client;
 use logpolicy_operator::access::{MetricsAuth, TokenAccess};
 use logpolicy_operator::controller::{self, ControllerConfig, Outputs};
 use logpolicy_operator::lease::{self, LeaseConfig};
+use logpolicy_operator::serving_cert::{self, ServingCert};
 use logpolicy_operator::validate::{MaxDuration, DEFAULT_MAX_DURATION};
 use logpolicy_operator::{health::Health, http, metrics::Metrics, shutdown::Shutdown};
 use logpolicy_operator::{signing_key, Pusher, PusherConfig};
@@ -34,6 +36,33 @@ struct Args {
     /// anyone who reaches `--metrics-addr`.
     #[arg(long, env = "LOGPOLICY_PODS_VIEW", value_enum, default_value_t = http::PodsView::Local)]
     pods_view: http::PodsView,
+    /// Serve `--metrics-addr` over TLS (https), so that the bearer tokens sent to
+    /// `/metrics` never cross the network in the clear: with the certificate of
+    /// `--metrics-cert-dir`, else a self-signed one made at start. `false`: plain HTTP.
+    #[arg(long, env = "LOGPOLICY_METRICS_SECURE", default_value_t = true, action = clap::ArgAction::Set)]
+    metrics_secure: bool,
+    /// A directory holding `tls.crt` and `tls.key` (a `kubernetes.io/tls` Secret mounted,
+    /// e.g. one cert-manager renews): the certificate `--metrics-addr` serves, read
+    /// again every minute. Without it, a self-signed certificate made at start.
+    #[arg(long, env = "LOGPOLICY_METRICS_CERT_DIR")]
+    metrics_cert_dir: Option<PathBuf>,
+    /// The audiences a bearer token for `/metrics` must be for (comma-separated), e.g.
+    /// `logpolicy-operator` for a projected ServiceAccount token minted for it: such a
+    /// token is no use against the API server. Empty: the API server's own audiences
+    /// (a ServiceAccount's default token).
+    #[arg(
+        long,
+        env = "LOGPOLICY_METRICS_TOKEN_AUDIENCES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    metrics_token_audiences: Vec<String>,
+    /// Whether a loopback peer counts as the operator's own pod (`kubectl
+    /// port-forward`). Set it to false when something in the pod connects from loopback
+    /// on behalf of other pods, as a service mesh's sidecar does: every peer is then
+    /// the network (`/pods` needs `--pods-view network` and a token).
+    #[arg(long, env = "LOGPOLICY_TRUST_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    trust_loopback: bool,
     /// How `/metrics` (and `/pods` for peers other than loopback) checks its callers:
     /// `token`, an `Authorization: Bearer` token whose user may `get` the path, checked
     /// with a TokenReview and a SubjectAccessReview (the operator needs `create` on
@@ -70,7 +99,7 @@ struct Args {
 const LEASE_NAME: &str = "logpolicy-operator";
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
     let args = Args::parse();
     let logging = logpolicy::init()
         .inspect_err(|e| eprintln!("logpolicy-operator: logging: {e}"))
@@ -81,18 +110,40 @@ async fn main() {
     let metrics = Metrics::default();
     let (views_tx, views_rx) = watch::channel(Arc::default());
     let mut endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx)
-        .pods_view(args.pods_view);
-    let access =
-        (args.metrics_auth == MetricsAuth::Token).then(|| Arc::new(TokenAccess::default()));
+        .pods_view(args.pods_view)
+        .trust_loopback(args.trust_loopback);
+    let access = (args.metrics_auth == MetricsAuth::Token).then(|| {
+        Arc::new(TokenAccess::with_audiences(
+            args.metrics_token_audiences.clone(),
+        ))
+    });
     if let Some(access) = &access {
         endpoints = endpoints.token_access(access.clone());
     }
+    let tls = if args.metrics_secure {
+        let cert = match &args.metrics_cert_dir {
+            Some(dir) => ServingCert::Dir(dir.clone()),
+            None => ServingCert::SelfSigned(Vec::new()),
+        };
+        match serving_cert::acceptor(&cert) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                eprintln!("logpolicy-operator: --metrics-secure: {e}");
+                flush(logging);
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
     let stop = shutdown.receiver();
-    tokio::spawn(http::serve(args.metrics_addr, endpoints, stop));
+    let limits = http::ServerLimits::default();
+    tokio::spawn(http::serve(args.metrics_addr, endpoints, limits, tls, stop));
 
     let client = shutdown.retry("kubernetes client", Client::try_default);
     let Some(client) = client.await else {
-        return flush(logging);
+        flush(logging);
+        return ExitCode::SUCCESS;
     };
     if let Some(access) = &access {
         access.set_client(client.clone());
@@ -100,7 +151,8 @@ async fn main() {
     let key_file = args.signing_key_file.as_deref();
     let load = || signing_key::load(&client, &args.namespace, key_file);
     let Some(key) = shutdown.retry("signing key", load).await else {
-        return flush(logging);
+        flush(logging);
+        return ExitCode::SUCCESS;
     };
     let me = lease::identity(args.pod_name.as_deref());
     let public = key.verifying_key();
@@ -127,6 +179,7 @@ async fn main() {
     let stop = shutdown.receiver();
     controller::lead(client, pusher, config, outputs, Some(lease), stop).await;
     flush(logging);
+    ExitCode::SUCCESS
 }
 
 fn flush(logging: Option<logpolicy::Logging>) {
@@ -153,6 +206,39 @@ mod tests {
         );
         let err = auth(&["--metrics-auth", "basic"]).unwrap_err().to_string();
         assert!(err.contains("possible values: token, none"), "{err}");
+    }
+
+    #[test]
+    fn metrics_are_served_over_tls_unless_turned_off() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("logpolicy-operator").chain(args.iter().copied());
+            Args::try_parse_from(argv)
+        };
+        let a = parse(&[]).unwrap();
+        assert!(a.metrics_secure);
+        assert_eq!(a.metrics_cert_dir, None);
+        assert!(a.metrics_token_audiences.iter().all(String::is_empty));
+        assert!(!parse(&["--metrics-secure=false"]).unwrap().metrics_secure);
+        let a = parse(&[
+            "--metrics-cert-dir=/tls",
+            "--metrics-token-audiences=logpolicy-operator,other",
+        ])
+        .unwrap();
+        assert_eq!(a.metrics_cert_dir, Some(PathBuf::from("/tls")));
+        assert_eq!(a.metrics_token_audiences, ["logpolicy-operator", "other"]);
+    }
+
+    #[test]
+    fn loopback_is_trusted_unless_turned_off() {
+        let trust = |args: &[&str]| {
+            let argv = std::iter::once("logpolicy-operator").chain(args.iter().copied());
+            Args::try_parse_from(argv).map(|a| a.trust_loopback)
+        };
+        assert!(trust(&[]).unwrap());
+        assert!(!trust(&["--trust-loopback=false"]).unwrap());
+        assert!(!trust(&["--trust-loopback", "false"]).unwrap());
+        assert!(trust(&["--trust-loopback=true"]).unwrap());
+        assert!(trust(&["--trust-loopback=maybe"]).is_err());
     }
 
     fn max_duration(args: &[&str]) -> Result<MaxDuration, clap::Error> {

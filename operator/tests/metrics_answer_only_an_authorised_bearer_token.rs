@@ -1,10 +1,10 @@
 //! `/metrics` with `--metrics-auth token` against a scripted API server: no token or an
 //! unknown one gets 401 (`WWW-Authenticate: Bearer`) and a known token whose user may not
 //! `get /metrics` 403, each from the TokenReview and SubjectAccessReview the operator
-//! sends (asserted field by field); an allowed token is reviewed once a minute, not per
-//! scrape; an API server that fails, refuses the operator or does not answer gets 503,
-//! and is asked again next time. `/healthz` and `/readyz` need no token; `/pods` needs
-//! one only from the network.
+//! sends (asserted field by field); an allowed token is renewed in the background before
+//! it expires, not reviewed per scrape; an API server that fails, refuses the operator
+//! or does not answer gets 503, and is asked again next time. `/healthz` and `/readyz`
+//! need no token; `/pods` needs one only from the network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
@@ -205,7 +205,7 @@ async fn a_request_without_a_bearer_token_gets_401_and_costs_no_api_call() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
+async fn an_allowed_token_is_renewed_in_the_background_not_reviewed_per_scrape() {
     let (endpoints, api) = endpoints(PodsView::Local);
     let api = reviews(api, "scrape-token", "/metrics", true);
     let reply = get(
@@ -223,8 +223,8 @@ async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
     );
     let mut api = finished(api).await;
 
-    // Scrapes every 15 s within the minute: no API call.
-    for _ in 0..3 {
+    // Scrapes every 15 s, younger than RENEW_AFTER: no API call.
+    for _ in 0..2 {
         tokio::time::advance(Duration::from_secs(15)).await;
         let reply = get(
             &endpoints,
@@ -237,9 +237,11 @@ async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
     }
     api.no_more_calls(Duration::from_millis(100)).await;
 
-    // A minute after the review: reviewed again.
+    // The scrape 45 s after the review is answered at once from the cache, and renews
+    // the verdict in the background.
     tokio::time::advance(Duration::from_secs(15)).await;
     let api = reviews(api, "scrape-token", "/metrics", true);
+    let started = tokio::time::Instant::now();
     let reply = get(
         &endpoints,
         "/metrics",
@@ -248,10 +250,22 @@ async fn an_allowed_token_is_reviewed_once_a_minute_not_per_scrape() {
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    finished(api)
-        .await
-        .no_more_calls(Duration::from_millis(100))
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    let mut api = finished(api).await;
+
+    // Renewed: the scrapes a minute and more after the first review cost no call.
+    for _ in 0..2 {
+        tokio::time::advance(Duration::from_secs(15)).await;
+        let reply = get(
+            &endpoints,
+            "/metrics",
+            Some("Bearer scrape-token"),
+            remote(),
+        )
         .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    api.no_more_calls(Duration::from_millis(100)).await;
 }
 
 #[tokio::test(start_paused = true)]

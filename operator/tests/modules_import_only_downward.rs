@@ -40,6 +40,7 @@ const ORDER: &[&[&str]] = &[
         "signing_key",
         "shutdown",
         "access",
+        "serving_cert",
     ],
     // The loop.
     &["controller"],

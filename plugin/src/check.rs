@@ -111,13 +111,15 @@ impl Check {
     }
 
     /// The line: `ok   operator   logpolicy-system/logpolicy-operator: ...`.
+    /// The check as one line of text: what came from a pod or an object (a subject's
+    /// name, a pod's answer in the message) is [`crate::output::printable`].
     pub fn line(&self) -> String {
         format!(
             "{:<4} {:<15} {}: {}",
             self.outcome.word(),
             self.check,
-            self.subject,
-            self.message
+            crate::output::printable(&self.subject),
+            crate::output::printable(&self.message)
         )
     }
 }

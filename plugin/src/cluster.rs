@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::exit::{api_failure, Failure, Result};
+use crate::output;
 use crate::selector::{selector_string, workload_selector, Workload, WorkloadKind, WorkloadRef};
 
 /// The Lease the operator's replicas elect a leader with (`--leader-election`).
@@ -270,25 +271,24 @@ impl Kube {
             }
         }
         let secs = PROXY_TIMEOUT.as_secs();
-        let proxied = match http::Request::get(&proxy_path).body(Vec::new()) {
-            Ok(req) => {
-                match tokio::time::timeout(PROXY_TIMEOUT, self.client.request_text(req)).await {
-                    Ok(Ok(text)) => match json_body(&text) {
-                        Ok(v) => return Ok(v),
-                        Err(e) => format!("the pod proxy answered {e}"),
-                    },
-                    Ok(Err(e)) => format!("pod proxy: {e}"),
-                    Err(_) => format!("pod proxy: no answer in {secs} s"),
-                }
-            }
-            Err(e) => format!("pod proxy: {e}"),
-        };
+        let proxied =
+            match tokio::time::timeout(PROXY_TIMEOUT, proxy_get(&self.client, &proxy_path)).await {
+                Ok(Ok(text)) => match json_body(&text) {
+                    Ok(v) => return Ok(v),
+                    Err(e) => format!("the pod proxy answered {e}"),
+                },
+                Ok(Err(e)) => format!("pod proxy: {e}"),
+                Err(_) => format!("pod proxy: no answer in {secs} s"),
+            };
+        // What a pod answered, even in an error, is shown as text, never as terminal
+        // control.
+        let proxied = output::printable(&proxied).into_owned();
         let Some(ip) = ip else {
             return Err(format!("{proxied}; the pod has no IP"));
         };
         let direct = direct_get(&ip, port, path)
             .await
-            .map_err(|e| format!("{proxied}; {ip}:{port}: {e}"))?;
+            .map_err(|e| format!("{proxied}; {ip}:{port}: {}", output::printable(&e)))?;
         self.direct_first.store(true, Ordering::Relaxed);
         Ok(direct)
     }
@@ -331,6 +331,46 @@ pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest reply read from a pod at its IP (a `GET /logpolicy/sites` of a full
 /// ledger, 4,096 rows as indented JSON, is a few MiB).
 pub const MAX_DIRECT_REPLY: u64 = 16 << 20;
+
+/// The largest reply read from a pod through the API server's pod proxy: the same as
+/// at its IP.
+pub const MAX_PROXY_REPLY: usize = MAX_DIRECT_REPLY as usize;
+
+/// `GET path` through `client` (a pod's proxy path): the body as text, at most
+/// [`MAX_PROXY_REPLY`] bytes read (a larger reply is refused, whatever its status);
+/// `Err` names the status of an answer other than 2xx.
+pub async fn proxy_get(client: &Client, path: &str) -> std::result::Result<String, String> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(path)
+        .body(kube::client::Body::from(Vec::new()))
+        .map_err(|e| e.to_string())?;
+    let reply = client.send(request).await.map_err(|e| e.to_string())?;
+    let status = reply.status();
+    let body = http_body_util::Limited::new(reply.into_body(), MAX_PROXY_REPLY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!("the reply is larger than {} MiB", MAX_PROXY_REPLY >> 20)
+            } else {
+                e.to_string()
+            }
+        })?
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body).into_owned();
+    if !status.is_success() {
+        // The API server's own refusal is a Status whose message says why.
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .filter(|m| !m.is_empty());
+        return Err(match message {
+            Some(m) => format!("{status}: {m}"),
+            None => status.to_string(),
+        });
+    }
+    Ok(text)
+}
 
 /// A plain HTTP/1.1 `GET` of `path` at `ip:port`, within [`DIRECT_TIMEOUT`]; the body
 /// as JSON, read as `T`; a reply larger than [`MAX_DIRECT_REPLY`] is refused.
@@ -376,14 +416,15 @@ async fn direct_get<T: DeserializeOwned>(ip: &str, port: u16, path: &str) -> Res
     json_body(body)
 }
 
-/// A reply's body read as `T`; `Err` says whether it is not JSON at all (`no JSON: …`)
-/// or JSON of another shape (`JSON of another shape: …`, e.g. a pod of an earlier
-/// version).
-fn json_body<T: DeserializeOwned>(body: &str) -> Result<T, String> {
-    serde_json::from_str(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => format!("JSON of another shape: {e}"),
-        _ => format!("no JSON: {e}"),
-    })
+/// A reply's body read as `T`, every string in it [`output::printable`] (targets, file
+/// names and the like come from the pod: none can carry terminal control); `Err` says
+/// whether it is not JSON at all (`no JSON: …`) or JSON of another shape (`JSON of
+/// another shape: …`, e.g. a pod of an earlier version).
+fn json_body<T: DeserializeOwned>(body: &str) -> std::result::Result<T, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("no JSON: {e}"))?;
+    serde_json::from_value(output::printable_json(value))
+        .map_err(|e| output::printable(&format!("JSON of another shape: {e}")).into_owned())
 }
 
 /// What a pod says it holds of a LogPolicy: the version of the document that carries
@@ -491,6 +532,11 @@ pub(crate) mod tests {
     /// Serves each of `replies` (status line, body) to one connection, in order, at a
     /// loopback port; returns the port.
     async fn serve(replies: Vec<(&'static str, String)>) -> u16 {
+        serve_path("/logpolicy/sites", replies).await
+    }
+
+    /// As [`serve`], each request for `path`.
+    async fn serve_path(path: &'static str, replies: Vec<(&'static str, String)>) -> u16 {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
@@ -503,7 +549,12 @@ pub(crate) mod tests {
                     assert!(n > 0, "the request ended early");
                     request.extend_from_slice(&buf[..n]);
                 }
-                assert!(request.starts_with(b"GET /logpolicy/sites HTTP/1.1\r\n"));
+                let expected = format!("GET {path} HTTP/1.1\r\n");
+                assert!(
+                    request.starts_with(expected.as_bytes()),
+                    "{}",
+                    String::from_utf8_lossy(&request)
+                );
                 let head = format!(
                     "{status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()
@@ -556,6 +607,69 @@ pub(crate) mod tests {
         // Nobody listens any more.
         let e = read().await.unwrap_err();
         assert!(e.contains("refused"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_pods_reply_through_the_proxy_is_capped_and_shown_as_text() {
+        use logpolicy::wire::SitesView;
+        let path = "/api/v1/namespaces/shop/pods/web-1:9095/proxy/logpolicy/sites";
+        let hostile = serde_json::json!({
+            "rows": [{
+                "target": "shop\u{1b}]0;owned\u{7}",
+                "name": "event \u{1b}[2J\u{1b}[H",
+                "file": "src/\u{202e}sr.niam",
+            }],
+        })
+        .to_string();
+        let status = serde_json::json!({
+            "kind": "Status", "code": 500,
+            "message": "error trying to reach service: \u{1b}[31mdial tcp\u{9b}",
+        })
+        .to_string();
+        let port = serve_path(
+            path,
+            vec![
+                ("HTTP/1.1 200 OK", hostile),
+                ("HTTP/1.1 500 Internal Server Error", status),
+                ("HTTP/1.1 200 OK", " ".repeat(MAX_PROXY_REPLY + 1)),
+            ],
+        )
+        .await;
+        let config = Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        let kube = Kube {
+            client: Client::try_from(config).unwrap(),
+            namespace: "shop".into(),
+            operator_namespace: "logpolicy-system".into(),
+            direct_first: Arc::default(),
+        };
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web-1".into());
+        pod.metadata.namespace = Some("shop".into());
+        pod.metadata.annotations = Some([(PORT_ANNOTATION.to_owned(), "9095".to_owned())].into());
+
+        let view: SitesView = kube.pod_get(&pod, "/logpolicy/sites").await.unwrap();
+        let row = &view.rows[0];
+        assert_eq!(row.target, "shop\\u{1b}]0;owned\\u{7}");
+        assert_eq!(row.name, "event \\u{1b}[2J\\u{1b}[H");
+        assert_eq!(row.file.as_deref(), Some("src/\\u{202e}sr.niam"));
+
+        let e = kube
+            .pod_get::<SitesView>(&pod, "/logpolicy/sites")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "pod proxy: 500 Internal Server Error: error trying to reach service: \
+             \\u{1b}[31mdial tcp\\u{9b}; the pod has no IP"
+        );
+        let e = kube
+            .pod_get::<SitesView>(&pod, "/logpolicy/sites")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "pod proxy: the reply is larger than 16 MiB; the pod has no IP"
+        );
     }
 
     #[test]

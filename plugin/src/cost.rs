@@ -273,9 +273,11 @@ pub fn bytes(n: f64) -> String {
     }
 }
 
-/// The cost recorded on a LogPolicy, if any (an unreadable annotation is none).
+/// The cost recorded on a LogPolicy, if any (an unreadable annotation is none), its
+/// strings [`crate::output::printable`] (anyone who may edit the LogPolicy writes it).
 pub fn recorded(annotations: Option<&BTreeMap<String, String>>) -> Option<Summary> {
-    serde_json::from_str(annotations?.get(COST_ANNOTATION)?).ok()
+    let value: serde_json::Value = serde_json::from_str(annotations?.get(COST_ANNOTATION)?).ok()?;
+    serde_json::from_value(crate::output::printable_json(value)).ok()
 }
 
 /// `+12.3 KiB/s` for `list`'s COST column, `-` when not measured.

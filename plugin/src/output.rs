@@ -21,8 +21,63 @@ pub enum Format {
     Yaml,
 }
 
+/// Whether `c` would act on a terminal instead of showing: a C0 or C1 control
+/// character (an escape sequence starts with one), DEL, or a bidirectional override
+/// or isolate (which reorders what follows on the screen).
+fn acts_on_a_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character that would act on a terminal written as its escape
+/// (`\u{1b}`), so that it shows instead. Everything the plugin prints that came from
+/// a pod (its replies) or an object's fields (annotations, labels) passes through it:
+/// a pod cannot move the cursor, clear the screen, set the window title or hide text
+/// on an admin's terminal.
+///
+/// ```
+/// use kubectl_logpolicy::output::printable;
+/// assert_eq!(printable("shop::payment"), "shop::payment");
+/// assert_eq!(printable("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\u{a}");
+/// assert_eq!(printable("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
+/// ```
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(acts_on_a_terminal) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts_on_a_terminal(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Every string of `value`, keys included, made [`printable`].
+pub fn printable_json(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(printable(&s).into_owned()),
+        Value::Array(items) => Value::Array(items.into_iter().map(printable_json).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (printable(&k).into_owned(), printable_json(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// Columns padded to the widest cell, separated by three spaces, as `kubectl get`.
+/// Each cell is [`printable`].
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| printable(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -123,6 +178,35 @@ mod tests {
             "POD           STATE     ERROR\n\
              shop-0        applied\n\
              shop-long-1   failed    timeout after 2s\n"
+        );
+    }
+
+    #[test]
+    fn escape_sequences_in_cells_show_instead_of_acting() {
+        let t = table(
+            &["TARGET", "FILE"],
+            &[vec![
+                "shop\u{1b}]0;pwned\u{7}".into(),
+                "src/\u{1b}[2J\u{1b}[Hmain.rs\r\n".into(),
+            ]],
+        );
+        assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(
+            t.contains("shop\\u{1b}]0;pwned\\u{7}")
+                && t.contains("src/\\u{1b}[2J\\u{1b}[Hmain.rs\\u{d}\\u{a}"),
+            "{t}"
+        );
+        let v = printable_json(serde_json::json!({
+            "rows": [{"target": "a\u{9b}31m", "line": 3}],
+            "k\u{1b}": "\u{2066}x",
+        }));
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "rows": [{"target": "a\\u{9b}31m", "line": 3}],
+                "k\\u{1b}": "\\u{2066}x",
+            })
         );
     }
 

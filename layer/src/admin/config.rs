@@ -32,6 +32,62 @@ pub const METRIC_TARGETS_ENV: &str = "LOGPOLICY_METRIC_TARGETS";
 /// The targets `/metrics` lists by name unless told otherwise.
 pub const DEFAULT_METRIC_TARGETS: usize = 50;
 
+/// Who is shown what each callsite costs ([`Views`]): `any` (the default) or
+/// `local-and-signers`.
+pub const VIEWS_ENV: &str = "LOGPOLICY_ADMIN_VIEWS";
+
+/// Set to `0` (or `false`) where something in the pod connects from loopback on behalf
+/// of other pods (a service mesh's sidecar: Istio's connects from 127.0.0.6): loopback
+/// peers are then peers like any other (see [`AdminConfig::trust_loopback`]).
+pub const TRUST_LOOPBACK_ENV: &str = "LOGPOLICY_ADMIN_TRUST_LOOPBACK";
+
+/// Who is shown what each callsite costs: `GET /logpolicy/sites` (every callsite's
+/// target, file and line, with its counts) and the per-target series of `/metrics`
+/// (`logpolicy_target_lines_total`, `logpolicy_target_bytes_total`).
+///
+/// ```
+/// use logpolicy::admin::Views;
+/// assert_eq!("local-and-signers".parse::<Views>(), Ok(Views::LocalAndSigners));
+/// assert_eq!(Views::default().to_string(), "any");
+/// assert!("everyone".parse::<Views>().unwrap_err().contains("any or local-and-signers"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Views {
+    /// Any peer that reaches the port (the fleet view, `kubectl logpolicy top`, reads
+    /// the pods through the API server's pod proxy).
+    #[default]
+    Any,
+    /// Only a peer on loopback (the pod itself, `kubectl port-forward`; unless
+    /// [`AdminConfig::trust_loopback`] is off) or one that sent a validly signed push
+    /// in the last 10 minutes (the operator). Others get 403 `views_restricted` for
+    /// the sites, and `/metrics` without the per-target series. `kubectl logpolicy top`
+    /// and `targets` then read nothing through the pod proxy.
+    LocalAndSigners,
+}
+
+impl std::str::FromStr for Views {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "any" => Ok(Views::Any),
+            "local-and-signers" => Ok(Views::LocalAndSigners),
+            other => Err(format!(
+                "invalid value {other:?} (expected any or local-and-signers)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Views {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Views::Any => "any",
+            Views::LocalAndSigners => "local-and-signers",
+        })
+    }
+}
+
 /// The most targets `/metrics` may be told to list by name: each costs up to five
 /// series per family.
 pub const MAX_METRIC_TARGETS: usize = 1000;
@@ -328,6 +384,8 @@ pub struct AdminConfig {
     pub(crate) any_pod: bool,
     pub(crate) limits: AdminLimits,
     pub(crate) metric_targets: usize,
+    pub(crate) views: Views,
+    pub(crate) trust_loopback: bool,
     /// Whether [`AdminServer::start`](super::AdminServer::start) refuses an incomplete
     /// identity (else the endpoint starts and refuses every push, `no_pod_identity`).
     pub(crate) identity_required: bool,
@@ -378,6 +436,8 @@ impl AdminConfig {
             any_pod: false,
             limits: AdminLimits::default(),
             metric_targets: DEFAULT_METRIC_TARGETS,
+            views: Views::Any,
+            trust_loopback: true,
             identity_required: true,
         }
     }
@@ -515,6 +575,33 @@ impl AdminConfig {
                 problems.push(AdminProblem::new(SKIPPED_SETTING, var, error));
             }
         }
+        if let Some(v) = std::env::var(VIEWS_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            match v.parse() {
+                Ok(views) => config.views = views,
+                Err(message) => {
+                    let var = VIEWS_ENV;
+                    let error = AdminError::Env { var, message };
+                    problems.push(AdminProblem::new(SKIPPED_SETTING, var, error));
+                }
+            }
+        }
+        match std::env::var(TRUST_LOOPBACK_ENV)
+            .ok()
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("" | "1" | "true") => {}
+            Some("0" | "false") => config.trust_loopback = false,
+            Some(other) => {
+                let var = TRUST_LOOPBACK_ENV;
+                let message = format!("invalid value {other:?} (expected 1, true, 0 or false)");
+                let error = AdminError::Env { var, message };
+                problems.push(AdminProblem::new(SKIPPED_SETTING, var, error));
+            }
+        }
         (Some(config), problems)
     }
 
@@ -624,6 +711,56 @@ impl AdminConfig {
     /// [`metric_targets`](Self::metric_targets)).
     pub fn metric_targets_ref(&self) -> usize {
         self.metric_targets
+    }
+
+    /// Who is shown what each callsite costs (default [`Views::Any`]; from the
+    /// environment, [`VIEWS_ENV`]).
+    ///
+    /// ```
+    /// use logpolicy::admin::{AdminConfig, Views};
+    /// use logpolicy::wire::{SigningKey, TrustedKeys};
+    ///
+    /// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys)
+    ///     .views(Views::LocalAndSigners);
+    /// assert_eq!(config.views_ref(), Views::LocalAndSigners);
+    /// ```
+    #[must_use]
+    pub fn views(mut self, views: Views) -> Self {
+        self.views = views;
+        self
+    }
+
+    /// Who is shown what each callsite costs (see [`views`](Self::views)).
+    pub fn views_ref(&self) -> Views {
+        self.views
+    }
+
+    /// Whether a loopback peer counts as the pod itself (the default: the whole policy
+    /// view, and with [`Views::LocalAndSigners`] the sites). Turn it off where
+    /// something in the pod connects from loopback on behalf of other pods: a service
+    /// mesh's sidecar proxy (Istio's connects to the application from 127.0.0.6,
+    /// others from 127.0.0.1), through which every peer would count as the pod. From
+    /// the environment, [`TRUST_LOOPBACK_ENV`].
+    ///
+    /// ```
+    /// use logpolicy::admin::AdminConfig;
+    /// use logpolicy::wire::{SigningKey, TrustedKeys};
+    ///
+    /// let keys = TrustedKeys::new([SigningKey::from_bytes(&[1; 32]).verifying_key()]);
+    /// let config = AdminConfig::new("127.0.0.1:0".parse().unwrap(), keys).trust_loopback(false);
+    /// assert!(!config.trusts_loopback());
+    /// ```
+    #[must_use]
+    pub fn trust_loopback(mut self, trust: bool) -> Self {
+        self.trust_loopback = trust;
+        self
+    }
+
+    /// Whether a loopback peer counts as the pod itself (see
+    /// [`trust_loopback`](Self::trust_loopback)).
+    pub fn trusts_loopback(&self) -> bool {
+        self.trust_loopback
     }
 
     /// The address to listen on.

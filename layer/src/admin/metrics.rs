@@ -435,7 +435,8 @@ impl Collector for Snapshot {
 }
 
 /// Renders the metrics text.
-pub(crate) fn render(admin: &Admin) -> Reply {
+/// `/metrics`; the per-target series only `with_targets`.
+pub(crate) fn render(admin: &Admin, with_targets: bool) -> Reply {
     let handle = admin.handle();
     let effective = handle.effective();
     let sites = handle.sites();
@@ -461,7 +462,11 @@ pub(crate) fn render(admin: &Admin) -> Reply {
         }),
         active_layers: effective.sources.len(),
         requests: admin.requests().to_vec(),
-        targets: target_series(&sites, &listed),
+        targets: if with_targets {
+            target_series(&sites, &listed)
+        } else {
+            Default::default()
+        },
         trusted_keys,
         push_blocked: [trusted_keys == 0, admin.refuses_for_identity()],
         recorder,

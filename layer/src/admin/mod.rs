@@ -18,6 +18,8 @@
 //! | `POD_NAMESPACE` | The pod's `metadata.namespace`; checked like the uid. Required. |
 //! | `LOGPOLICY_ADMIN_ANY_POD` | `1` or `true`: start without the three above (outside Kubernetes); a field not known is not checked. |
 //! | `LOGPOLICY_METRIC_TARGETS` | How many targets `/metrics` names in `logpolicy_target_lines_total` and `logpolicy_target_bytes_total` (default 50, at most 1000; `0`: only `other`). A value that is not a whole number in range is an error naming the variable. |
+//! | `LOGPOLICY_ADMIN_VIEWS` | Who is shown what each callsite costs (`/logpolicy/sites`, the per-target series of `/metrics`): `any` (default), or `local-and-signers`: loopback peers and peers that sent a validly signed push in the last 10 minutes (the operator); others get 403 `views_restricted` and `/metrics` without the per-target series ([`Views`]). |
+//! | `LOGPOLICY_ADMIN_TRUST_LOOPBACK` | `0` or `false`: a loopback peer is a peer like any other (reduced view), for pods where a sidecar connects from loopback on behalf of other pods, as a service mesh's does ([`AdminConfig::trust_loopback`]). Default `1`. |
 //!
 //! The identity is required because one operator key signs for every namespace: the
 //! identity check is what keeps a document signed for one pod out of every other.
@@ -38,7 +40,7 @@
 //! | the keys file cannot be read or parsed (missing: a ConfigMap mounted `optional: true` that does not exist yet; not a regular file; over 64 KiB) | runs, refuses every push (401 `no_trusted_keys`) and reads the file again every 500 ms; once it can, it accepts pushes and says so in an `info` line (`the admin endpoint trusts the keys of its keys file`) |
 //! | no trusted key configured, or `LOGPOLICY_TRUSTED_KEYS` does not parse | runs, refuses every push (401 `no_trusted_keys`) |
 //! | `POD_UID`, `POD_NAME` or `POD_NAMESPACE` unset (and no `LOGPOLICY_ADMIN_ANY_POD`) | runs, refuses every signed push (403 `no_pod_identity`, naming the variables; an unsigned or badly signed one gets its 401 first, as the [statuses](#statuses) are checked in order) |
-//! | `LOGPOLICY_METRIC_TARGETS` or `LOGPOLICY_ADMIN_ANY_POD` does not parse | runs as if it were unset |
+//! | `LOGPOLICY_METRIC_TARGETS`, `LOGPOLICY_ADMIN_ANY_POD`, `LOGPOLICY_ADMIN_VIEWS` or `LOGPOLICY_ADMIN_TRUST_LOOPBACK` does not parse | runs as if it were unset |
 //!
 //! An endpoint that runs serves `GET` (the view, the sites, `/metrics`, `/healthz`)
 //! either way, and `/metrics` says whether it can accept a push:
@@ -141,6 +143,7 @@
 //! | 200 | | applied; or the same version with identical content again (`"unchanged": true`) |
 //! | 404 | `not_found` | any other path |
 //! | 405 | `method_not_allowed` | another method on a known path (with `Allow`) |
+//! | 403 | `views_restricted` | `GET /logpolicy/sites` from a peer that is neither on loopback nor a recent signer, with `LOGPOLICY_ADMIN_VIEWS=local-and-signers` |
 //! | 503 | `busy` | every slot is taken by a connection past its request, or this address already holds 16 (answered and closed at once) |
 //!
 //! Connections that never make a request are counted too, with the status hyper or the
@@ -228,9 +231,9 @@ mod server;
 mod service;
 
 pub use config::{
-    AdminConfig, AdminError, AdminLimits, PodIdentity, ADMIN_ADDR_ENV, ANY_POD_ENV,
+    AdminConfig, AdminError, AdminLimits, PodIdentity, Views, ADMIN_ADDR_ENV, ANY_POD_ENV,
     DEFAULT_METRIC_TARGETS, MAX_METRIC_TARGETS, METRIC_TARGETS_ENV, POD_NAMESPACE_ENV,
-    POD_NAME_ENV, POD_UID_ENV,
+    POD_NAME_ENV, POD_UID_ENV, TRUST_LOOPBACK_ENV, VIEWS_ENV,
 };
 pub(crate) use config::{AdminProblem, NOT_RUNNING, SKIPPED_SETTING};
 pub use server::AdminServer;

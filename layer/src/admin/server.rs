@@ -477,7 +477,7 @@ async fn request(req: Request<Incoming>, conn: &Conn) -> Response<Full<Bytes>> {
         read_and_respond(req, route, admin, conn).await
     } else {
         conn.stage.store(ANSWERING, Ordering::Relaxed);
-        admin.respond(route, Viewer::of(conn.peer), None, &[])
+        admin.respond(route, viewer(conn), None, &[])
     };
     if reply.signed {
         lock(&conn.slots).signed(conn.peer, Instant::now());
@@ -525,7 +525,13 @@ async fn read_and_respond(
         }
     };
     conn.stage.store(ANSWERING, Ordering::Relaxed);
-    admin.respond(route, Viewer::of(conn.peer), signature.as_deref(), &body)
+    admin.respond(route, viewer(conn), signature.as_deref(), &body)
+}
+
+/// Who the connection's peer is to the views.
+fn viewer(conn: &Conn) -> Viewer {
+    let signer = lock(&conn.slots).is_signer(conn.peer, Instant::now());
+    Viewer::of(conn.peer, conn.admin.trust_loopback, signer)
 }
 
 fn to_response(reply: Reply, head: bool) -> Response<Full<Bytes>> {

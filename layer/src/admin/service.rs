@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::config::{AdminConfig, KeySource, PodIdentity};
+use super::config::{AdminConfig, KeySource, PodIdentity, Views};
 use crate::clock::format_rfc3339;
 use crate::enforce::{LayerChange, PolicyHandle};
 use crate::format::own_line::{write_layer_change, write_push_refused};
@@ -48,16 +48,22 @@ pub(crate) enum Viewer {
     /// A peer on loopback: a process of the pod itself, or `kubectl port-forward`
     /// (which needs the `pods/portforward` permission): the whole view.
     Local,
-    /// Any other peer (another pod, the API server's pod proxy, the operator): what is
-    /// in force and since when, not each layer's settings, reason or the pod's identity.
+    /// A peer that sent a validly signed push recently (the operator): the reduced
+    /// view, and the sites with [`Views::LocalAndSigners`].
+    Signer,
+    /// Any other peer (another pod, the API server's pod proxy): what is in force and
+    /// since when, not each layer's settings, reason or the pod's identity.
     Network,
 }
 
 impl Viewer {
-    /// The viewer a connection from `peer` is.
-    pub(crate) fn of(peer: std::net::IpAddr) -> Viewer {
-        if super::is_local_peer(peer) {
+    /// The viewer a connection from `peer` is: loopback counts as the pod itself only
+    /// when `trust_loopback`; `signer`, whether it signed a push recently.
+    pub(crate) fn of(peer: std::net::IpAddr, trust_loopback: bool, signer: bool) -> Viewer {
+        if trust_loopback && super::is_local_peer(peer) {
             Viewer::Local
+        } else if signer {
+            Viewer::Signer
         } else {
             Viewer::Network
         }
@@ -157,6 +163,10 @@ pub(crate) struct Admin {
     /// The last replay each layer source asked for (at most one per source, for sources
     /// in the policy: bounded by its layers).
     replays: Mutex<Vec<ReplayView>>,
+    /// Who is shown what each callsite costs.
+    views: Views,
+    /// Whether a loopback peer counts as the pod itself.
+    pub(crate) trust_loopback: bool,
 }
 
 /// At most one line a second says a push was refused: a client that sends refused
@@ -209,6 +219,8 @@ impl Admin {
             requests: Default::default(),
             metric_targets: super::metrics::ListedTargets::new(config.metric_targets),
             replays: Mutex::new(Vec::new()),
+            views: config.views,
+            trust_loopback: config.trust_loopback,
         }
     }
 
@@ -255,6 +267,11 @@ impl Admin {
             // lines taken to this replay: they stay counted as replayed, never written.
             drop(spawned);
         }
+    }
+
+    /// Whether `viewer` is shown what each callsite costs.
+    fn shows_sites_to(&self, viewer: Viewer) -> bool {
+        self.views == Views::Any || viewer != Viewer::Network
     }
 
     pub(crate) fn count(&self, status: u16) {
@@ -394,9 +411,21 @@ impl Admin {
     ) -> Reply {
         match route {
             Route::GetPolicy => Reply::json(200, &self.view(viewer)),
-            // Every viewer gets the same: counts and callsite names are not secrets,
-            // and the ledger holds no field value.
-            Route::GetSites => Reply::json(200, &self.sites_view()),
+            // Every viewer shown the sites gets the same: the ledger holds no field
+            // value.
+            Route::GetSites if self.shows_sites_to(viewer) => {
+                Reply::json(200, &self.sites_view())
+            }
+            Route::GetSites => Reply::error(
+                403,
+                "views_restricted",
+                format!(
+                    "this pod shows what each callsite costs only to loopback peers and to \
+                     the operator ({}={})",
+                    super::config::VIEWS_ENV,
+                    self.views
+                ),
+            ),
             Route::PutPolicy | Route::DeletePolicy => {
                 let reply = self.push(signature, body, route == Route::DeletePolicy);
                 if reply.status >= 400 {
@@ -404,7 +433,7 @@ impl Admin {
                 }
                 reply
             }
-            Route::Metrics => super::metrics::render(self),
+            Route::Metrics => super::metrics::render(self, self.shows_sites_to(viewer)),
             Route::Health => Reply::json(200, &Health { status: "ok" }),
             Route::NotFound => Reply::error(
                 404,
@@ -582,7 +611,7 @@ impl Admin {
         let view = self.view_with(held.as_ref(), None);
         match viewer {
             Viewer::Local => view,
-            Viewer::Network => reduced(view),
+            Viewer::Signer | Viewer::Network => reduced(view),
         }
     }
 
@@ -753,7 +782,11 @@ mod tests {
     #[test]
     fn only_loopback_peers_see_the_whole_view() {
         for local in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"] {
-            assert_eq!(Viewer::of(local.parse().unwrap()), Viewer::Local, "{local}");
+            let peer = local.parse().unwrap();
+            assert_eq!(Viewer::of(peer, true, false), Viewer::Local, "{local}");
+            // Not trusting loopback (a mesh's sidecar connects from it): a peer.
+            assert_eq!(Viewer::of(peer, false, false), Viewer::Network, "{local}");
+            assert_eq!(Viewer::of(peer, false, true), Viewer::Signer, "{local}");
         }
         for network in [
             "10.1.2.3",
@@ -762,11 +795,9 @@ mod tests {
             "fe80::1",
             "::ffff:10.0.0.1",
         ] {
-            assert_eq!(
-                Viewer::of(network.parse().unwrap()),
-                Viewer::Network,
-                "{network}"
-            );
+            let peer = network.parse().unwrap();
+            assert_eq!(Viewer::of(peer, true, false), Viewer::Network, "{network}");
+            assert_eq!(Viewer::of(peer, true, true), Viewer::Signer, "{network}");
         }
     }
 

@@ -25,23 +25,39 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
   The annotations of the check's objects: `helm test` hooks, the ServiceAccount and its
-  roles (weight -1) before the pod (weight 0); all deleted once the check passed, kept
-  after a failure (for `kubectl logs`) until the next `helm test`.
+  roles (weight -1) before the pod (weight 0); all deleted once the check ran, passed or
+  failed: no role of the check outlives it. A failed check's report is printed by helm
+  before its pod goes (hook-output-log-policy, Helm 4; with Helm 3, `helm test --logs`).
 */}}
 {{- define "logpolicy-operator.checkHook" -}}
 helm.sh/hook: test
 helm.sh/hook-weight: {{ . | quote }}
-helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
 {{- end }}
 
-{{/* What `kubectl logpolicy check` reads in each namespace it checks. */}}
+{{/*
+  The namespaces `helm test` checks, as a list: tests.namespaces, else watchNamespaces;
+  empty: every namespace.
+*/}}
+{{- define "logpolicy-operator.checkNamespaces" -}}
+{{- toJson (.Values.tests.namespaces | default .Values.watchNamespaces | default list) }}
+{{- end }}
+
+{{/*
+  What `kubectl logpolicy check` reads in each namespace it checks. The pod proxy
+  (`pods/proxy` reaches any port of any pod of the namespace) only where the namespaces
+  are named (`proxy` true): cluster-wide, the check reads each pod's admin endpoint at
+  its IP instead.
+*/}}
 {{- define "logpolicy-operator.checkRules" -}}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+{{- if .proxy }}
 - apiGroups: [""]
   resources: ["pods/proxy"]
   verbs: ["get"]
+{{- end }}
 - apiGroups: [""]
   resources: ["configmaps"]
   resourceNames: ["logpolicy-trust"]
