@@ -176,6 +176,9 @@ struct Store {
     recorded: u64,
     replayed: u64,
     expired: u64,
+    /// When the newest line that expired was emitted (microseconds since the epoch): a
+    /// window that starts before it is no longer held whole.
+    lost_until_us: Option<u64>,
     /// Replays asked for, and lines they found.
     replays: u64,
 }
@@ -210,8 +213,10 @@ pub struct Taken {
     bytes: Vec<u8>,
     /// Per line: where it ends in `bytes`, its time, level and row.
     marks: Vec<Mark>,
-    /// When the oldest line the store held (before this replay) was emitted: what it
-    /// could give back from.
+    /// From when the store held the window whole (before this replay): the window's
+    /// start, or the oldest line held if that is older; when a line emitted in the window
+    /// had expired, the oldest line still held (later than the window's start). `None`:
+    /// the store held nothing and lost nothing of the window.
     pub held_from: Option<SystemTime>,
 }
 
@@ -351,6 +356,7 @@ impl Recorder {
         self.expire_older(&mut store, at_us.saturating_sub(us_of(limits.max_age)));
         if cost > limits.max_bytes || line.len() > u32::MAX as usize / 2 {
             store.expired += 1;
+            store.lost_until_us = store.lost_until_us.max(Some(at_us));
             drop(store);
             ledger.add(row, Col::Expired as usize, 1);
             return;
@@ -417,6 +423,7 @@ impl Recorder {
         store.bytes -= len + LINE_OVERHEAD;
         store.lines -= 1;
         store.expired += 1;
+        store.lost_until_us = store.lost_until_us.max(Some(mark.at_us));
         self.inner.ledger.add(mark.row, Col::Expired as usize, 1);
     }
 
@@ -428,11 +435,16 @@ impl Recorder {
         let since_us = us_of(since);
         let mut store = self.store();
         self.expire_older(&mut store, us_of(now).saturating_sub(us_of(limits.max_age)));
-        let held_from = store
+        let oldest = store
             .chunks
             .front()
             .and_then(|c| c.held().first())
-            .map(|m| time_of(m.at_us));
+            .map(|m| m.at_us);
+        let held_from = match store.lost_until_us {
+            // A line of the window expired: held from the oldest line after it.
+            Some(lost) if lost >= since_us => Some(time_of(oldest.map_or(lost, |o| o.max(lost)))),
+            _ => oldest.map(|o| time_of(o.min(since_us))),
+        };
         store.replays += 1;
         let mut taken = Taken {
             held_from,
@@ -588,7 +600,30 @@ mod tests {
         r.record(s(50), RowId::OTHER, Level::Debug, b"new\n");
         let st = r.stats(s(100));
         assert_eq!((st.lines, st.expired), (1, 1));
-        assert_eq!(lines(&r.take_since(s(0), s(100))), ["new\n"]);
+        let t = r.take_since(s(0), s(100));
+        assert_eq!(lines(&t), ["new\n"]);
+        // The window from 0 lost its first line: held from the line after it.
+        assert_eq!(t.held_from, Some(UNIX_EPOCH + s(50)));
+    }
+
+    #[test]
+    fn a_window_newer_than_what_expired_is_held_whole() {
+        let r = Recorder::new(Ledger::new());
+        r.set_limits(RecordLimits::new(MIN_RECORD_BYTES, s(60)).unwrap());
+        r.record(s(0), RowId::OTHER, Level::Debug, b"old\n");
+        r.record(s(90), RowId::OTHER, Level::Debug, b"new\n");
+        // Recording began at 90 as far as the window from 80 knows: nothing of it lost.
+        let t = r.take_since(s(80), s(100));
+        assert_eq!(lines(&t), ["new\n"]);
+        assert_eq!(t.held_from, Some(UNIX_EPOCH + s(80)));
+        // Nothing held, nothing lost: held whole.
+        assert_eq!(r.take_since(s(95), s(100)).held_from, None);
+        // A window reaching back before the expired line: held from after it.
+        r.record(s(99), RowId::OTHER, Level::Debug, b"last\n");
+        assert_eq!(
+            r.take_since(s(0), s(100)).held_from,
+            Some(UNIX_EPOCH + s(99))
+        );
     }
 
     #[test]

@@ -262,6 +262,7 @@ mod tests {
                 sampling: Vec::new(),
                 burst: None,
                 max_bytes_per_second: None,
+                record: Vec::new(),
             },
             layers: vec![LayerView {
                 layer,
@@ -280,6 +281,8 @@ mod tests {
             read_at: Some(t),
             scope: ViewScope::Full,
             unchanged: Some(false),
+            replays: Vec::new(),
+            recorder: None,
         };
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["scope"], "full");
