@@ -125,6 +125,10 @@ async fn demo() -> Result<()> {
         }
         Ok(Some(()))
     })?;
+    wait_for(Duration::from_secs(10), "record-payments applied", || {
+        let lp = s.policy("record-payments")?;
+        Ok((lp["status"]["appliedPods"] == 3).then_some(()))
+    })?;
     println!("\n$ kubectl -n {ns} get lp");
     print!("{}", s.kubectl(&["get", "lp"])?);
 
@@ -269,7 +273,7 @@ fn replayed_lines(pods: &mut [DemoPod], raised_at: SystemTime) -> Result<()> {
         Ok(Some(()))
     })?;
     say(&format!(
-        "The incident's debug lines from before the raise (at {}), as {} wrote them: replayed, with their own time",
+        "The incident's debug lines from before the raise (run at {}; each pod replays what it recorded until it applied the raise), as {} wrote them: replayed, with their own time",
         clock(raised_at),
         pods[0].name
     ));
