@@ -443,7 +443,14 @@ impl Recorder {
         let held_from = match store.lost_until_us {
             // A line of the window expired: held from the oldest line after it.
             Some(lost) if lost >= since_us => Some(time_of(oldest.map_or(lost, |o| o.max(lost)))),
-            _ => oldest.map(|o| time_of(o.min(since_us))),
+            // Held whole: from the window's start (exactly), or an older line held.
+            _ => oldest.map(|o| {
+                if o < since_us {
+                    time_of(o)
+                } else {
+                    UNIX_EPOCH + since
+                }
+            }),
         };
         store.replays += 1;
         let mut taken = Taken {
