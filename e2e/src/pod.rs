@@ -38,6 +38,8 @@ pub struct PodSpec {
     pub baseline: String,
     /// Where the service runs: the workspace's binary, or its image.
     pub runtime: Runtime,
+    /// More environment variables of the service (e.g. `LOGPOLICY_RECORD_BYTES`).
+    pub env: BTreeMap<String, String>,
 }
 
 impl PodSpec {
@@ -51,7 +53,15 @@ impl PodSpec {
             fail_every: 20,
             baseline: "info".to_owned(),
             runtime: Runtime::Host,
+            env: BTreeMap::new(),
         }
+    }
+
+    /// With an environment variable of the service.
+    #[must_use]
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.insert(key.to_owned(), value.to_owned());
+        self
     }
 
     /// With a label.
@@ -390,7 +400,11 @@ fn spawn_service(
     shop: SocketAddr,
     admin: SocketAddr,
 ) -> Result<(Process, SocketAddr, SocketAddr)> {
-    let cmd = Launch::default()
+    let mut cmd = Launch::default();
+    for (k, v) in &spec.env {
+        cmd = cmd.env(k, v);
+    }
+    let cmd = cmd
         .args(["--addr", &shop.to_string()])
         .args(["--self-load", &spec.self_load.to_string()])
         .args(["--fail-every", &spec.fail_every.to_string()])

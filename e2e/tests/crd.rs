@@ -113,7 +113,7 @@ spec:
         header,
         [
             "NAME", "READY", "LEVELS", "APPLIED", "EXPIRES", "AGE", "PRIORITY", "TARGETS",
-            "SAMPLING", "REASON"
+            "SAMPLING", "REPLAYED", "REASON"
         ],
         "{wide}"
     );

@@ -1,7 +1,8 @@
 //! The two examples users copy agree: the incident policy selects the opted-in pods of
 //! the example workload, in its namespace, and the pod count its comment tells the
 //! reader to expect (`APPLIED N/N`) is the workload's replicas. (The comment once said
-//! 3/3 of a workload of 2.)
+//! 3/3 of a workload of 2.) The recording example selects the same pods, is valid,
+//! and may stand (it only records).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,18 +19,25 @@ fn documents(path: &str) -> (String, Vec<Value>) {
     (text, docs)
 }
 
-#[test]
-fn the_incident_policy_selects_the_workloads_pods_and_expects_as_many() {
+/// The example workload's Deployment: its replicas, namespace and pod labels.
+fn workload() -> (u64, String, serde_yaml::Mapping) {
     let (_, workload) = documents("e2e/examples/workload.yaml");
     let deployment = workload
         .iter()
         .find(|d| d["kind"] == "Deployment")
         .expect("workload.yaml has a Deployment");
+    assert_eq!(deployment["metadata"]["name"], "shop", "deploy/shop");
     let replicas = deployment["spec"]["replicas"].as_u64().unwrap();
     let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
     let labels = deployment["spec"]["template"]["metadata"]["labels"]
         .as_mapping()
         .unwrap();
+    (replicas, namespace.to_owned(), labels.clone())
+}
+
+#[test]
+fn the_incident_policy_selects_the_workloads_pods_and_expects_as_many() {
+    let (replicas, namespace, labels) = workload();
     assert_eq!(
         labels.get("logpolicy.dev/enabled").and_then(Value::as_str),
         Some("true"),
@@ -66,4 +74,35 @@ fn the_incident_policy_selects_the_workloads_pods_and_expects_as_many() {
         format!("{replicas}/{replicas}"),
         "workload replicas: {replicas}"
     );
+}
+
+#[test]
+fn the_recording_policy_selects_the_workloads_pods_and_may_stand() {
+    let (replicas, namespace, labels) = workload();
+    let (text, docs) = documents("e2e/examples/record-payments.yaml");
+    let policy: logpolicy_operator::LogPolicy = serde_yaml::from_value(docs[0].clone()).unwrap();
+    for (k, v) in policy.spec.selector.match_labels.iter().flatten() {
+        assert_eq!(
+            labels.get(k.as_str()).and_then(Value::as_str),
+            Some(v.as_str()),
+            "the policy selects {k:?}={v:?}: {labels:?}"
+        );
+    }
+    let valid = logpolicy_operator::validate(&policy.spec).unwrap();
+    assert!(valid.records(), "it records");
+    assert!(
+        valid.only_lowers() && policy.spec.duration.is_none(),
+        "it stands without a duration, whatever the operator's --max-duration"
+    );
+    assert!(
+        text.contains(&format!(
+            "kubectl -n {namespace} apply -f e2e/examples/record-payments.yaml"
+        )),
+        "the example is applied in {namespace}"
+    );
+    assert!(
+        text.contains(&format!("APPLIED {replicas}/{replicas}")),
+        "workload replicas: {replicas}"
+    );
+    assert!(text.contains(&format!("raise deploy/shop -n {namespace} ")));
 }

@@ -2,7 +2,13 @@
 //! the end-to-end tests, the benchmarks and the README demo run.
 //!
 //! Every request logs at every level from `shop::http`, `shop::payment` and `shop::db`
-//! inside a `request` span; every `--fail-every`th request fails with an error (500).
+//! inside a `request` span; every `--fail-every`th request fails with an error (500), as
+//! does every request asking `?decline=1` (a payment incident on demand). A failing
+//! payment first logs the gateway's answer at debug: the line an incident needs.
+//!
+//! The shop counts the `shop::payment` debug events it emits, written or not, and says
+//! so on `GET /stats` (`{"requests":N,"paymentDebug":N}`): what a test compares with the
+//! lines a raise (or a replay) wrote.
 //! Logging is configured by the environment, as in a pod: `LOGPOLICY`/`RUST_LOG` for the
 //! baseline, `LOGPOLICY_ADMIN_ADDR`, `LOGPOLICY_TRUSTED_KEYS` (or `_FILE`), `POD_UID`,
 //! `POD_NAME`, `POD_NAMESPACE` for the admin endpoint (see `logpolicy::admin`).
@@ -49,6 +55,8 @@ struct Args {
 #[derive(Debug)]
 struct Shop {
     requests: AtomicU64,
+    /// `shop::payment` debug events emitted (whatever the policy does with them).
+    payment_debug: AtomicU64,
     fail_every: u64,
 }
 
@@ -59,12 +67,16 @@ impl Shop {
     fn checkout(&self, path: &str, query: Option<&str>) -> (StatusCode, String) {
         let id = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
         let started = Instant::now();
-        let user_id = query
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .find_map(|kv| kv.strip_prefix("user="))
+        let param = |name: &str| {
+            query
+                .into_iter()
+                .flat_map(|q| q.split('&'))
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        };
+        let user_id = param("user")
             .and_then(|u| u.parse::<u64>().ok())
             .unwrap_or(40 + id % 10);
+        let decline = param("decline") == Some("1");
         let span = tracing::info_span!("request", id, method = "GET", path, user_id);
         let _entered = span.enter();
         tracing::trace!(target: "shop::db", pool_size = 8u64, "pool checkout");
@@ -79,11 +91,20 @@ impl Shop {
             amount_cents = 1999u64,
             "authorising"
         );
+        self.payment_debug.fetch_add(1, Ordering::Relaxed);
         if id % 7 == 0 {
             tracing::warn!(target: "shop::db", slow_ms = 412u64, "slow query");
         }
-        let failed = self.fail_every > 0 && id % self.fail_every == 0;
+        let failed = decline || (self.fail_every > 0 && id % self.fail_every == 0);
         if failed {
+            tracing::debug!(
+                target: "shop::payment",
+                gateway = "acquirer-eu-2",
+                response = "05 do not honour",
+                retry_after_ms = 0u64,
+                "gateway answered"
+            );
+            self.payment_debug.fetch_add(1, Ordering::Relaxed);
             tracing::error!(target: "shop::payment", code = "card_declined", "payment failed");
         }
         let status = if failed {
@@ -106,6 +127,14 @@ async fn serve(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, body) = match req.uri().path() {
         "/healthz" => (StatusCode::OK, "{\"status\":\"ok\"}\n".to_owned()),
+        "/stats" => (
+            StatusCode::OK,
+            format!(
+                "{{\"requests\":{},\"paymentDebug\":{}}}\n",
+                shop.requests.load(Ordering::Relaxed),
+                shop.payment_debug.load(Ordering::Relaxed)
+            ),
+        ),
         path => shop.checkout(path, req.uri().query()),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -218,6 +247,7 @@ fn main() -> ExitCode {
     };
     let shop = Arc::new(Shop {
         requests: AtomicU64::new(0),
+        payment_debug: AtomicU64::new(0),
         fail_every: args.fail_every,
     });
     let code = runtime.block_on(async {

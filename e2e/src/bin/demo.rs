@@ -1,10 +1,13 @@
 //! `demo` (run by `scripts/demo`): the product end to end on this machine.
 //!
 //! A local API server (`e2e/cluster`), the operator with the Helm chart's RBAC, three
-//! demo shop services as pods, and an incident raise (debug for `shop::payment`, 20 s)
-//! made with the kubectl plugin, `kubectl logpolicy raise` (its `--dry-run` YAML shown
-//! first): the services' output is shown live, per second, before the policy, during it,
-//! and after it expired on its own; `kubectl logpolicy top` shows what logging costs
+//! demo shop services as pods, a standing policy that records `shop::payment`'s debug
+//! lines without writing them (`e2e/examples/record-payments.yaml`), and an incident
+//! raise (debug for `shop::payment`, 20 s, `--since 1m`) made with the kubectl plugin,
+//! `kubectl logpolicy raise` (its `--dry-run` YAML shown first): each pod first writes
+//! the incident's debug lines from before the raise, shown with their own times; the
+//! services' output is shown live, per second, before the policy, during it, and after
+//! it expired on its own; `kubectl logpolicy top` shows what logging costs
 //! before the incident, and the raise what it adds once applied. Then a raise for one
 //! customer's requests only (`--when user_id=42`): per pod, its debug lines by customer;
 //! and last `kubectl logpolicy suggest --cut 50%`, the sampling that halves what the pods
@@ -106,6 +109,29 @@ async fn demo() -> Result<()> {
     wait_target_known(&pods, "shop::payment")?;
     print!("{}", s.kubectl(&["get", "pods", "-o", "wide"])?);
 
+    say(&format!(
+        "kubectl -n {ns} apply -f e2e/examples/record-payments.yaml  (a standing policy: keep shop::payment's debug lines in each pod's memory, write nothing)"
+    ));
+    let example = std::fs::read_to_string(
+        logpolicy_e2e::cluster::repo_root().join("e2e/examples/record-payments.yaml"),
+    )
+    .map_err(|e| Error(format!("e2e/examples/record-payments.yaml: {e}")))?;
+    print!("{}", s.apply(&example)?);
+    wait_for(Duration::from_secs(10), "every pod to record", || {
+        for p in &pods {
+            if !p.directives()?.contains("@record(shop::payment)=debug") {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })?;
+    wait_for(Duration::from_secs(10), "record-payments applied", || {
+        let lp = s.policy("record-payments")?;
+        Ok((lp["status"]["appliedPods"] == 3).then_some(()))
+    })?;
+    println!("\n$ kubectl -n {ns} get lp");
+    print!("{}", s.kubectl(&["get", "lp"])?);
+
     let view_start = Instant::now();
     say("What the services write, in lines per second (counted from their stdout):");
     println!(
@@ -138,6 +164,8 @@ async fn demo() -> Result<()> {
         "shop::payment=debug",
         "--for",
         "20s",
+        "--since",
+        "1m",
         "--reason",
         "demo: payments fail and the info lines do not say why",
         "--name",
@@ -146,7 +174,7 @@ async fn demo() -> Result<()> {
         "3s",
     ];
     say(&format!(
-        "kubectl logpolicy -n {ns} {} --dry-run  (what it will create: debug for shop::payment, 20 s)",
+        "kubectl logpolicy -n {ns} {} --dry-run  (what it will create: debug for shop::payment, 20 s, and first the recorded lines of the last minute)",
         shell_words(&raise)
     ));
     let dry = kubectl_logpolicy(&ns, None, &[&raise[..], &["--dry-run"]].concat())?;
@@ -155,6 +183,7 @@ async fn demo() -> Result<()> {
         "kubectl logpolicy -n {ns} {}  (creates it, waits until every pod applied it, then measures what it adds)",
         shell_words(&raise)
     ));
+    let raised_at = SystemTime::now();
     let run = kubectl_logpolicy(&ns, None, &raise)?;
     print!("{}{}", run.stdout, run.stderr);
     if run.code != 0 {
@@ -163,6 +192,7 @@ async fn demo() -> Result<()> {
             run.code
         )));
     }
+    replayed_lines(&mut pods, raised_at)?;
     view.header();
     view.run(&mut pods, "during", Duration::from_secs(2))?;
     println!("\n$ kubectl -n {ns} get lp");
@@ -221,6 +251,68 @@ async fn demo() -> Result<()> {
     drop(pods);
     drop(operator);
     drop(s);
+    Ok(())
+}
+
+/// The incident's debug lines from before the raise: how shop-0 wrote them (the replay's
+/// two `logpolicy` lines, and the first replayed lines, each with its own time), and
+/// per pod how many and from when.
+fn replayed_lines(pods: &mut [DemoPod], raised_at: SystemTime) -> Result<()> {
+    let clock = |t: SystemTime| {
+        let text = logpolicy::clock::format_rfc3339(t);
+        text.get(11..23).unwrap_or(&text).to_owned()
+    };
+    let replay_line = |l: &Line| l.target == "logpolicy" && l.msg == "replayed recorded lines";
+    wait_for(Duration::from_secs(10), "every pod's replay", || {
+        for p in pods.iter_mut() {
+            p.refresh()?;
+            if p.log.first(raised_at, replay_line).is_none() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })?;
+    say(&format!(
+        "The incident's debug lines from before the raise (run at {}; each pod replays what it recorded until it applied the raise), as {} wrote them: replayed, with their own time",
+        clock(raised_at),
+        pods[0].name
+    ));
+    let replayed = |l: &Line| l.json["replayed"] == true;
+    let lines = pods[0].log.lines();
+    let opening = lines.iter().position(|l| {
+        l.target == "logpolicy" && l.msg == "replaying recorded lines" && l.ts >= raised_at
+    });
+    if let Some(at) = opening {
+        let shown: Vec<&Line> = lines[at + 1..].iter().filter(|l| replayed(l)).collect();
+        println!("{}", lines[at].json);
+        for l in shown.iter().filter(|l| l.msg == "gateway answered").take(2) {
+            println!("{}", l.json);
+        }
+        for l in shown.iter().filter(|l| l.msg == "authorising").take(1) {
+            println!("{}", l.json);
+        }
+        println!("... ({} replayed lines in all)", shown.len());
+        if let Some(end) = lines[at..].iter().find(|l| replay_line(l)) {
+            println!("{}", end.json);
+        }
+    }
+    println!(
+        "\n{:<10} {:>9} {:>14} {:>14} {:>18}",
+        "pod", "replayed", "first", "last", "gateway answered"
+    );
+    for p in pods.iter() {
+        let lines: Vec<&Line> = p.log.lines().iter().filter(|l| replayed(l)).collect();
+        let (first, last) = match (lines.first(), lines.last()) {
+            (Some(f), Some(l)) => (clock(f.ts), clock(l.ts)),
+            _ => ("-".to_owned(), "-".to_owned()),
+        };
+        let declines = lines.iter().filter(|l| l.msg == "gateway answered").count();
+        println!(
+            "{:<10} {:>9} {first:>14} {last:>14} {declines:>18}",
+            p.name,
+            lines.len()
+        );
+    }
     Ok(())
 }
 
