@@ -402,6 +402,9 @@ pub fn growth(after: &CountsView, before: &CountsView) -> CountsView {
         shutdown: after.shutdown.saturating_sub(before.shutdown),
         contended: after.contended.saturating_sub(before.contended),
         evicted: after.evicted.saturating_sub(before.evicted),
+        recorded: after.recorded.saturating_sub(before.recorded),
+        replayed: after.replayed.saturating_sub(before.replayed),
+        expired: after.expired.saturating_sub(before.expired),
     }
 }
 
@@ -702,6 +705,9 @@ fn sum(a: &CountsView, b: &CountsView) -> CountsView {
         shutdown: a.shutdown.saturating_add(b.shutdown),
         contended: a.contended.saturating_add(b.contended),
         evicted: a.evicted.saturating_add(b.evicted),
+        recorded: a.recorded.saturating_add(b.recorded),
+        replayed: a.replayed.saturating_add(b.replayed),
+        expired: a.expired.saturating_add(b.expired),
     }
 }
 

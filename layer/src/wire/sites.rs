@@ -124,6 +124,13 @@ pub struct CountsView {
     pub contended: u64,
     /// Dropped by the writer: evicted from the queue for a more severe line.
     pub evicted: u64,
+    /// Kept in memory by a recording rule instead of written (absent from pods of
+    /// earlier versions).
+    pub recorded: u64,
+    /// Recorded lines a replay took (then counted as written or dropped).
+    pub replayed: u64,
+    /// Recorded lines that left the recorder unreplayed (too old, or pushed out).
+    pub expired: u64,
 }
 
 impl From<&SiteCounts> for CountsView {
@@ -140,6 +147,9 @@ impl From<&SiteCounts> for CountsView {
             shutdown: c.shutdown,
             contended: c.contended,
             evicted: c.evicted,
+            recorded: c.recorded,
+            replayed: c.replayed,
+            expired: c.expired,
         }
     }
 }
