@@ -111,10 +111,13 @@ fn a_person_can_push_a_signed_policy_to_the_demo_service() {
         .collect();
     let payment_debug: Vec<u64> = lines
         .iter()
-        .filter(|l| l["level"] == "DEBUG" && l["target"] == "shop::payment")
+        .filter(|l| {
+            l["level"] == "DEBUG" && l["target"] == "shop::payment" && l["msg"] == "authorising"
+        })
         .map(|l| l["span"]["id"].as_u64().unwrap())
         .collect();
-    // Requests 2 to 5 ran under the raise; 1 before it, 6 after the delete.
+    // Requests 2 to 5 ran under the raise (one "authorising" line each; a failed one
+    // also says what the gateway answered); 1 before it, 6 after the delete.
     assert_eq!(payment_debug, [2, 3, 4, 5]);
     assert!(lines
         .iter()
