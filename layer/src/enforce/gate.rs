@@ -272,7 +272,7 @@ impl<'a> Linked<'a> {
                 redaction: path.redaction(),
             });
         }
-        self.decide_compiled(always_keep, path.redaction(), event, ctx, now)
+        self.decide_compiled(always_keep, path, event, ctx, now)
     }
 
     /// [`decide`](Self::decide) when request rules or a byte budget are in force, or a
@@ -280,7 +280,7 @@ impl<'a> Linked<'a> {
     fn decide_compiled<'c, S>(
         self,
         always_keep: bool,
-        redaction: ActiveRedaction,
+        path: EventPath,
         event: &Event<'_>,
         ctx: &'c Context<'_, S>,
         now: Duration,
@@ -291,7 +291,7 @@ impl<'a> Linked<'a> {
     {
         let sh = self.sh;
         let level = event.metadata().level();
-        let path = EventPath(sh.event_path.load(Ordering::Relaxed));
+        let redaction = path.redaction();
         if !path.limits_events() && !path.may_record(level) {
             // Only a recording rule is in force, and it cannot apply to this level.
             return Decision::Write(Write {
