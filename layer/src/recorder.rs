@@ -187,7 +187,16 @@ struct Store {
     /// When the newest line that ever expired was emitted (microseconds since the
     /// epoch; 0: none expired): a window starting before it was not held whole.
     last_expired_us: u64,
+    /// When a recorded line last made the lines past the age limit expire
+    /// (microseconds since the epoch): lines recorded within [`AGE_CHECK_US`] of it
+    /// do not look again.
+    age_checked_us: u64,
 }
+
+/// How often recording looks for lines past the age limit: at most once per this many
+/// microseconds of emission time (a line leaves at most this late; reads and replays
+/// always look first).
+const AGE_CHECK_US: u64 = 1_000;
 
 /// What the recorder holds and has done (for metrics and views).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -347,21 +356,8 @@ impl Recorder {
     /// Unix epoch), making room by expiring the oldest lines. A line longer than the
     /// whole limit expires at once. Counted as recorded in the row.
     pub fn record(&self, now: Duration, row: RowId, level: Level, line: &[u8]) {
-        self.record_with(now, row, level, line, b"");
-    }
-
-    /// [`Recorder::record`] of `line` followed by `suffix` (a formatted line's end,
-    /// copied once into the store rather than appended to the line first).
-    pub(crate) fn record_with(
-        &self,
-        now: Duration,
-        row: RowId,
-        level: Level,
-        line: &[u8],
-        suffix: &[u8],
-    ) {
         let at_us = us_of(now);
-        let len = line.len() + suffix.len();
+        let len = line.len();
         let cost = len + LINE_OVERHEAD;
         let ledger = &self.inner.ledger;
         let mut store = self.store();
@@ -369,7 +365,10 @@ impl Recorder {
         ledger.add_shared(row, Col::Recorded as usize, 1);
         let limits = store.limits;
         store.recorded += 1;
-        self.expire_older(&mut store, at_us.saturating_sub(limits.max_age_us()));
+        if at_us >= store.age_checked_us.saturating_add(AGE_CHECK_US) {
+            store.age_checked_us = at_us;
+            self.expire_older(&mut store, at_us.saturating_sub(limits.max_age_us()));
+        }
         if cost > limits.max_bytes || len > u32::MAX as usize / 2 {
             store.expired += 1;
             store.last_expired_us = store.last_expired_us.max(at_us);
@@ -394,7 +393,6 @@ impl Recorder {
             }
         };
         chunk.buf.extend_from_slice(line);
-        chunk.buf.extend_from_slice(suffix);
         let end = chunk.buf.len() as u32;
         chunk.marks.push(Mark {
             at_us,

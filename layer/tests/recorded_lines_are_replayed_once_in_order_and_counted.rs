@@ -223,3 +223,52 @@ fn a_recording_rule_from_a_raise_stops_recording_what_the_raise_writes() {
     let debug = handle.stats().level(&tracing::Level::DEBUG);
     assert_eq!((debug.recorded, debug.written), (1, 1));
 }
+
+/// One callsite, decided again under each policy: its memory of whether it is recorded
+/// belongs to the policy that decided it, so a raise writes its next event and the
+/// fall-back records the one after.
+#[test]
+fn one_callsite_follows_each_policy_change_between_recorded_and_written() {
+    fn payment_debug(step: &str) {
+        tracing::debug!(target: "shop::payment", step, "authorising");
+    }
+    let filter =
+        logpolicy::PolicyFilter::from_directives("info,@record(shop::payment)=debug").unwrap();
+    let handle = filter.handle();
+    let subscriber = {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry().with(filter.clone()).with(
+            logpolicy::FormatLayer::new(logpolicy::Format::Json, logpolicy::NullSink)
+                .with_policy(&filter),
+        )
+    };
+    let counts = || {
+        let debug = handle.stats().level(&tracing::Level::DEBUG);
+        (debug.recorded, debug.written)
+    };
+    tracing::subscriber::with_default(subscriber, || {
+        payment_debug("recorded");
+        payment_debug("recorded again, as the callsite remembers");
+        assert_eq!(counts(), (2, 0));
+        handle
+            .set_directives("info,shop::payment=debug,@record(shop::payment)=debug")
+            .unwrap();
+        payment_debug("written under the raise");
+        assert_eq!(counts(), (2, 1));
+        handle
+            .set_directives("info,@record(shop::payment)=debug")
+            .unwrap();
+        payment_debug("recorded after the fall-back");
+        assert_eq!(counts(), (3, 1));
+        handle
+            .set_directives("info,@record(shop::db)=debug")
+            .unwrap();
+        payment_debug("neither: another target records");
+        assert_eq!(counts(), (3, 1));
+        handle
+            .set_directives("info,@record(shop::payment)=debug")
+            .unwrap();
+        payment_debug("recorded again");
+        assert_eq!(counts(), (4, 1));
+    });
+}

@@ -9,7 +9,7 @@
 //! in-band reports (burst notices, the summary of what was not written) are due.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 use super::compiled::EventPath;
+use super::fast_path;
 use super::filter::{PolicyFilter, Shared};
 use super::limits::Notice;
 use super::redaction::{ActiveRedaction, RedactionSet};
@@ -68,6 +69,41 @@ pub(crate) enum Decision<'a, S: LookupSpan<'a>> {
     Record(Recording<'a>),
 }
 
+/// Per callsite, whether the policy in force records its events, as the first event of
+/// the callsite under that policy found it (the policy's [`fast_path::tag`] in the high
+/// bits, [`RecordCell::KNOWN`] and [`RecordCell::RECORDED`] below): the next events of
+/// the callsite are decided by one compare, without loading the policy or matching
+/// their target against the recording rules. Kept by the output with the callsite's
+/// other cached parts; set only while no `when` entry is in force (a thread's spans
+/// could change the answer).
+#[derive(Debug, Default)]
+pub(crate) struct RecordCell(AtomicU64);
+
+impl RecordCell {
+    const KNOWN: u64 = 1 << 1;
+    const RECORDED: u64 = 1;
+
+    /// A cell that knows nothing yet.
+    pub(crate) const fn new() -> Self {
+        RecordCell(AtomicU64::new(0))
+    }
+
+    /// Whether events are recorded under the policy of `tag`, if the cell knows.
+    #[inline]
+    fn under(&self, tag: u64) -> Option<bool> {
+        let w = self.0.load(Ordering::Relaxed);
+        (w & !Self::RECORDED == tag | Self::KNOWN).then_some(w & Self::RECORDED != 0)
+    }
+
+    /// Keeps `recorded` as the answer under the policy of `tag`.
+    #[inline]
+    fn set(&self, tag: u64, recorded: bool) {
+        // `RECORDED` is bit 0.
+        let w = tag | Self::KNOWN | u64::from(recorded);
+        self.0.store(w, Ordering::Relaxed);
+    }
+}
+
 /// Takes the line of an event a recording rule keeps.
 pub(crate) struct Recording<'a> {
     /// What the recorded line redacts.
@@ -78,12 +114,12 @@ pub(crate) struct Recording<'a> {
 }
 
 impl Recording<'_> {
-    /// Keeps the event's formatted `line` followed by `suffix` (ledger row `row`,
-    /// emitted at `now` since the Unix epoch), and counts it.
-    pub(crate) fn record(self, now: Duration, row: RowId, line: &[u8], suffix: &[u8]) {
+    /// Keeps the event's formatted `line` (ledger row `row`, emitted at `now` since the
+    /// Unix epoch), and counts it.
+    #[inline]
+    pub(crate) fn record(self, now: Duration, row: RowId, line: &[u8]) {
         StatsCells::add(&self.stats.recorded, &self.level, 1);
-        self.recorder
-            .record_with(now, row, Level::of(&self.level), line, suffix);
+        self.recorder.record(now, row, Level::of(&self.level), line);
     }
 }
 
@@ -246,13 +282,15 @@ impl<'a> Linked<'a> {
         self.sh.notices.take()
     }
 
-    /// Decides `event` at `now` (since the Unix epoch).
+    /// Decides `event` at `now` (since the Unix epoch); `cell` is its callsite's memory
+    /// of whether the policy records it (none: asked of the policy every time).
     #[inline]
     pub(crate) fn decide<'c, S>(
         self,
         event: &Event<'_>,
         ctx: &'c Context<'_, S>,
         now: Duration,
+        cell: Option<&RecordCell>,
     ) -> Decision<'c, S>
     where
         'a: 'c,
@@ -272,7 +310,7 @@ impl<'a> Linked<'a> {
                 redaction: path.redaction(),
             });
         }
-        self.decide_compiled(always_keep, path, event, ctx, now)
+        self.decide_compiled(always_keep, path, event, ctx, now, cell)
     }
 
     /// [`decide`](Self::decide) when request rules or a byte budget are in force, or a
@@ -284,6 +322,7 @@ impl<'a> Linked<'a> {
         event: &Event<'_>,
         ctx: &'c Context<'_, S>,
         now: Duration,
+        cell: Option<&RecordCell>,
     ) -> Decision<'c, S>
     where
         'a: 'c,
@@ -292,14 +331,35 @@ impl<'a> Linked<'a> {
         let sh = self.sh;
         let level = event.metadata().level();
         let redaction = path.redaction();
-        if !path.limits_events() && !path.may_record(level) {
-            // Only a recording rule is in force, and it cannot apply to this level.
-            return Decision::Write(Write {
-                always_keep,
-                context: None,
-                budget: false,
+        let record = || {
+            Decision::Record(Recording {
                 redaction,
-            });
+                level: *level,
+                recorder: &sh.recorder,
+                stats: &sh.stats,
+            })
+        };
+        if !path.limits_events() {
+            let write = || {
+                Decision::Write(Write {
+                    always_keep,
+                    context: None,
+                    budget: false,
+                    redaction,
+                })
+            };
+            if !path.may_record(level) {
+                // Only a recording rule is in force, and it cannot apply to this level.
+                return write();
+            }
+            // Only a recording rule is in force: what it decided for this callsite under
+            // this policy, if that is known.
+            let tag = sh.fast_tag.load(Ordering::Acquire);
+            match cell.and_then(|c| c.under(tag)) {
+                Some(true) => return record(),
+                Some(false) => return write(),
+                None => {}
+            }
         }
         let compiled = sh.compiled.load();
         if compiled.records_any() {
@@ -308,13 +368,12 @@ impl<'a> Linked<'a> {
             } else {
                 0
             };
-            if compiled.records_event(event.metadata(), mask) {
-                return Decision::Record(Recording {
-                    redaction,
-                    level: *level,
-                    recorder: &sh.recorder,
-                    stats: &sh.stats,
-                });
+            let recorded = compiled.records_event(event.metadata(), mask);
+            if let Some(cell) = cell.filter(|_| compiled.when_any == 0) {
+                cell.set(fast_path::tag(sh.id, compiled.generation), recorded);
+            }
+            if recorded {
+                return record();
             }
         }
         let budget = compiled.max_bytes_per_second;

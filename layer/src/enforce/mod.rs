@@ -83,7 +83,7 @@ pub use stats::{LevelCounts, Reason, Redacted, Stats};
 
 #[cfg(feature = "admin")]
 pub(crate) use announce::LayerChange;
-pub(crate) use gate::{Decision, OutputGate};
+pub(crate) use gate::{Decision, OutputGate, RecordCell};
 pub(crate) use limits::Notice;
 pub(crate) use redaction::{ActiveRedaction, FieldMask, RedactionSet};
 pub(crate) use summary::NotWritten;

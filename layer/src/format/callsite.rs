@@ -17,7 +17,7 @@ use tracing_core::field::Field;
 use tracing_core::Metadata;
 
 use super::schema::{write_head, write_key, Keys};
-use crate::enforce::{FieldMask, RedactionSet};
+use crate::enforce::{FieldMask, RecordCell, RedactionSet};
 use crate::ledger::{self, RowId};
 use crate::sites::{self, Site};
 
@@ -47,6 +47,8 @@ pub(crate) struct CachedSite {
     /// The fields the last redaction seen here hides: its id in the high 32 bits, the
     /// field bits below (0 in the high bits: not computed yet).
     redaction: AtomicU64,
+    /// Whether the policy in force records the callsite's events.
+    pub(crate) record: RecordCell,
 }
 
 /// Keys up to this long are copied as one fixed-size block (two vector moves and no
@@ -89,6 +91,7 @@ impl CachedSite {
             head: head.into_boxed_slice(),
             keys,
             redaction: AtomicU64::new(0),
+            record: RecordCell::new(),
         }
     }
 

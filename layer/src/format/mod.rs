@@ -989,7 +989,7 @@ impl<K: LineSink> FormatLayer<K> {
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
-        match gate.decide(event, ctx, now) {
+        match gate.decide(event, ctx, now, callsite.map(|c| &c.record)) {
             Decision::Write(mut write) => {
                 if let Some(held) = write.context.as_mut() {
                     for (lvl, held_row, line) in held.lines() {
@@ -1015,29 +1015,29 @@ impl<K: LineSink> FormatLayer<K> {
             Decision::Record(recording) => {
                 // Redacted as written, but not counted: the counts are of values written
                 // (a recorded line may never be).
-                self.format_into(buf, event, ctx, now, recording.redaction);
-                let (line, end) = replayed_end(self.style.format, buf);
-                recording.record(now, row, line, end);
+                self.format_site(buf, event, callsite, ctx, now, recording.redaction);
+                mark_replayed(self.style.format, buf);
+                recording.record(now, row, buf);
             }
         }
     }
 }
 
-/// A formatted line split where the replay marker goes, and the end that carries it: a
-/// recorded line is written only by a replay, so it is recorded with the key
-/// `"replayed":true` closing its JSON object (` replayed=true` ending a logfmt or text
-/// line).
-pub(crate) fn replayed_end(format: Format, line: &[u8]) -> (&[u8], &'static [u8]) {
+/// Marks a formatted line as replayed: a recorded line is written only by a replay, so
+/// it is recorded with the key `"replayed":true` closing its JSON object
+/// (` replayed=true` ending a logfmt or text line). A line without the end its format
+/// gives it is left as it is.
+#[inline]
+pub(crate) fn mark_replayed(format: Format, line: &mut Vec<u8>) {
+    // Each end a constant, so that each is copied by a fixed-size store.
     if matches!(format, Format::Logfmt | Format::Text) {
-        match line.strip_suffix(b"\n") {
-            Some(body) => (body, b" replayed=true\n"),
-            None => (line, b""),
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            line.extend_from_slice(b" replayed=true\n");
         }
-    } else {
-        match line.strip_suffix(b"}\n") {
-            Some(body) => (body, b",\"replayed\":true}\n"),
-            None => (line, b""),
-        }
+    } else if line.ends_with(b"}\n") {
+        line.truncate(line.len() - 2);
+        line.extend_from_slice(b",\"replayed\":true}\n");
     }
 }
 
