@@ -67,14 +67,21 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("agents") {
-        let usage = "agents N KEY HANG REFUSE";
+        let usage = "agents N KEY HANG REFUSE [report|quiet] [FROM TO]";
         let pods: usize = args.get(1).ok_or(usage)?.parse()?;
         let key = args.get(2).ok_or(usage)?;
         let dead = Dead {
             hang: args.get(3).ok_or(usage)?.parse()?,
             refuse: args.get(4).ok_or(usage)?.parse()?,
         };
-        return agents(pods, key, dead);
+        // `report`: a line `applied POD UNIX_MS` on stdout for each document accepted
+        // (for a parent that reads them; `scale-bench` does).
+        let _ = REPORT.set(args.get(5).map(String::as_str) == Some("report"));
+        // `FROM TO`: only pods FROM..TO listen here (a process holds a limited number
+        // of open files: more processes share the pods).
+        let from: usize = args.get(6).map_or(Ok(0), |a| a.parse())?;
+        let to: usize = args.get(7).map_or(Ok(pods), |a| a.parse())?;
+        return agents(pods, key, dead, from..to.min(pods));
     }
     let number = |i: usize, default: usize| -> Result<usize, BoxError> {
         Ok(args
@@ -131,12 +138,33 @@ fn check_nofile_limit(needed: usize) -> Result<u64, BoxError> {
 
 // ---- the simulated pods --------------------------------------------------------------
 
+/// Where simulated pod `i` listens: [`addr`], on the port `PUSH_BENCH_AGENTS_PORT` names
+/// if set (so that two benches can run at once).
+fn agent_addr(i: usize) -> std::net::SocketAddr {
+    let mut a = addr(i);
+    if let Some(port) = std::env::var("PUSH_BENCH_AGENTS_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+    {
+        a.set_port(port);
+    }
+    a
+}
+
+/// Whether each accepted document is reported on stdout (`agents ... report`).
+static REPORT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
 struct Held {
     version: u64,
     sources: Vec<String>,
 }
 
-fn agents(pods: usize, public_key: &str, dead: Dead) -> Result<(), BoxError> {
+fn agents(
+    pods: usize,
+    public_key: &str,
+    dead: Dead,
+    here: std::ops::Range<usize>,
+) -> Result<(), BoxError> {
     let trusted = Arc::new(TrustedKeys::parse(public_key)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -146,12 +174,12 @@ fn agents(pods: usize, public_key: &str, dead: Dead) -> Result<(), BoxError> {
     rt.block_on(async move {
         // Hanging pods: a listener that never accepts (held until the end).
         let mut hanging = Vec::with_capacity(dead.hang);
-        for i in live..live + dead.hang {
-            hanging.push(std::net::TcpListener::bind(addr(i))?);
+        for i in (live..live + dead.hang).filter(|i| here.contains(i)) {
+            hanging.push(std::net::TcpListener::bind(agent_addr(i))?);
         }
         // Refusing pods (the rest): no listener at all.
-        for i in 0..live {
-            let listener = tokio::net::TcpListener::bind(addr(i)).await?;
+        for i in (0..live).filter(|i| here.contains(i)) {
+            let listener = tokio::net::TcpListener::bind(agent_addr(i)).await?;
             let held = Arc::new(Mutex::new(Held {
                 version: 0,
                 sources: Vec::new(),
@@ -268,6 +296,11 @@ async fn answer(
     }
     h.version = doc.version;
     h.sources = doc.layers.into_iter().map(|l| l.source).collect();
+    if REPORT.get() == Some(&true) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "applied {name} {}", unix_ms(SystemTime::now()));
+        let _ = out.flush();
+    }
     Ok(json(StatusCode::OK, read(&h)))
 }
 

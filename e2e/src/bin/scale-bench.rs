@@ -1,0 +1,499 @@
+//! `scale-bench`: the whole path at scale, on the real API server. N opted-in Pod objects
+//! (50,000 by default; 1% of them hang and 1% refuse), the real operator binary listing
+//! and watching them, then one `LogPolicy` selecting all of them applied, changed and
+//! deleted.
+//!
+//! ```sh
+//! export LOGPOLICY_E2E_DIR=/tmp/logpolicy-e2e-bench; eval "$(e2e/cluster/up)"
+//! cargo build --profile test -p logpolicy-operator -p logpolicy-demo-service -p kubectl-logpolicy --bins
+//! ulimit -n 20000      # the simulated pods listen 15,000 to a process
+//! cargo run --profile test -p logpolicy-e2e --bin scale-bench              # 50,000 pods
+//! cargo run --profile test -p logpolicy-e2e --bin scale-bench -- 10000     # fewer
+//! ```
+//!
+//! The pods are Pod objects (Running, Ready, `podIP` 127.0.x.y), created 16 API calls at
+//! a time as the e2e harness does, whose admin endpoints are the simulated ones of the
+//! operator's `push-bench` (`push-bench agents N KEY HANG REFUSE report FROM TO`: one
+//! process per 15,000 pods, listening on the live and hanging pods' loopback addresses
+//! (one open file each), verifying each signed
+//! document as the layer does, and printing `applied POD UNIX_MS` for each one it
+//! accepts). The operator runs with the chart's settings and watches only the bench's
+//! namespace.
+//!
+//! Measured, per step (apply, change, delete):
+//! - from the `kubectl` call to the last live pod applied (the agents' own clock);
+//! - until the LogPolicy's status says every live pod applied (apply, change);
+//! - the operator's CPU seconds and its RSS after the step, and its peak RSS;
+//! - the API server's requests during the step, by verb and resource (every client's:
+//!   the bench's own status reads are counted apart).
+//!
+//! Targets (issue "A 5,000-node cluster"): 5 s from apply to the last live pod applied
+//! after the first contact, 256 MiB of RSS, status writes batched (not one per pod).
+//! Results: a markdown table on stdout and `target/bench/scale.json`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use logpolicy_e2e::binaries::Binaries;
+use logpolicy_e2e::cluster::repo_root;
+use logpolicy_e2e::operator::OperatorOptions;
+use logpolicy_e2e::pod::create_running_pods_at;
+use logpolicy_e2e::process::wait_for;
+use logpolicy_e2e::{Cluster, Error, Operator, Result, Scenario};
+use logpolicy_operator::simulated::{addr, pod_name};
+
+fn main() -> ExitCode {
+    let pods = match std::env::args().nth(1).map(|a| a.parse::<usize>()) {
+        None => 50_000,
+        Some(Ok(n)) if (200..=62_500).contains(&n) => n,
+        Some(_) => {
+            eprintln!("scale-bench: the argument is the number of pods, 200 to 62500");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("scale-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bench(pods)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The simulated pods' process, stopped (stdin closed, then killed) when dropped.
+struct Agents(std::process::Child);
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// When each simulated pod last accepted a document (ms since the epoch; 0: never).
+type Applied = Arc<Mutex<Vec<u64>>>;
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A line of `/proc/PID/status` in MiB (`VmRSS`, `VmHWM`).
+fn status_mib(pid: Option<u32>, key: &str) -> f64 {
+    let status = pid
+        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The CPU seconds (user + system) of a process so far.
+fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let stat = pid
+        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .unwrap_or_default();
+    // After the command's `)`: state is field 3, utime 14 and stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The API server's request counts by `verb resource`, from its own metrics.
+fn api_requests(cluster: &Cluster) -> Result<BTreeMap<String, f64>> {
+    let text = cluster.kubectl(&["get", "--raw", "/metrics"])?;
+    let mut counts = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let key = format!("{} {}", label("verb"), label("resource"));
+        *counts.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(counts)
+}
+
+fn requests_between(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(k, v)| {
+            let d = v - before.get(k).copied().unwrap_or(0.0);
+            (d >= 1.0).then(|| (k.clone(), d as u64))
+        })
+        .collect()
+}
+
+/// What one step measured.
+struct Step {
+    name: &'static str,
+    to_last_live_applied: f64,
+    to_status: Option<f64>,
+    cpu_seconds: f64,
+    rss_mib: f64,
+    requests: BTreeMap<String, u64>,
+    status_reads: u64,
+    /// `applied/matched/failed` as the status said last (when it was read after the pods).
+    status_seen: String,
+}
+
+/// How long a step waits for the status to say every live pod applied, once they have.
+const STATUS_WAIT: Duration = Duration::from_secs(120);
+
+fn policy(ns: &str, level: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "logpolicy.dev/v1beta1", "kind": "LogPolicy",
+        "metadata": {"name": "scale", "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {"app": "scale"}},
+            "targets": [{"target": "bench", "level": level}],
+            "reason": "scale-bench",
+        },
+    })
+    .to_string()
+}
+
+/// The simulated pods' admin port: not `push-bench`'s own, so that both can run at once.
+const AGENTS_PORT: u16 = 19_191;
+
+/// Simulated pods a process listens for.
+const AGENTS_PER_PROCESS: usize = 15_000;
+
+/// Starts `push-bench agents` for pods `here` of `pods`, and a thread that records in
+/// `applied` when each of them accepted a document.
+fn spawn_agents(
+    push_bench: &std::path::Path,
+    pods: usize,
+    trusted_keys: &str,
+    (hang, refuse): (usize, usize),
+    here: std::ops::Range<usize>,
+    applied: &Applied,
+) -> Result<Agents> {
+    let mut child = Command::new(push_bench)
+        .env("PUSH_BENCH_AGENTS_PORT", AGENTS_PORT.to_string())
+        .args([
+            "agents",
+            &pods.to_string(),
+            trusted_keys,
+            &hang.to_string(),
+            &refuse.to_string(),
+            "report",
+            &here.start.to_string(),
+            &here.end.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error(format!("{}: {e}", push_bench.display())))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Error("the agents' stdout".into()))?;
+    let agents = Agents(child);
+    let mut stdout = BufReader::new(stdout);
+    let mut ready = String::new();
+    stdout
+        .read_line(&mut ready)
+        .map_err(|e| Error(format!("the agents: {e}")))?;
+    if ready.trim() != "ready" {
+        return Err(Error(format!(
+            "the agents of pods {here:?} said {ready:?}, not ready (is `ulimit -n` above {}?)",
+            here.len() + 1024
+        )));
+    }
+    let applied = applied.clone();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(std::result::Result::ok) {
+            let mut parts = line.split_whitespace().skip(1);
+            let (Some(pod), Some(ms)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let i = pod
+                .strip_prefix("pod-")
+                .and_then(|i| i.parse::<usize>().ok());
+            if let (Some(i), Ok(ms), Ok(mut times)) = (i, ms.parse::<u64>(), applied.lock()) {
+                if let Some(t) = times.get_mut(i) {
+                    *t = ms;
+                }
+            }
+        }
+    });
+    Ok(agents)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step(
+    name: &'static str,
+    cluster: &Cluster,
+    operator: &Operator,
+    ns: &str,
+    applied: &Applied,
+    live: usize,
+    change: &dyn Fn() -> Result<String>,
+    with_status: bool,
+) -> Result<Step> {
+    let before = api_requests(cluster)?;
+    let cpu = cpu_seconds(operator.pid());
+    let t0 = unix_ms();
+    let started = Instant::now();
+    change()?;
+    let mut status_reads = 0;
+    let mut to_status = None;
+    let last = wait_for(Duration::from_secs(300), "every live pod to apply", || {
+        if with_status && to_status.is_none() {
+            status_reads += 1;
+            let got = cluster.kubectl(&["get", "lp", "scale", "-n", ns, "-o", "jsonpath={.status.appliedPods}/{.status.observedGeneration}/{.metadata.generation}"])?;
+            let mut parts = got.trim().split('/');
+            let (n, seen, gen) = (parts.next(), parts.next(), parts.next());
+            if n.and_then(|n| n.parse::<usize>().ok()) == Some(live)
+                && seen.is_some()
+                && seen == gen
+            {
+                to_status = Some(started.elapsed().as_secs_f64());
+            }
+        }
+        let times = applied.lock().map_err(|_| Error("poisoned".into()))?;
+        let done = times[..live].iter().all(|&t| t >= t0);
+        Ok(done.then(|| times[..live].iter().copied().max().unwrap_or(t0)))
+    })?;
+    eprintln!(
+        "scale-bench: {name}: every live pod applied after {:.2} s",
+        last.saturating_sub(t0) as f64 / 1000.0
+    );
+    let mut status_seen = String::new();
+    if with_status && to_status.is_none() {
+        // Not an error when it does not: the figure is then what the status said last.
+        to_status = wait_for(
+            STATUS_WAIT,
+            "the status to say every live pod applied",
+            || {
+                status_reads += 1;
+                status_seen = cluster.kubectl(&[
+                    "get",
+                    "lp",
+                    "scale",
+                    "-n",
+                    ns,
+                    "-o",
+                    "jsonpath={.status.appliedPods}/{.status.matchedPods}/{.status.failedPods}",
+                ])?;
+                let applied = status_seen
+                    .trim()
+                    .split('/')
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok());
+                Ok((applied == Some(live)).then(|| started.elapsed().as_secs_f64()))
+            },
+        )
+        .ok();
+    }
+    eprintln!(
+        "scale-bench: {name}: status {} (applied/matched/failed: {})",
+        to_status.map_or(
+            format!("not there after {} s", STATUS_WAIT.as_secs()),
+            |s| format!("after {s:.2} s")
+        ),
+        status_seen.trim()
+    );
+    // Let the change's last reports and status writes land before counting.
+    std::thread::sleep(Duration::from_secs(2));
+    let after = api_requests(cluster)?;
+    Ok(Step {
+        name,
+        status_seen: status_seen.trim().to_owned(),
+        to_last_live_applied: last.saturating_sub(t0) as f64 / 1000.0,
+        to_status,
+        cpu_seconds: cpu_seconds(operator.pid()) - cpu,
+        rss_mib: status_mib(operator.pid(), "VmRSS:"),
+        requests: requests_between(&before, &after),
+        status_reads,
+    })
+}
+
+async fn bench(pods: usize) -> Result<()> {
+    let (hang, refuse) = (pods / 100, pods / 100);
+    let live = pods - hang - refuse;
+    let s = Scenario::without_operator("scale-bench").await?;
+    let ns = s.namespace().to_owned();
+    let cluster = Cluster::shared()?;
+    let operator = Operator::start(OperatorOptions {
+        set: vec![("watchNamespaces".to_owned(), format!("{{{ns}}}"))],
+        ..OperatorOptions::default()
+    })?;
+    let push_bench = Binaries::get()?.dir.join("push-bench");
+    let applied: Applied = Arc::new(Mutex::new(vec![0; pods]));
+    // A process may hold 20,000 open files here (and cannot raise it): 15,000 pods a
+    // process, each listening on its own share.
+    let mut agents = Vec::new();
+    for from in (0..pods).step_by(AGENTS_PER_PROCESS) {
+        let to = (from + AGENTS_PER_PROCESS).min(pods);
+        agents.push(spawn_agents(
+            &push_bench,
+            pods,
+            &operator.trusted_keys,
+            (hang, refuse),
+            from..to,
+            &applied,
+        )?);
+    }
+
+    let started = Instant::now();
+    let labels = [("app".to_owned(), "scale".to_owned())].into();
+    let specs = (0..pods)
+        .map(|i| {
+            let mut a = addr(i);
+            a.set_port(AGENTS_PORT);
+            (pod_name(i), a)
+        })
+        .collect();
+    create_running_pods_at(&s.client, &ns, specs, &labels).await?;
+    let created = started.elapsed().as_secs_f64();
+    eprintln!("scale-bench: {pods} pods created in {created:.1} s");
+    // First contact: the operator's first push to every live pod.
+    wait_for(
+        Duration::from_secs(600),
+        "the first push to every live pod",
+        || {
+            let times = applied.lock().map_err(|_| Error("poisoned".into()))?;
+            Ok(times[..live].iter().all(|&t| t > 0).then_some(()))
+        },
+    )?;
+    let first_contact = started.elapsed().as_secs_f64();
+    eprintln!("scale-bench: every live pod had its first push {first_contact:.1} s after the first pod was created");
+    let idle_rss = status_mib(operator.pid(), "VmRSS:");
+    let idle_cpu = cpu_seconds(operator.pid());
+
+    let apply = |level: &'static str| {
+        let ns = ns.clone();
+        move || cluster.kubectl_input(&["apply", "-f", "-"], &policy(&ns, level))
+    };
+    let steps = [
+        step(
+            "apply",
+            cluster,
+            &operator,
+            &ns,
+            &applied,
+            live,
+            &apply("debug"),
+            true,
+        )?,
+        step(
+            "change",
+            cluster,
+            &operator,
+            &ns,
+            &applied,
+            live,
+            &apply("trace"),
+            true,
+        )?,
+        step(
+            "delete",
+            cluster,
+            &operator,
+            &ns,
+            &applied,
+            live,
+            &|| cluster.kubectl(&["delete", "lp", "scale", "-n", &ns, "--wait=false"]),
+            false,
+        )?,
+    ];
+    let peak_rss = status_mib(operator.pid(), "VmHWM:");
+    drop(agents);
+
+    println!("{pods} pods ({live} live, {hang} hanging, {refuse} refusing): created in {created:.1} s; first push to every live pod after {first_contact:.1} s; operator then {idle_rss:.1} MiB RSS, {idle_cpu:.1} CPU s; peak RSS {peak_rss:.1} MiB\n");
+    println!("| step | to the last live pod applied | until status says so | operator CPU s | operator RSS after | API requests (all clients; the bench's status reads apart) |");
+    println!("|---|---:|---:|---:|---:|---|");
+    for st in &steps {
+        let requests: Vec<String> = st
+            .requests
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!(
+            "| {} | {:.2} s | {} | {:.1} | {:.1} MiB | {} (status reads: {}) |",
+            st.name,
+            st.to_last_live_applied,
+            st.to_status.map_or_else(
+                || if st.status_seen.is_empty() {
+                    "-".to_owned()
+                } else {
+                    format!(
+                        "not in {} s ({} applied/matched/failed)",
+                        STATUS_WAIT.as_secs(),
+                        st.status_seen
+                    )
+                },
+                |s| format!("{s:.2} s"),
+            ),
+            st.cpu_seconds,
+            st.rss_mib,
+            requests.join(", "),
+            st.status_reads,
+        );
+    }
+    let json = serde_json::json!({
+        "pods": pods, "live": live, "hanging": hang, "refusing": refuse,
+        "created_seconds": created,
+        "first_contact_seconds": first_contact,
+        "operator": {"idle_rss_mib": idle_rss, "idle_cpu_seconds": idle_cpu, "peak_rss_mib": peak_rss},
+        "steps": steps.iter().map(|st| serde_json::json!({
+            "step": st.name,
+            "to_last_live_applied_seconds": st.to_last_live_applied,
+            "to_status_seconds": st.to_status,
+            "status_seen": st.status_seen,
+            "operator_cpu_seconds": st.cpu_seconds,
+            "operator_rss_mib": st.rss_mib,
+            "api_requests": st.requests,
+            "bench_status_reads": st.status_reads,
+        })).collect::<Vec<_>>(),
+        "targets": {"to_last_live_applied_seconds": 5, "operator_rss_mib": 256},
+    });
+    let dir = repo_root().join("target/bench");
+    let file = dir.join("scale.json");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&file, format!("{json:#}\n")))
+        .map_err(|e| Error(format!("{}: {e}", file.display())))?;
+    Ok(())
+}
