@@ -12,6 +12,7 @@
 //!   force read from the pods;
 //! - `--by callsite --prometheus`: the callsites, read from the pods writing the most
 //!   (at most 20), and says so;
+//! - `suggest --prometheus`: plans from the bytes per second the pods wrote (within 5 %);
 //! - the same without `-l` (every pod Prometheus scrapes in the namespace, the API
 //!   server not asked for pods) and through `$LOGPOLICY_PROMETHEUS_URL`;
 //! - a Prometheus that cannot be reached, a path that is not its API (404), and a
@@ -342,6 +343,46 @@ async fn top_from_prometheus_agrees_with_what_the_pods_wrote() {
         "{callsites}"
     );
     assert!(callsites.stdout.contains("src/"), "{callsites}");
+
+    // suggest: the rates from Prometheus (the pods' total within 5 % of what they
+    // wrote), the sampling in force from the pods.
+    let suggest = plugin(
+        &s,
+        &[
+            "suggest",
+            "-l",
+            "app=shop",
+            "--cut",
+            "50%",
+            "--prometheus",
+            &url,
+            "--window",
+            "20s",
+            "-o",
+            "json",
+        ],
+    );
+    suggest.expect_code(0).unwrap();
+    let plan: Value = serde_json::from_str(&suggest.stdout).unwrap();
+    assert_eq!(plan["pods"], json!({"read": 3, "selected": 3}), "{suggest}");
+    assert!(
+        plan["plan"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{suggest}"
+    );
+    let now = plan["plan"]["now"].as_f64().unwrap_or(f64::NAN);
+    let written = per_second(total).1;
+    assert!(
+        relative(now, written).abs() <= TOLERANCE,
+        "suggest plans from {now:.1} B/s, the pods wrote {written:.1} B/s\n{suggest}"
+    );
+    assert!(
+        suggest
+            .stderr
+            .contains(&format!("from Prometheus at {url}")),
+        "{suggest}"
+    );
 
     // $LOGPOLICY_PROMETHEUS_URL names it when the flag does not.
     let env_run = plugin_env(
