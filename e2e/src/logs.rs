@@ -144,6 +144,20 @@ fn parse_line(raw: &[u8]) -> Option<Line> {
     })
 }
 
+/// How far `measured` is from `reference`, relative to it: `(measured - reference) /
+/// reference` (0 when both are 0, infinite when only `reference` is).
+pub fn relative(measured: f64, reference: f64) -> f64 {
+    if reference == 0.0 {
+        if measured == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        (measured - reference) / reference
+    }
+}
+
 /// `a - b` in seconds, negative when `a` is earlier (for reports).
 pub fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
     match a.duration_since(b) {

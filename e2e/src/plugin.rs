@@ -89,11 +89,22 @@ pub fn kubectl_logpolicy(
     operator_namespace: Option<&str>,
     args: &[&str],
 ) -> Result<PluginRun> {
+    kubectl_logpolicy_with_env(namespace, operator_namespace, args, &[])
+}
+
+/// [`kubectl_logpolicy`] with the variables `env` (name, value) set.
+pub fn kubectl_logpolicy_with_env(
+    namespace: &str,
+    operator_namespace: Option<&str>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<PluginRun> {
     let line = command_line(namespace, operator_namespace, args)?;
     let binary = &line[0];
     let mut cmd = Command::new(binary);
     cmd.args(&line[1..])
         .env_remove("KUBECONFIG")
+        .envs(env.iter().copied())
         .stdin(Stdio::null());
     let started = Instant::now();
     let out = cmd

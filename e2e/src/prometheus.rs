@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::helm::{one, render};
 use crate::net::{free_port, http};
 use crate::process::{wait_for, Process, TestDir};
 use crate::{Error, Result};
@@ -221,6 +222,171 @@ pub fn percent_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+// The chart's monitoring objects, as the Prometheus Operator turns them into a scrape
+// configuration (there is no Prometheus Operator here, nor Kubernetes service discovery:
+// Debian builds Prometheus without it).
+
+/// The chart's PodMonitor and PrometheusRule rendered with `set`.
+pub fn chart_monitoring(set: &[(&str, &str)]) -> Result<(Value, Value)> {
+    let mut all = vec![
+        ("podMonitor.enabled", "true"),
+        ("prometheusRule.enabled", "true"),
+    ];
+    all.extend_from_slice(set);
+    let objects = render("lp", "logpolicy-system", &all)?;
+    Ok((
+        one(&objects, "PodMonitor")?.clone(),
+        one(&objects, "PrometheusRule")?.clone(),
+    ))
+}
+
+/// A PodMonitor relabeling (the CRD's camelCase) as a Prometheus `relabel_config`.
+pub fn relabel_config(r: &Value) -> Result<Value> {
+    let mut out = serde_json::Map::new();
+    for (k, v) in r
+        .as_object()
+        .ok_or_else(|| Error(format!("relabeling {r}")))?
+    {
+        let key = match k.as_str() {
+            "sourceLabels" => "source_labels",
+            "targetLabel" => "target_label",
+            "action" | "regex" | "replacement" | "separator" | "modulus" => k.as_str(),
+            other => return Err(Error(format!("relabeling field {other} not translated"))),
+        };
+        out.insert(key.to_owned(), v.clone());
+    }
+    Ok(Value::Object(out))
+}
+
+/// `s` as Prometheus makes a label name of it: every character but ASCII letters,
+/// digits and `_` as `_`.
+pub fn label_name(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The targets Kubernetes service discovery (`role: pod`) makes of `pods` (a Pod
+/// list), with its `__meta_kubernetes_*` labels, as a discovery file's target groups.
+pub fn pod_discovery(pods: &Value) -> Value {
+    let mut groups = Vec::new();
+    for pod in pods["items"].as_array().into_iter().flatten() {
+        let meta = &pod["metadata"];
+        let ip = pod["status"]["podIP"].as_str().unwrap_or_default();
+        let mut labels = serde_json::Map::new();
+        let mut put = |k: String, v: &str| {
+            labels.insert(k, Value::String(v.to_owned()));
+        };
+        put(
+            "__meta_kubernetes_namespace".into(),
+            meta["namespace"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_name".into(),
+            meta["name"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_uid".into(),
+            meta["uid"].as_str().unwrap_or_default(),
+        );
+        put("__meta_kubernetes_pod_ip".into(), ip);
+        put(
+            "__meta_kubernetes_pod_phase".into(),
+            pod["status"]["phase"].as_str().unwrap_or_default(),
+        );
+        put(
+            "__meta_kubernetes_pod_node_name".into(),
+            pod["spec"]["nodeName"].as_str().unwrap_or_default(),
+        );
+        for (kind, map) in [
+            ("label", &meta["labels"]),
+            ("annotation", &meta["annotations"]),
+        ] {
+            for (k, v) in map.as_object().into_iter().flatten() {
+                put(
+                    format!("__meta_kubernetes_pod_{kind}_{}", label_name(k)),
+                    v.as_str().unwrap_or_default(),
+                );
+                put(
+                    format!("__meta_kubernetes_pod_{kind}present_{}", label_name(k)),
+                    "true",
+                );
+            }
+        }
+        for container in pod["spec"]["containers"].as_array().into_iter().flatten() {
+            let mut with_container = labels.clone();
+            with_container.insert(
+                "__meta_kubernetes_pod_container_name".into(),
+                container["name"].clone(),
+            );
+            with_container.insert(
+                "__meta_kubernetes_pod_container_init".into(),
+                json!("false"),
+            );
+            let ports = container["ports"].as_array().cloned().unwrap_or_default();
+            if ports.is_empty() {
+                groups.push(json!({"targets": [ip], "labels": with_container}));
+            }
+            for port in ports {
+                let number = port["containerPort"].to_string();
+                let mut l = with_container.clone();
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_name".into(),
+                    json!(port["name"].as_str().unwrap_or_default()),
+                );
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_number".into(),
+                    json!(number),
+                );
+                l.insert(
+                    "__meta_kubernetes_pod_container_port_protocol".into(),
+                    json!(port["protocol"].as_str().unwrap_or("TCP")),
+                );
+                groups.push(json!({"targets": [format!("{ip}:{number}")], "labels": l}));
+            }
+        }
+    }
+    Value::Array(groups)
+}
+
+/// The scrape job the Prometheus Operator generates for `pod_monitor` (in namespace
+/// `monitor_ns`), its targets discovered in the file `pods.json` beside the
+/// configuration.
+pub fn pod_monitor_job(pod_monitor: &Value, monitor_ns: &str) -> Result<Value> {
+    let name = pod_monitor["metadata"]["name"].as_str().unwrap_or_default();
+    let endpoint = &pod_monitor["spec"]["podMetricsEndpoints"][0];
+    let selector = pod_monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .ok_or_else(|| Error("the PodMonitor has no matchLabels".into()))?;
+    let mut relabel = Vec::new();
+    for (label, value) in selector {
+        let label = label_name(label);
+        relabel.push(json!({
+            "source_labels": [format!("__meta_kubernetes_pod_label_{label}"),
+                              format!("__meta_kubernetes_pod_labelpresent_{label}")],
+            "regex": format!("({});true", value.as_str().unwrap_or_default()),
+            "action": "keep",
+        }));
+    }
+    relabel.extend([
+        json!({"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "(Failed|Succeeded)", "action": "drop"}),
+        json!({"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"}),
+        json!({"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"}),
+        json!({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}),
+        json!({"target_label": "job", "replacement": format!("{monitor_ns}/{name}")}),
+    ]);
+    for r in endpoint["relabelings"].as_array().into_iter().flatten() {
+        relabel.push(relabel_config(r)?);
+    }
+    Ok(json!({
+        "job_name": format!("podMonitor/{monitor_ns}/{name}/0"),
+        "metrics_path": endpoint["path"],
+        "scheme": endpoint["scheme"],
+        "file_sd_configs": [{"files": ["pods.json"], "refresh_interval": "1s"}],
+        "relabel_configs": relabel,
+    }))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use logpolicy_e2e::logs::secs_between;
+use logpolicy_e2e::logs::{relative, secs_between};
 use logpolicy_e2e::plugin::{kubectl_logpolicy, PluginRun};
 use logpolicy_e2e::scenario::wait_past;
 use logpolicy_e2e::shop::{three_shops, wait_known, SEC};
@@ -181,19 +181,6 @@ async fn top_agrees_with_what_the_pods_wrote() {
 
 fn plugin(s: &Scenario, args: &[&str]) -> PluginRun {
     kubectl_logpolicy(s.namespace(), None, args).unwrap()
-}
-
-/// `(top - pods) / pods`.
-fn relative(top: f64, pods: f64) -> f64 {
-    if pods == 0.0 {
-        if top == 0.0 {
-            0.0
-        } else {
-            f64::INFINITY
-        }
-    } else {
-        (top - pods) / pods
-    }
 }
 
 /// One line of the report: both sides and how far apart.

@@ -8,8 +8,8 @@ use logpolicy::Level;
 
 use crate::cluster::Connection;
 use crate::flags::{
-    parse_level, parse_policy_name, parse_reason, parse_redact, parse_sample, parse_target,
-    parse_when, PolicyDuration,
+    parse_level, parse_policy_name, parse_prometheus_url, parse_reason, parse_redact, parse_sample,
+    parse_target, parse_when, PolicyDuration, PrometheusUrl, PROMETHEUS_URL_ENV, PROMETHEUS_WINDOW,
 };
 use crate::fleet::By;
 use crate::output::Format;
@@ -319,16 +319,61 @@ pub struct PodsArgs {
     pub all_namespaces: bool,
 }
 
+/// Where a fleet command (`top`, `targets`, `suggest`) reads the rates: a Prometheus,
+/// or the pods themselves through the API server's pod proxy (at most
+/// [`crate::fleet::MAX_POD_READS`] of them, or a sample).
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// Read the rates from this Prometheus (http://HOST[:PORT][/PATH]), which scrapes the
+    /// pods' /metrics (the chart's PodMonitor), not from each pod; the per-callsite
+    /// figures come from the 20 pods writing the most.
+    #[arg(long, value_name = "URL", env = PROMETHEUS_URL_ENV, value_parser = parse_prometheus_url)]
+    pub prometheus: Option<PrometheusUrl>,
+    /// Without --prometheus: read N of the selected pods, spread over them (by namespace
+    /// and name), when more than 200 are selected; at most 200.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=200))]
+    pub sample_pods: Option<u16>,
+}
+
+impl SourceArgs {
+    /// The window: `given`, else 10 s reading the pods (and, with `--prometheus`, for
+    /// what comes from the pods: `pods`), else [`PROMETHEUS_WINDOW`].
+    pub fn window(&self, given: Option<&PolicyDuration>, pods: bool) -> std::time::Duration {
+        match given {
+            Some(w) => w.value,
+            None if self.prometheus.is_none() || pods => std::time::Duration::from_secs(10),
+            None => PROMETHEUS_WINDOW,
+        }
+    }
+
+    /// `Err` when both `--prometheus` (or its variable) and `--sample-pods` are given.
+    pub fn check(&self) -> crate::exit::Result<()> {
+        if self.prometheus.is_some() && self.sample_pods.is_some() {
+            return Err(crate::exit::Failure::new(
+                crate::exit::USAGE,
+                format!(
+                    "--sample-pods reads a sample of the pods, --prometheus (or ${PROMETHEUS_URL_ENV}) reads Prometheus: give one of them"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `top`.
 #[derive(Debug, Args)]
 pub struct TopArgs {
     /// Which pods.
     #[command(flatten)]
     pub pods: PodsArgs,
-    /// The time between the two reads the rates come from (1s to 1h); with --watch, the
-    /// time between refreshes.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_window)]
-    pub window: PolicyDuration,
+    /// Where the rates come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The time between the two reads the rates come from (1s to 1h; default 10s); with
+    /// --prometheus, the window of rate() (default 2m); with --watch, the time between
+    /// refreshes.
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub window: Option<PolicyDuration>,
     /// One row per target, per callsite (file:line, level, target) or per pod.
     #[arg(long, value_enum, default_value_t)]
     pub by: By,
@@ -350,6 +395,9 @@ pub struct TargetsArgs {
     /// Which pods.
     #[command(flatten)]
     pub pods: PodsArgs,
+    /// Where the targets come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
@@ -372,12 +420,16 @@ pub struct SuggestArgs {
     /// Which pods.
     #[command(flatten)]
     pub pods: PodsArgs,
+    /// Where the rates come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// The share of the bytes to cut, in percent (e.g. 50%, or 50), from 1 to 99.
     #[arg(long, value_name = "PERCENT", value_parser = parse_cut)]
     pub cut: f64,
-    /// The time between the two reads the rates come from (1s to 1h).
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_window)]
-    pub window: PolicyDuration,
+    /// The time between the two reads the rates come from (1s to 1h; default 10s); with
+    /// --prometheus, the window of rate() (default 2m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub window: Option<PolicyDuration>,
     /// Create the LogPolicy (standing, unless --for), and wait for its pods.
     #[arg(long, conflicts_with = "all_namespaces")]
     pub apply: bool,
@@ -636,7 +688,11 @@ mod tests {
             panic!()
         };
         assert!(t.pods.workload.is_none() && t.pods.selector.is_none());
-        assert_eq!(t.window.value, Duration::from_secs(10));
+        assert!(t.window.is_none() && t.source.prometheus.is_none());
+        assert_eq!(
+            t.source.window(t.window.as_ref(), false),
+            Duration::from_secs(10)
+        );
         assert_eq!(
             (t.by, t.output, t.watch),
             (By::Target, Format::Table, false)
@@ -662,7 +718,10 @@ mod tests {
             panic!()
         };
         assert_eq!(t.pods.workload.unwrap().to_string(), "deploy/shop");
-        assert_eq!(t.window.value, Duration::from_secs(30));
+        assert_eq!(
+            t.window.as_ref().map(|w| w.value),
+            Some(Duration::from_secs(30))
+        );
         assert_eq!((t.by, t.output), (By::Callsite, Format::Json));
         assert_eq!((t.watch, t.watch_count), (true, Some(2)));
         let Command::Top(t) = parse(&["top", "-A", "-l", "app=shop", "--by", "pod"])
@@ -722,7 +781,7 @@ mod tests {
         };
         assert_eq!(a.cut, 0.5);
         assert!(!a.apply && a.duration.is_none());
-        assert_eq!(a.window.value, Duration::from_secs(10));
+        assert!(a.window.is_none());
         assert_eq!(parse_cut("25").unwrap(), 0.25);
         for bad in ["0%", "100%", "fifty", "-5"] {
             assert!(parse_cut(bad).is_err(), "{bad}");

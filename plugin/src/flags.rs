@@ -165,6 +165,91 @@ pub fn parse_redact(s: &str) -> Result<String, String> {
         .map_err(|e| format!("{s:?} is not a field name: {e}"))
 }
 
+/// The default `--window` with a Prometheus: four scrapes of the chart's PodMonitor
+/// (every 30 s), so that every pod has samples to make a rate of.
+pub const PROMETHEUS_WINDOW: Duration = Duration::from_secs(120);
+
+/// The environment variable that names a Prometheus when `--prometheus` does not.
+pub const PROMETHEUS_URL_ENV: &str = "LOGPOLICY_PROMETHEUS_URL";
+
+/// A Prometheus's address: `http://HOST[:PORT][/PATH]` (`PATH`: a prefix such as
+/// `/prometheus`, before `/api/v1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrometheusUrl {
+    /// As given, without a trailing `/`.
+    pub url: String,
+    /// Its host (an IPv6 address without brackets).
+    pub host: String,
+    /// Its port (80 when not given).
+    pub port: u16,
+    /// The path before `/api/v1` (empty, or starting with `/`).
+    pub prefix: String,
+}
+
+impl FromStr for PrometheusUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let given = s.trim().trim_end_matches('/');
+        let rest = given.strip_prefix("http://").ok_or_else(|| {
+            if given.starts_with("https://") {
+                format!(
+                    "{given:?}: https is not supported: reach Prometheus over http, e.g. \
+                     `kubectl port-forward -n monitoring svc/prometheus 9090` and http://127.0.0.1:9090"
+                )
+            } else {
+                format!("{given:?} is not a Prometheus URL: expected http://HOST[:PORT][/PATH], e.g. http://127.0.0.1:9090")
+            }
+        })?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if path.contains(['?', '#']) || authority.contains(['?', '#', '@']) {
+            return Err(format!(
+                "{given:?}: a Prometheus URL has no query, fragment or user: http://HOST[:PORT][/PATH]"
+            ));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (host, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("{given:?}: an IPv6 address without its closing ']'"))?;
+            (host, after.strip_prefix(':'))
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("{given:?}: no host"));
+        }
+        let port = match port {
+            None => 80,
+            Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                format!("{given:?}: the port {p:?} is not a number from 1 to 65535")
+            })?,
+        };
+        Ok(PrometheusUrl {
+            url: given.to_owned(),
+            host: host.to_owned(),
+            port,
+            prefix: path.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for PrometheusUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// `--prometheus`.
+pub fn parse_prometheus_url(s: &str) -> Result<PrometheusUrl, String> {
+    s.parse()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +353,30 @@ mod tests {
             .contains("\"card token\" is not a field name"));
         assert_eq!(parse_level("Warn"), Ok(Level::Warn));
         assert!(parse_level("loud").unwrap_err().contains("\"loud\""));
+    }
+    #[test]
+    fn urls_parse_and_refusals_say_what_is_expected() {
+        let u: PrometheusUrl = "http://127.0.0.1:9090/".parse().unwrap();
+        assert_eq!(
+            (u.url.as_str(), u.host.as_str(), u.port, u.prefix.as_str()),
+            ("http://127.0.0.1:9090", "127.0.0.1", 9090, "")
+        );
+        let u: PrometheusUrl = "http://prometheus.monitoring/prom".parse().unwrap();
+        assert_eq!((u.port, u.prefix.as_str()), (80, "/prom"));
+        let u: PrometheusUrl = "http://[::1]:9090".parse().unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("::1", 9090));
+        for (bad, says) in [
+            ("https://prom:9090", "https is not supported"),
+            ("prom:9090", "expected http://HOST[:PORT][/PATH]"),
+            ("http://:9090", "no host"),
+            ("http://prom:99999", "not a number from 1 to 65535"),
+            ("http://prom:0", "not a number from 1 to 65535"),
+            ("http://prom/api?x=1", "no query"),
+            ("http://user@prom", "no query, fragment or user"),
+            ("http://[::1:9090", "closing ']'"),
+        ] {
+            let e = bad.parse::<PrometheusUrl>().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

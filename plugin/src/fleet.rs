@@ -232,6 +232,72 @@ pub async fn select_noting(kube: &Kube, p: &crate::cli::PodsArgs) -> Result<Pods
     Ok(pods)
 }
 
+/// The most pods a fleet command reads through the API server's pod proxy (each two or
+/// three times): more asks for a narrower selection, a sample (`--sample-pods`) or a
+/// Prometheus (`--prometheus`).
+pub const MAX_POD_READS: usize = 200;
+
+/// The indices of `n` of `len` items, spread evenly from the first (all of them when
+/// `n >= len`).
+///
+/// ```
+/// use kubectl_logpolicy::fleet::spread;
+/// assert_eq!(spread(10, 3), [0, 3, 6]);
+/// assert_eq!(spread(3, 5), [0, 1, 2]);
+/// ```
+pub fn spread(len: usize, n: usize) -> Vec<usize> {
+    if n >= len {
+        return (0..len).collect();
+    }
+    (0..n).map(|i| i * len / n).collect()
+}
+
+/// `pods` within [`MAX_POD_READS`]: all of them when they are that many or fewer (or
+/// `sample` is at least their number); `sample` of them spread over the list (by
+/// namespace and name), with a note naming them; else a usage failure that names the
+/// flags that help.
+pub fn bounded(mut pods: Pods, sample: Option<usize>) -> Result<(Pods, Option<String>)> {
+    let len = pods.pods.len();
+    match sample {
+        Some(n) if n < len => {
+            let picked: Vec<Pod> = spread(len, n)
+                .into_iter()
+                .map(|i| pods.pods[i].clone())
+                .collect();
+            let names: Vec<String> = picked
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or("-"),
+                        p.metadata.name.as_deref().unwrap_or("-")
+                    )
+                })
+                .collect();
+            let note = format!(
+                "reading a sample of {n} of the {len} pods of {} (--sample-pods {n}, spread by namespace and name): {}",
+                pods.which,
+                names.join(" ")
+            );
+            pods.which = format!("a sample of {n} of the {len} pods of {}", pods.which);
+            pods.pods = picked;
+            Ok((pods, Some(note)))
+        }
+        Some(_) => Ok((pods, None)),
+        None if len > MAX_POD_READS => Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{len} pods of {} are selected: more than {MAX_POD_READS} are not read one by one through the API server's pod proxy.\n\
+                 Name fewer (a workload, or -l SELECTOR), read a sample of them (--sample-pods N, at most {MAX_POD_READS}), \
+                 or read the rates from Prometheus (--prometheus URL, or ${})",
+                pods.which,
+                crate::flags::PROMETHEUS_URL_ENV
+            ),
+        )),
+        None => Ok((pods, None)),
+    }
+}
+
 /// Each pod's `GET /logpolicy/sites`, [`FLEET_READS`] at a time; each read is bounded
 /// by the timeouts of [`Kube::pod_get`].
 pub async fn read_sites(kube: &Kube, pods: &[Pod]) -> Reads {
@@ -760,6 +826,35 @@ pub struct Fleet {
     pub pods: Coverage,
     /// The pods left out, with why.
     pub left_out: Vec<Skipped>,
+    /// Where the rates come from when not from the pods' ledgers: a Prometheus.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+}
+
+/// What the answers of a view were read from, shown with it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// The Prometheus.
+    pub prometheus: String,
+    /// The time every query was evaluated at, seconds since the epoch.
+    pub at: f64,
+    /// The window of `rate()`, in seconds.
+    pub window_seconds: f64,
+}
+
+impl Source {
+    /// The line under a table: `from Prometheus http://…: rates over 2m0s up to
+    /// 2026-12-06T21:30:05.250Z`.
+    pub fn line(&self) -> String {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs_f64(self.at.max(0.0));
+        format!(
+            "from Prometheus {}: rates over {} up to {}",
+            self.prometheus,
+            crate::output::short_duration(Duration::from_secs_f64(self.window_seconds)),
+            logpolicy::clock::format_rfc3339(at)
+        )
+    }
 }
 
 /// `window` added up `by` target, callsite or pod: each row's rates summed over the
@@ -788,13 +883,44 @@ pub fn aggregate(window: &Window, by: By) -> Fleet {
     for (rates, _) in rows.values() {
         total += rates;
     }
-    let count = rows.len();
+    let rows = rows
+        .into_iter()
+        .map(|(subject, (rates, pods))| (subject, (rates, pods.len())));
+    let (rows, quiet) = ranked(rows, by, &total);
+    Fleet {
+        by,
+        quiet,
+        rows,
+        total,
+        pods: Coverage {
+            read: window.pods.len(),
+            selected: window.selected,
+        },
+        left_out: window.skipped.clone(),
+        source: None,
+    }
+}
+
+/// The rows of a view `by` target, callsite or pod from each subject's rates and pods:
+/// by target or callsite only those where something happened, each with its share of
+/// `total`'s bytes, biggest bytes per second first (ties: most lines first, then by
+/// name); and how many were left out as quiet.
+pub fn ranked(
+    rows: impl IntoIterator<Item = (Subject, (Rates, usize))>,
+    by: By,
+    total: &Rates,
+) -> (Vec<Row>, usize) {
+    let mut quiet = 0;
     let mut rows: Vec<Row> = rows
         .into_iter()
-        .filter(|(_, (rates, _))| by == By::Pod || !rates.is_quiet())
+        .filter(|(_, (rates, _))| {
+            let keep = by == By::Pod || !rates.is_quiet();
+            quiet += usize::from(!keep);
+            keep
+        })
         .map(|(subject, (rates, pods))| Row {
             subject,
-            pods: pods.len(),
+            pods,
             rates,
             share: if total.bytes > 0.0 {
                 rates.bytes / total.bytes
@@ -810,17 +936,7 @@ pub fn aggregate(window: &Window, by: By) -> Fleet {
             .then_with(|| b.rates.lines.total_cmp(&a.rates.lines))
             .then_with(|| a.subject.cmp(&b.subject))
     });
-    Fleet {
-        by,
-        quiet: count - rows.len(),
-        rows,
-        total,
-        pods: Coverage {
-            read: window.pods.len(),
-            selected: window.selected,
-        },
-        left_out: window.skipped.clone(),
-    }
+    (rows, quiet)
 }
 
 /// What ends a fleet command's table: `2/3 pods read; unreadable: shop-x (why)`, then
@@ -1432,6 +1548,56 @@ mod tests {
         assert_eq!(json["targets"][1]["levelNow"][1]["level"], "debug");
         assert_eq!(json["leftOut"][0]["name"], "c");
         assert_eq!(json["leftOut"][0]["reason"], "unreadable");
+    }
+
+    #[test]
+    fn more_pods_than_the_bound_ask_for_a_selector_or_read_a_sample_naming_it() {
+        let pods = |n: usize| Pods {
+            pods: (0..n)
+                .map(|i| {
+                    let mut p = Pod::default();
+                    p.metadata.namespace = Some("shop".into());
+                    p.metadata.name = Some(format!("shop-{i:03}"));
+                    p
+                })
+                .collect(),
+            not_opted_in: vec![],
+            which: "-l app=shop".into(),
+        };
+        let (all, note) = bounded(pods(MAX_POD_READS), None).unwrap();
+        assert_eq!((all.pods.len(), note), (MAX_POD_READS, None));
+        let e = bounded(pods(MAX_POD_READS + 1), None).unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        assert!(
+            e.message
+                .starts_with("201 pods of -l app=shop are selected"),
+            "{}",
+            e.message
+        );
+        for flag in [
+            "-l SELECTOR",
+            "--sample-pods N",
+            "--prometheus URL",
+            "LOGPOLICY_PROMETHEUS_URL",
+        ] {
+            assert!(e.message.contains(flag), "{flag}: {}", e.message);
+        }
+        let (some, note) = bounded(pods(1_000), Some(4)).unwrap();
+        let names: Vec<&str> = some
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["shop-000", "shop-250", "shop-500", "shop-750"]);
+        assert_eq!(some.which, "a sample of 4 of the 1000 pods of -l app=shop");
+        assert_eq!(
+            note.unwrap(),
+            "reading a sample of 4 of the 1000 pods of -l app=shop (--sample-pods 4, spread by namespace and name): \
+             shop/shop-000 shop/shop-250 shop/shop-500 shop/shop-750"
+        );
+        // A sample as large as the selection reads it all, without a note.
+        let (all, note) = bounded(pods(3), Some(5)).unwrap();
+        assert_eq!((all.pods.len(), note), (3, None));
     }
 
     #[test]

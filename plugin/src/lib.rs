@@ -12,7 +12,8 @@
 //! [`output`], [`progress`] (what a status says, pure), [`cluster`] (the client, pods,
 //! the operator's Lease, a pod's admin endpoint), [`fleet`] (the pods' ledgers read
 //! twice a window apart, rates by target, callsite or pod, the targets they know: the
-//! arithmetic pure), [`recording`] (what the pods' recording rules keep), [`cli`] (the command line), then the commands: [`ack`] (waiting
+//! arithmetic pure), [`prometheus`] (the same rates from a Prometheus: its queries and
+//! answers, pure, and its HTTP API), [`recording`] (what the pods' recording rules keep), [`cli`] (the command line), then the commands: [`ack`] (waiting
 //! for pods), [`raise`] (`raise`, `extend`), [`revert`], [`read`] (`list`, `status`,
 //! `effective`), [`top`], [`targets`], [`check`] (what keeps a raise from arriving).
 
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod cluster;
 pub mod cost;
 pub mod fleet;
+pub mod prometheus;
 pub mod recording;
 
 pub mod ack;

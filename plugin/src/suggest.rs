@@ -34,9 +34,13 @@ use crate::ack::wait_for_pods_telling;
 use crate::cli::SuggestArgs;
 use crate::cluster::Connection;
 use crate::exit::{Failure, Result};
-use crate::fleet::{self, Subject, Window};
+use std::time::Duration;
+
+use crate::fleet::{self, Coverage, Subject, Window};
 use crate::naming::random_suffix;
+use crate::output::short_duration;
 use crate::output::{data, yaml, Format};
+use crate::prometheus::{self, Prometheus, DRILL_DOWN_PODS};
 
 /// The largest `keepOneIn` the plan proposes: sampling harder than one in 1,000 keeps so
 /// little that the target had better be raised to `warn` by hand.
@@ -304,6 +308,34 @@ pub fn target_rates(window: &Window) -> Vec<TargetRate> {
         .collect()
 }
 
+/// What `suggest --prometheus` plans from: each target's bytes per second below `warn` and at or
+/// above it, from `bytes` (by `target, level`), and the share its sampling keeps now,
+/// from `kept` (the pods read, [`target_rates`]; 1 for a target none of
+/// them wrote).
+pub fn target_rates_from(bytes: &[prometheus::Sample], kept: &[TargetRate]) -> Vec<TargetRate> {
+    let mut by: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for s in bytes {
+        let name = crate::prometheus::subject_of(s).label(false);
+        let (below, above) = by.entry(name).or_default();
+        match s.label("level").parse::<Level>() {
+            Ok(level) if level > Level::Warn => *below += s.value,
+            _ => *above += s.value,
+        }
+    }
+    by.into_iter()
+        .filter(|(_, (below, above))| below + above > 0.0)
+        .map(|(target, (below_warn, warn_and_above))| TargetRate {
+            kept_share: kept
+                .iter()
+                .find(|k| k.target == target)
+                .map_or(1.0, |k| k.kept_share),
+            target,
+            below_warn,
+            warn_and_above,
+        })
+        .collect()
+}
+
 /// The targets of `rates` that a rule of the plan samples without naming them: a rule
 /// on `shop` governs `shop::db` unless a rule names `shop::db` (the most specific rule
 /// wins), with the rule's target.
@@ -446,9 +478,9 @@ struct SuggestOutput<'a> {
 
 /// `suggest`.
 pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> {
+    args.source.check()?;
     let kube = connection.connect().await?;
     let p = &args.pods;
-    let pods = fleet::select_noting(&kube, p).await?;
     let selector = match (&p.workload, &p.selector) {
         (Some(w), _) => kube.workload_selector(w).await?,
         (None, Some(s)) => s.clone(),
@@ -457,19 +489,35 @@ pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> 
             ..LabelSelector::default()
         },
     };
-    eprintln!(
-        "measuring {} pods of {} over {} ...",
-        pods.pods.len(),
-        pods.which,
-        args.window
-    );
-    let window = fleet::measure(&kube, &pods.pods, args.window.value).await;
-    let fleet_total = fleet::aggregate(&window, fleet::By::Target);
-    let line = fleet::pods_line(fleet_total.pods, &fleet_total.left_out, p.all_namespaces);
-    if window.pods.is_empty() {
-        return Err(Failure::error(format!("no pod could be measured: {line}")));
-    }
-    let rates = target_rates(&window);
+    let (rates, coverage, line, waiting) = match &args.source.prometheus {
+        Some(url) => from_prometheus(&kube, args, url).await?,
+        None => {
+            let pods = fleet::select_noting(&kube, p).await?;
+            let (pods, note) = fleet::bounded(pods, args.source.sample_pods.map(usize::from))?;
+            if let Some(note) = note {
+                eprintln!("{note}");
+            }
+            let window_length = args.source.window(args.window.as_ref(), true);
+            eprintln!(
+                "measuring {} pods of {} over {} ...",
+                pods.pods.len(),
+                pods.which,
+                short_duration(window_length)
+            );
+            let window = fleet::measure(&kube, &pods.pods, window_length).await;
+            let fleet_total = fleet::aggregate(&window, fleet::By::Target);
+            let line = fleet::pods_line(fleet_total.pods, &fleet_total.left_out, p.all_namespaces);
+            if window.pods.is_empty() {
+                return Err(Failure::error(format!("no pod could be measured: {line}")));
+            }
+            (
+                target_rates(&window),
+                fleet_total.pods,
+                line,
+                pods.pods.len(),
+            )
+        }
+    };
     let plan =
         plan(&rates, args.cut).map_err(|e| Failure::error(format!("{e}; nothing was created")))?;
     let subject = match &p.workload {
@@ -505,7 +553,7 @@ pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> 
                     cut: args.cut,
                     plan: &plan,
                     projected: projected_with_children(&rates, &plan),
-                    pods: fleet_total.pods,
+                    pods: coverage,
                     policy: &lp,
                 }
             )?
@@ -523,7 +571,7 @@ pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> 
             Some(d) => format!("for {d}"),
             None => "until deleted".to_owned(),
         },
-        pods.pods.len()
+        waiting
     );
     let generation = created.metadata.generation.unwrap_or(1);
     wait_for_pods_telling(
@@ -535,6 +583,44 @@ pub async fn suggest(connection: &Connection, args: &SuggestArgs) -> Result<()> 
         args.output != Format::Table,
     )
     .await
+}
+
+/// `suggest --prometheus`: each target's bytes per second over the window (below
+/// `warn` and at or above it) from Prometheus, and the share its sampling keeps now from
+/// the [`DRILL_DOWN_PODS`] pods writing the most bytes, read twice 10 s apart; the pods
+/// the rates cover, their line, and how many pods a `--apply` waits for.
+async fn from_prometheus(
+    kube: &crate::cluster::Kube,
+    args: &SuggestArgs,
+    url: &crate::flags::PrometheusUrl,
+) -> Result<(Vec<TargetRate>, Coverage, String, usize)> {
+    let selection = prometheus::select(kube, &args.pods).await?;
+    let window = args.source.window(args.window.as_ref(), false);
+    let prom = Prometheus::now(url);
+    eprintln!(
+        "reading the rates of {} over the last {} from Prometheus at {url}, and the sampling in force from the {DRILL_DOWN_PODS} pods writing the most ...",
+        selection.which,
+        short_duration(window)
+    );
+    let fleet = prom.fleet(&selection, fleet::By::Target, window).await?;
+    let q = prometheus::Query::new(selection.scope.clone(), window);
+    let bytes = prom
+        .query(&q.sum_rate(prometheus::BYTES, "", &["target", "level"]))
+        .await
+        .map_err(Failure::error)?;
+    let drilled = prom.biggest_pods(kube, &selection, &q).await?;
+    let kept = target_rates(&fleet::measure(kube, &drilled, Duration::from_secs(10)).await);
+    let line = fleet::pods_line(fleet.pods, &fleet.left_out, args.pods.all_namespaces);
+    let line = match &fleet.source {
+        Some(source) => format!("{line}\n{}", source.line()),
+        None => line,
+    };
+    Ok((
+        target_rates_from(&bytes, &kept),
+        fleet.pods,
+        line,
+        fleet.pods.read,
+    ))
 }
 
 /// `sample-<subject>-cut<PERCENT>-<suffix>`, at most 63 characters.
@@ -556,6 +642,51 @@ pub fn sampling_policy_name(subject: &str, cut: f64, suffix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suggest_rates_split_at_warn_and_keep_the_sampling_the_pods_read_say() {
+        let t = |target: &str, level: &str, v: f64| prometheus::Sample {
+            labels: [("target", target), ("level", level)]
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            value: v,
+        };
+        let bytes = [
+            t("shop::http", "info", 1_000.0),
+            t("shop::http", "error", 10.0),
+            t("shop::db", "warn", 100.0),
+            t("logpolicy", "", 5.0),
+            t("shop::idle", "debug", 0.0),
+        ];
+        let kept = [TargetRate {
+            target: "shop::http".into(),
+            below_warn: 1.0,
+            warn_and_above: 0.0,
+            kept_share: 0.1,
+        }];
+        let r = target_rates_from(&bytes, &kept);
+        let got: Vec<(&str, f64, f64, f64)> = r
+            .iter()
+            .map(|r| {
+                (
+                    r.target.as_str(),
+                    r.below_warn,
+                    r.warn_and_above,
+                    r.kept_share,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("logpolicy (own lines)", 0.0, 5.0, 1.0),
+                ("shop::db", 0.0, 100.0, 1.0),
+                ("shop::http", 1_000.0, 10.0, 0.1),
+            ]
+        );
+    }
 
     fn t(target: &str, below: f64, above: f64) -> TargetRate {
         TargetRate {

@@ -14,16 +14,36 @@ use crate::cluster::Connection;
 use crate::exit::{Failure, Result};
 use crate::fleet::{self, known_targets, pods_line, KnownTarget, KnownTargets};
 use crate::output::{data, table, Format};
+use crate::prometheus::{Prometheus, DRILL_DOWN_PODS};
 use crate::recording::{read_recordings, recording_table, PodRecording};
 
 /// `targets`.
 pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> {
+    args.source.check()?;
     let kube = connection.connect().await?;
     let p = &args.pods;
-    let pods = fleet::select_noting(&kube, p).await?;
-    let reads = fleet::read_sites(&kube, &pods.pods).await;
-    let known = known_targets(&reads);
-    let mut recording = read_recordings(&kube, &pods.pods).await;
+    let (known, pods, which) = match &args.source.prometheus {
+        Some(url) => {
+            let selection = crate::prometheus::select(&kube, p).await?;
+            let (known, read) = Prometheus::now(url).targets(&kube, &selection).await?;
+            eprintln!(
+                "targets and pods from Prometheus at {url}; levels now from the {} pods of {} writing the most bytes (at most {DRILL_DOWN_PODS})",
+                read.len(),
+                selection.which
+            );
+            (known, read, selection.which)
+        }
+        None => {
+            let pods = fleet::select_noting(&kube, p).await?;
+            let (pods, note) = fleet::bounded(pods, args.source.sample_pods.map(usize::from))?;
+            if let Some(note) = note {
+                eprintln!("{note}");
+            }
+            let reads = fleet::read_sites(&kube, &pods.pods).await;
+            (known_targets(&reads), pods.pods, pods.which)
+        }
+    };
+    let mut recording = read_recordings(&kube, &pods).await;
     recording.retain(PodRecording::records);
     match args.output {
         Format::Table => {
@@ -43,8 +63,8 @@ pub async fn targets(connection: &Connection, args: &TargetsArgs) -> Result<()> 
     }
     if known.pods.read == 0 {
         return Err(Failure::error(format!(
-            "none of the {} pods ({}) could be read (each is listed with why)",
-            known.pods.selected, pods.which
+            "none of the {} pods ({which}) could be read (each is listed with why)",
+            known.pods.selected
         )));
     }
     Ok(())

@@ -16,8 +16,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::cli::TopArgs;
 use crate::cluster::{Connection, Kube};
 use crate::exit::{Failure, Result};
+use crate::flags::{PrometheusUrl, PROMETHEUS_WINDOW};
 use crate::fleet::{self, aggregate, pods_line, By, Fleet, Pods, Rates, Subject};
 use crate::output::{data, short_duration, table, Format};
+use crate::prometheus::{self, Prometheus};
 
 /// Moves the cursor home and clears the screen (ANSI).
 pub const CLEAR: &str = "\x1b[H\x1b[2J";
@@ -37,15 +39,22 @@ pub const WATCH_ROWS: usize = 40;
 
 /// `top`.
 pub async fn top(connection: &Connection, args: &TopArgs) -> Result<()> {
+    args.source.check()?;
     let kube = connection.connect().await?;
-    let pods = select(&kube, args).await?;
+    if let Some(url) = &args.source.prometheus {
+        return from_prometheus(&kube, args, url).await;
+    }
+    let (pods, sample_note) = select(&kube, args).await?;
     if let Some(note) = pods.not_opted_in_note() {
         eprintln!("{note}");
     }
-    if args.watch {
-        return watch(&kube, args, pods).await;
+    if let Some(note) = sample_note {
+        eprintln!("{note}");
     }
-    let window = args.window.value;
+    let window = args.source.window(args.window.as_ref(), true);
+    if args.watch {
+        return watch(&kube, args, pods, window).await;
+    }
     if args.output == Format::Table && std::io::stderr().is_terminal() {
         eprintln!(
             "reading {} ({} pods) twice, {} apart…",
@@ -56,18 +65,7 @@ pub async fn top(connection: &Connection, args: &TopArgs) -> Result<()> {
     }
     let measured = fleet::measure(&kube, &pods.pods, window).await;
     let fleet = aggregate(&measured, args.by);
-    let qualified = args.pods.all_namespaces;
-    match args.output {
-        Format::Table => {
-            print!("{}", fleet_table(&fleet, qualified, None));
-            let recording = crate::recording::read_recordings(&kube, &pods.pods).await;
-            print!(
-                "{}",
-                crate::recording::recording_table(&recording, qualified)
-            );
-        }
-        format => print!("{}", data(format, &fleet)?),
-    }
+    print_fleet(&kube, args, &fleet, &pods.pods).await?;
     if fleet.pods.read == 0 {
         return Err(Failure::error(format!(
             "none of the {} pods ({}) could be measured (each is listed with why)",
@@ -77,22 +75,148 @@ pub async fn top(connection: &Connection, args: &TopArgs) -> Result<()> {
     Ok(())
 }
 
-async fn select(kube: &Kube, args: &TopArgs) -> Result<Pods> {
+/// Prints `fleet` as `args` ask; a table is followed by what `recording` pods record.
+async fn print_fleet(
+    kube: &Kube,
+    args: &TopArgs,
+    fleet: &Fleet,
+    recording: &[k8s_openapi::api::core::v1::Pod],
+) -> Result<()> {
+    let qualified = args.pods.all_namespaces;
+    match args.output {
+        Format::Table => {
+            print!("{}", fleet_table(fleet, qualified, None));
+            let recording = crate::recording::read_recordings(kube, recording).await;
+            print!(
+                "{}",
+                crate::recording::recording_table(&recording, qualified)
+            );
+        }
+        format => print!("{}", data(format, fleet)?),
+    }
+    Ok(())
+}
+
+/// `top --prometheus`: by target or pod, the rates Prometheus holds over the window
+/// (no pod is read); by callsite, the callsites of the
+/// [`DRILL_DOWN_PODS`](crate::prometheus::DRILL_DOWN_PODS) pods writing the most
+/// bytes, read twice a window apart. With `--watch`, a query every window.
+async fn from_prometheus(kube: &Kube, args: &TopArgs, url: &PrometheusUrl) -> Result<()> {
+    let selection = prometheus::select(kube, &args.pods).await?;
+    let by_callsite = args.by == By::Callsite;
+    let window = args.source.window(args.window.as_ref(), by_callsite);
+    if by_callsite {
+        let prom = Prometheus::now(url);
+        let q = prometheus::Query::new(selection.scope.clone(), PROMETHEUS_WINDOW);
+        let pods = prom.biggest_pods(kube, &selection, &q).await?;
+        if pods.is_empty() {
+            return Err(Failure::error(format!(
+                "Prometheus at {url} names no pod of {} that wrote in the last {}: no callsite to read",
+                selection.which,
+                short_duration(PROMETHEUS_WINDOW)
+            )));
+        }
+        eprintln!(
+            "reading the callsites of the {} pods of {} writing the most bytes (per Prometheus at {url}, at most {}), twice, {} apart",
+            pods.len(),
+            selection.which,
+            crate::prometheus::DRILL_DOWN_PODS,
+            short_duration(window)
+        );
+        let drilled = Pods {
+            pods,
+            not_opted_in: Vec::new(),
+            which: selection.which.clone(),
+        };
+        if args.watch {
+            return watch(kube, args, drilled, window).await;
+        }
+        let measured = fleet::measure(kube, &drilled.pods, window).await;
+        let fleet = aggregate(&measured, By::Callsite);
+        return print_fleet(kube, args, &fleet, &[]).await;
+    }
+    if args.watch {
+        return watch_prometheus(args, url, &selection, window).await;
+    }
+    let fleet = Prometheus::now(url)
+        .fleet(&selection, args.by, window)
+        .await?;
+    print_fleet(kube, args, &fleet, &[]).await
+}
+
+/// `top --watch --prometheus` by target or pod: a query every window.
+async fn watch_prometheus(
+    args: &TopArgs,
+    url: &PrometheusUrl,
+    selection: &prometheus::Selection,
+    window: std::time::Duration,
+) -> Result<()> {
+    let qualified = args.pods.all_namespaces;
+    let mut history = History::new(window);
+    let mut refreshes = 0u64;
+    let heading = format!(
+        "kubectl logpolicy top: {}, by {}, every {}, from Prometheus {url}; Ctrl-C to stop",
+        selection.which,
+        by_text(args.by),
+        short_duration(window)
+    );
+    let mut next = tokio::time::Instant::now();
+    loop {
+        let prom = Prometheus::now(url);
+        let fleet = tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            fleet = prom.fleet(selection, args.by, window) => fleet?,
+        };
+        history.record(&fleet);
+        let text = match args.output {
+            Format::Table => frame(
+                &fleet,
+                &history,
+                qualified,
+                &format!("{heading}; {}", utc_now()),
+            ),
+            Format::Json => data(Format::Json, &fleet)?,
+            Format::Yaml => format!("---\n{}", data(Format::Yaml, &fleet)?),
+        };
+        if !emit(&text) {
+            break;
+        }
+        refreshes += 1;
+        if args.watch_count.is_some_and(|n| refreshes >= n) {
+            break;
+        }
+        next += window;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            () = tokio::time::sleep_until(next) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The pods `args` name, within [`fleet::MAX_POD_READS`] (or the sample asked for),
+/// and the note that names a sample's pods.
+async fn select(kube: &Kube, args: &TopArgs) -> Result<(Pods, Option<String>)> {
     let p = &args.pods;
-    fleet::select(
+    let pods = fleet::select(
         kube,
         p.workload.as_ref(),
         p.selector.as_ref(),
         p.all_namespaces,
     )
-    .await
+    .await?;
+    fleet::bounded(pods, args.source.sample_pods.map(usize::from))
 }
 
 /// `top --watch`: each pod read a window after its last read ended (the pods listed
 /// again each time: they come and go), rates from each read to the next, a frame per
 /// round of reads, until Ctrl-C or `--watch-count` refreshes.
-async fn watch(kube: &Kube, args: &TopArgs, mut pods: Pods) -> Result<()> {
-    let window = args.window.value;
+async fn watch(
+    kube: &Kube,
+    args: &TopArgs,
+    mut pods: Pods,
+    window: std::time::Duration,
+) -> Result<()> {
     let qualified = args.pods.all_namespaces;
     let stop = async {
         // Without a Ctrl-C handler, Ctrl-C ends the process as it would anyway.
@@ -135,7 +259,9 @@ async fn watch(kube: &Kube, args: &TopArgs, mut pods: Pods) -> Result<()> {
             listed = tokio::time::timeout(LIST_TIMEOUT, select(kube, args)) => listed,
         };
         let note = match listed {
-            Ok(Ok(listed)) => {
+            // The drill-down pods of --prometheus --by callsite stay those first named.
+            _ if args.source.prometheus.is_some() => String::new(),
+            Ok(Ok((listed, _))) => {
                 pods = listed;
                 String::new()
             }
@@ -385,7 +511,14 @@ pub fn fleet_table(fleet: &Fleet, qualified: bool, history: Option<&History>) ->
             };
             cells.extend([level, target]);
         }
-        cells.extend(rate_cells(&row.rates, share_text(row.share, &fleet.total)));
+        let mut rates = rate_cells(&row.rates, share_text(row.share, &fleet.total));
+        if fleet.source.is_some() && fleet.by != By::Pod {
+            // Prometheus holds what was held back and dropped by pod, not by target.
+            for cell in &mut rates[3..] {
+                *cell = "-".to_owned();
+            }
+        }
+        cells.extend(rates);
         if let Some(h) = history {
             cells.push(h.sparkline(Some(&row.subject)));
         }
@@ -421,6 +554,13 @@ pub fn fleet_table(fleet: &Fleet, qualified: bool, history: Option<&History>) ->
     }
     out.push_str(&pods_line(fleet.pods, &fleet.left_out, qualified));
     out.push('\n');
+    if let Some(source) = &fleet.source {
+        out.push_str(&source.line());
+        if fleet.by != By::Pod {
+            out.push_str(" (what was held back and dropped: in the total only)");
+        }
+        out.push('\n');
+    }
     out
 }
 
@@ -480,6 +620,7 @@ mod tests {
                 reason: SkipReason::Unreadable,
                 why: "pod proxy: no answer in 3 s; the pod has no IP".into(),
             }],
+            source: None,
         }
     }
 
@@ -525,6 +666,7 @@ mod tests {
                 selected: 1,
             },
             left_out: vec![],
+            source: None,
         };
         let text = fleet_table(&f, false, None);
         let lines: Vec<&str> = text.lines().collect();
