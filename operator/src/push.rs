@@ -344,7 +344,7 @@ impl Pusher {
     ) {
         let mut pushes = pushes.into_iter().peekable();
         while pushes.peek().is_some() {
-            let chunk: Arc<[Push]> = pushes.by_ref().take(SIGN_CHUNK).collect();
+            let chunk: Vec<Push> = pushes.by_ref().take(SIGN_CHUNK).collect();
             let pusher = self.clone();
             let reports = reports.clone();
             tasks.spawn(async move { pusher.sign_and_push(chunk, reports).await });
@@ -352,33 +352,39 @@ impl Pusher {
     }
 
     /// Signs `chunk` on a blocking thread (when one of the per-core slots is free), then
-    /// pushes each of its documents in a task of its own; ends when all have reported.
-    /// Aborted, it aborts them.
-    async fn sign_and_push(&self, chunk: Arc<[Push]>, reports: mpsc::Sender<PushReport>) {
+    /// pushes each of its documents in a task of its own, which owns its push (a pod
+    /// that hangs keeps only its own document); ends when all have reported. Aborted,
+    /// it aborts them.
+    async fn sign_and_push(&self, chunk: Vec<Push>, reports: mpsc::Sender<PushReport>) {
         let start = Instant::now();
         let slot = self.inner.signers.acquire().await;
-        let (pusher, to_sign) = (self.clone(), chunk.clone());
+        let pusher = self.clone();
         let signed = tokio::task::spawn_blocking(move || {
             let key = &pusher.inner.key;
-            to_sign
-                .iter()
-                .map(|p| sign_document(p, key))
+            chunk
+                .into_iter()
+                .map(|p| {
+                    // Signing does not fail; were it to panic, the push signs its own
+                    // document in its task and still reports.
+                    let signed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sign_document(&p, key)
+                    }));
+                    (p, signed.ok())
+                })
                 .collect::<Vec<_>>()
         })
         .await;
         drop(slot);
-        // A signing thread that failed (it does not: signing cannot fail) leaves each push
-        // to sign its own document, so that every push still reports.
-        let mut signed = signed.map(Vec::into_iter).ok();
+        let Ok(signed) = signed else {
+            return; // the closure catches every panic: not reached
+        };
         let mut tasks = JoinSet::new();
-        for i in 0..chunk.len() {
-            let (pusher, chunk, reports) = (self.clone(), chunk.clone(), reports.clone());
-            let signed = signed.as_mut().and_then(Iterator::next);
+        for (push, signed) in signed {
+            let (pusher, reports) = (self.clone(), reports.clone());
             tasks.spawn(async move {
-                let push = &chunk[i];
                 let report = match signed {
-                    Some(signed) => pusher.push_signed(push, signed, start).await,
-                    None => pusher.push(push).await,
+                    Some(signed) => pusher.push_signed(&push, signed, start).await,
+                    None => pusher.push(&push).await,
                 };
                 let _ = reports.send(report).await;
             });

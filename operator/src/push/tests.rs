@@ -625,7 +625,7 @@ async fn documents_signed_in_chunks_are_each_pods_own() {
     let pushes: Vec<Push> = (0..n)
         .map(|i| {
             let mut p = push_to(s.addr, &format!("web-{i}"));
-            p.document.pod = PodRef::new("shop", &format!("web-{i}"), &format!("uid-{i}"));
+            p.document.pod = PodRef::new("shop", format!("web-{i}"), format!("uid-{i}"));
             p.document.version = 7 + i as u64;
             p.ticket.version = p.document.version;
             p
