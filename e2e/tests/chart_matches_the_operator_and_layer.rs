@@ -261,11 +261,11 @@ fn the_opt_in_example_uses_the_layers_variables_and_the_operators_names() {
     let objects = parse_documents(&read("e2e/examples/workload.yaml")).unwrap();
     let deployment = one(&objects, "Deployment").unwrap();
     let pod = &deployment["spec"]["template"];
-    let label = operator_const("operator/src/pods.rs", "OPT_IN_LABEL");
-    let annotation = operator_const("operator/src/pods.rs", "PORT_ANNOTATION");
-    let port = operator_const("operator/src/pods.rs", "DEFAULT_ADMIN_PORT");
+    let label = operator_const("api/src/labels.rs", "OPT_IN_LABEL");
+    let annotation = operator_const("api/src/labels.rs", "PORT_ANNOTATION");
+    let port = operator_const("api/src/labels.rs", "DEFAULT_ADMIN_PORT");
     let trust = operator_const("api/src/trust.rs", "TRUST_CONFIG_MAP");
-    let data_key = operator_const("operator/src/trust.rs", "TRUST_DATA_KEY");
+    let data_key = operator_const("api/src/trust.rs", "TRUST_DATA_KEY");
 
     assert_eq!(pod["metadata"]["labels"][&label], "true");
     assert_eq!(pod["metadata"]["annotations"][&annotation], port.as_str());
