@@ -175,8 +175,8 @@ fn the_rbac_is_the_operator_readmes_permissions_table() {
 fn the_names_the_chart_hard_codes_are_the_operators() {
     let key_secret = operator_const("operator/src/signing_key.rs", "KEY_SECRET");
     let key_field = operator_const("operator/src/signing_key.rs", "KEY_SECRET_FIELD");
-    let lease = operator_const("operator/src/main.rs", "LEASE_NAME");
-    let trust = operator_const("operator/src/trust.rs", "TRUST_CONFIG_MAP");
+    let lease = operator_const("api/src/labels.rs", "LEASE_NAME");
+    let trust = operator_const("api/src/trust.rs", "TRUST_CONFIG_MAP");
 
     let objects = render(RELEASE, NS, &[("replicaCount", "2")]).unwrap();
     let names = |resource: &str| -> BTreeSet<String> {
@@ -202,12 +202,12 @@ fn the_names_the_chart_hard_codes_are_the_operators() {
 
 #[test]
 fn every_flag_the_deployment_passes_is_an_operator_flag() {
-    let main = read("operator/src/main.rs");
+    let main = read("operator/src/flags.rs");
     let args_struct = main
         .split("struct Args {")
         .nth(1)
         .and_then(|s| s.split("\n}").next())
-        .expect("operator/src/main.rs has struct Args");
+        .expect("operator/src/flags.rs has struct Args");
     let objects = render(
         RELEASE,
         NS,
@@ -227,7 +227,7 @@ fn every_flag_the_deployment_passes_is_an_operator_flag() {
         let flag = arg.as_str().unwrap().trim_start_matches("--");
         let field = flag.split('=').next().unwrap().replace('-', "_");
         assert!(
-            args_struct.contains(&format!("    {field}: ")),
+            args_struct.contains(&format!("    pub {field}: ")),
             "--{flag}: no field {field} in the operator's Args"
         );
     }
@@ -261,11 +261,11 @@ fn the_opt_in_example_uses_the_layers_variables_and_the_operators_names() {
     let objects = parse_documents(&read("e2e/examples/workload.yaml")).unwrap();
     let deployment = one(&objects, "Deployment").unwrap();
     let pod = &deployment["spec"]["template"];
-    let label = operator_const("operator/src/pods.rs", "OPT_IN_LABEL");
-    let annotation = operator_const("operator/src/pods.rs", "PORT_ANNOTATION");
-    let port = operator_const("operator/src/pods.rs", "DEFAULT_ADMIN_PORT");
-    let trust = operator_const("operator/src/trust.rs", "TRUST_CONFIG_MAP");
-    let data_key = operator_const("operator/src/trust.rs", "TRUST_DATA_KEY");
+    let label = operator_const("api/src/labels.rs", "OPT_IN_LABEL");
+    let annotation = operator_const("api/src/labels.rs", "PORT_ANNOTATION");
+    let port = operator_const("api/src/labels.rs", "DEFAULT_ADMIN_PORT");
+    let trust = operator_const("api/src/trust.rs", "TRUST_CONFIG_MAP");
+    let data_key = operator_const("api/src/trust.rs", "TRUST_DATA_KEY");
 
     assert_eq!(pod["metadata"]["labels"][&label], "true");
     assert_eq!(pod["metadata"]["annotations"][&annotation], port.as_str());

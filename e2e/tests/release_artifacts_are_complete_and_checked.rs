@@ -94,6 +94,7 @@ fn the_checksums_cover_every_artifact_and_hold() {
     let archive = plugin_archive(dist);
     let expected: BTreeSet<String> = [
         format!("logpolicy-{v}.crate"),
+        format!("logpolicy-api-{v}.crate"),
         format!("logpolicy-operator-{v}.crate"),
         format!("kubectl-logpolicy-{v}.crate"),
         archive.clone(),
@@ -262,9 +263,16 @@ fn dependencies(cargo_toml: &str) -> Vec<(String, Vec<String>)> {
 fn the_crates_name_their_workspace_dependencies_by_version_in_publishing_order() {
     let Some(dist) = dist() else { return };
     let v = &dist.version;
-    // In the order to publish: each depends only on crates before it.
-    let order = ["logpolicy", "logpolicy-operator", "kubectl-logpolicy"];
-    for (i, name) in order.iter().enumerate() {
+    // In the order to publish, each with the workspace crates it depends on: only
+    // crates before it. The plugin builds on the shared API types, not the operator.
+    let order: [(&str, &[&str]); 4] = [
+        ("logpolicy", &[]),
+        ("logpolicy-api", &["logpolicy"]),
+        ("logpolicy-operator", &["logpolicy", "logpolicy-api"]),
+        ("kubectl-logpolicy", &["logpolicy", "logpolicy-api"]),
+    ];
+    let names: Vec<&str> = order.iter().map(|(n, _)| *n).collect();
+    for (i, (name, expected)) in order.iter().enumerate() {
         let krate = dist.path(&format!("{name}-{v}.crate"));
         let manifest =
             String::from_utf8(tar_file(&krate, &format!("{name}-{v}/Cargo.toml"))).unwrap();
@@ -274,11 +282,18 @@ fn the_crates_name_their_workspace_dependencies_by_version_in_publishing_order()
         );
         let workspace_deps: Vec<(String, Vec<String>)> = dependencies(&manifest)
             .into_iter()
-            .filter(|(dep, _)| order.contains(&dep.as_str()))
+            .filter(|(dep, _)| names.contains(&dep.as_str()))
             .collect();
-        let expected: Vec<&str> = order[..i].to_vec();
-        let found: Vec<&str> = workspace_deps.iter().map(|(d, _)| d.as_str()).collect();
-        assert_eq!(found, expected, "{name}: its dependencies on the workspace");
+        let mut found: Vec<&str> = workspace_deps.iter().map(|(d, _)| d.as_str()).collect();
+        found.sort_unstable();
+        assert_eq!(
+            found, *expected,
+            "{name}: its dependencies on the workspace"
+        );
+        assert!(
+            found.iter().all(|d| names[..i].contains(d)),
+            "{name} depends on a crate published after it: {found:?}"
+        );
         for (dep, lines) in &workspace_deps {
             assert!(
                 lines.contains(&format!("version = \"{v}\"")),
@@ -427,6 +442,7 @@ fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
             &[
                 "logpolicy-operator",
                 "kubectl-logpolicy",
+                "logpolicy-api",
                 "logpolicy",
                 "kube-client",
                 "rustls",
@@ -437,7 +453,12 @@ fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
         (
             "logpolicy-demo-service",
             &["logpolicy-demo-service", "logpolicy"][..],
-            &["kube-client", "logpolicy-operator", "proptest"][..],
+            &[
+                "kube-client",
+                "logpolicy-operator",
+                "logpolicy-api",
+                "proptest",
+            ][..],
         ),
     ] {
         let path = dist.path(&format!("{name}-{v}.spdx.json"));

@@ -20,12 +20,12 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::crd::LogPolicyStatus;
 use crate::index::{PolicyKey, PolicyView};
 use crate::log;
 use crate::metrics::{self, ByResult};
 use crate::status;
-use crate::text::truncate;
+use logpolicy_api::crd::LogPolicyStatus;
+use logpolicy_api::text::truncate;
 
 /// The `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "logpolicy.dev/operator";
@@ -255,7 +255,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// `kubectl describe` needs to list it).
 pub fn policy_reference(key: &PolicyKey, uid: Option<&str>) -> ObjectReference {
     ObjectReference {
-        api_version: Some(crate::crd::API_VERSION.to_owned()),
+        api_version: Some(logpolicy_api::crd::API_VERSION.to_owned()),
         kind: Some("LogPolicy".to_owned()),
         namespace: Some(key.namespace.clone()),
         name: Some(key.name.clone()),

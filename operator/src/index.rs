@@ -70,9 +70,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -83,63 +81,13 @@ use logpolicy::wire::{
     PodRef, PolicyDocument, ReplayView, MAX_DOCUMENT_LAYERS, MAX_DOCUMENT_VERSION,
 };
 
-use crate::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
 use crate::pods::PodInfo;
-use crate::validate::{check_lifetime, validate, Expiry, FieldError, MaxDuration, ValidatedPolicy};
+use logpolicy_api::crd::{LogPolicy, LogPolicySpec, MAX_FAILING_PODS};
+use logpolicy_api::validate::{
+    check_lifetime, validate, Expiry, FieldError, MaxDuration, ValidatedPolicy,
+};
 
-/// A LogPolicy's `namespace/name`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PolicyKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-/// A pod's `namespace/name`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PodKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-/// A key that is not `namespace/name` (the text given).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not namespace/name")]
-pub struct NotNamespaceName(pub String);
-
-macro_rules! key_impls {
-    ($t:ident) => {
-        impl $t {
-            /// The key of `namespace/name`.
-            pub fn new(namespace: &str, name: &str) -> Self {
-                $t {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}/{}", self.namespace, self.name)
-            }
-        }
-        impl FromStr for $t {
-            type Err = NotNamespaceName;
-            /// Parses `namespace/name`.
-            fn from_str(s: &str) -> Result<Self, NotNamespaceName> {
-                match s.split_once('/') {
-                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok($t::new(ns, name)),
-                    _ => Err(NotNamespaceName(s.to_owned())),
-                }
-            }
-        }
-    };
-}
-key_impls!(PolicyKey);
-key_impls!(PodKey);
+pub use logpolicy_api::keys::{NotNamespaceName, PodKey, PolicyKey};
 
 /// A LogPolicy as the index takes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -347,7 +295,7 @@ pub struct PolicyView {
     /// Up to ten failing pods (by name) and why.
     pub failing: Vec<(String, String)>,
     /// The levels the generation in force sets, as directives
-    /// ([`ValidatedPolicy::levels`](crate::validate::ValidatedPolicy::levels)).
+    /// ([`ValidatedPolicy::levels`](logpolicy_api::validate::ValidatedPolicy::levels)).
     pub levels: Option<String>,
     /// What the pods replayed of the window the generation in force asks for (`None`
     /// when it asks for none).

@@ -40,10 +40,7 @@ use tokio::task::JoinHandle;
 use crate::log;
 use crate::ownership::MANAGED_BY;
 
-/// The annotation on the Lease naming the id of the key the operator signs with (16
-/// hex digits, [`logpolicy::wire::key_id`]): what the pods must trust. A key id is not a
-/// secret, and the Lease is readable where the signing key's Secret is not.
-pub const KEY_ID_ANNOTATION: &str = "logpolicy.dev/signing-key-id";
+pub use logpolicy_api::labels::KEY_ID_ANNOTATION;
 
 /// Timings and identity of the election.
 #[derive(Debug, Clone)]

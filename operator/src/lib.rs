@@ -5,11 +5,13 @@
 //!
 //! The modules, from the bottom up; each imports only modules below it
 //! (`tests/modules_import_only_downward.rs` holds the order):
-//! - leaves, importing nothing of the crate: [`log`] (the one log target), [`text`],
-//!   [`metrics`], [`health`], [`ownership`] (field manager, managed-by label), [`crd`]
-//!   (the `LogPolicy` resource, its schema, status and printer columns) and [`pods`] (a
-//!   pod stripped to what the index needs, [`PodInfo`]);
-//! - [`validate`](mod@validate): what the schema cannot say, checked once into a [`ValidatedPolicy`];
+//! The `LogPolicy` resource, its validation and the names the plugin shares (labels,
+//! annotations, condition types, the trust ConfigMap and the Lease) are the crate
+//! [`logpolicy_api`]'s, re-exported here as [`crd`] and [`validate`](mod@validate).
+//!
+//! - leaves, importing nothing of the crate: [`log`] (the one log target),
+//!   [`metrics`], [`health`], [`ownership`] (field manager, managed-by label) and
+//!   [`pods`] (a pod stripped to what the index needs, [`PodInfo`]);
 //! - [`index`]: the pure, synchronous decision logic: policies + pods → each pod's
 //!   document, the pushes to make and each policy's view;
 //! - [`status`]: a policy's view as its `status`, with conditions; [`push`]: the HTTP
@@ -20,20 +22,18 @@
 //!   with TokenReviews and SubjectAccessReviews) and [`serving_cert`] (the certificate
 //!   `/metrics` is served over TLS with);
 //! - [`controller`]: the loop that drives the index and the pusher from the watches;
-//! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the per-pod view.
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics` and the per-pod view;
+//! - [`flags`]: the command line, and each part's configuration from it.
 //!
-//! `main.rs` parses the flags and wires these together; see the crate's README.
+//! `main.rs` wires these together (under 100 lines: `tests/main_is_wiring_only.rs`);
+//! see the crate's README.
 
 pub mod log;
 pub mod metrics;
 pub mod ownership;
-pub mod text;
 
-pub mod crd;
 pub mod health;
 pub mod pods;
-
-pub mod validate;
 
 pub mod index;
 
@@ -54,6 +54,10 @@ pub mod watches;
 pub mod controller;
 
 pub mod http;
+
+pub mod flags;
+
+pub use logpolicy_api::{crd, validate};
 
 pub use crd::{LogPolicy, LogPolicySpec, LogPolicyStatus};
 pub use index::{

@@ -9,15 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::Pod;
 
-/// The label a pod opts in with (`logpolicy.dev/enabled: "true"`); the operator's pod
-/// watch is filtered by it.
-pub const OPT_IN_LABEL: &str = "logpolicy.dev/enabled";
-
-/// The annotation naming the pod's admin port (e.g. `logpolicy.dev/port: "9090"`).
-pub const PORT_ANNOTATION: &str = "logpolicy.dev/port";
-
-/// The admin port used when a pod has no [`PORT_ANNOTATION`]: 9090.
-pub const DEFAULT_ADMIN_PORT: u16 = 9090;
+pub use logpolicy_api::labels::{DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
 
 /// A [`PORT_ANNOTATION`] that is not a port.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,6 +9,12 @@
 //!   (an address that neither answers nor refuses costs that long, not more), and each
 //!   attempt (connect, request, reply) is bounded by [`PusherConfig::timeout`]; replies
 //!   are read up to [`PusherConfig::max_reply_bytes`].
+//! - **Signed on every core**: [`Pusher::spawn_all`] signs its documents in chunks of
+//!   [`SIGN_CHUNK`] on blocking threads, as many chunks at once as the machine has
+//!   cores, in the order given, and sends each chunk's pushes as soon as it is signed:
+//!   the runtime's workers only send, and the first pods are sent while later ones are
+//!   signed. Each pod still gets its own document, signed over its exact bytes (its
+//!   identity, version and expiry in it); nothing is batched under one signature.
 //! - **Retried**: network failures, 5xx, 408/429 and garbage replies are retried up to
 //!   [`PusherConfig::attempts`] times with exponential backoff and jitter; a timeout is
 //!   not retried here (the index retries the pod later, with a backoff of its own, see
@@ -35,6 +41,11 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::index::{Lane, PodKey, Push, PushResult, PushTicket, Retry};
+
+/// How many documents one blocking task signs ([`Pusher::spawn_all`]): a thread hop per
+/// 64 signatures (an Ed25519 signature costs tens of microseconds), and the first chunk
+/// is on the wire after 64 signatures, not after all of them.
+pub const SIGN_CHUNK: usize = 64;
 
 /// The path of the admin endpoint's policy resource.
 pub const POLICY_PATH: &str = "/logpolicy";
@@ -215,6 +226,21 @@ struct Inner {
     config: PusherConfig,
     known: Semaphore,
     unproven: Semaphore,
+    /// Chunks being signed at once: one per core.
+    signers: Semaphore,
+}
+
+/// A push's document as sent: its JSON and the signature over exactly those bytes.
+/// Made once per push; its retries send the same bytes.
+struct Signed {
+    body: Bytes,
+    signature: String,
+}
+
+fn sign_document(push: &Push, key: &SigningKey) -> Signed {
+    let body = Bytes::from(push.document.to_json());
+    let signature = sign(&body, key);
+    Signed { body, signature }
 }
 
 impl std::fmt::Debug for Pusher {
@@ -238,11 +264,13 @@ impl Pusher {
     /// A pusher signing with `key`.
     pub fn new(key: SigningKey, config: PusherConfig) -> Self {
         let permits = || Semaphore::new(config.concurrency.max(1));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Pusher {
             inner: Arc::new(Inner {
                 key,
                 known: permits(),
                 unproven: permits(),
+                signers: Semaphore::new(cores),
                 config,
             }),
         }
@@ -257,8 +285,13 @@ impl Pusher {
     /// as configured. Never panics, whatever the pod answers.
     pub async fn push(&self, push: &Push) -> PushReport {
         let start = Instant::now();
-        let body = Bytes::from(push.document.to_json());
-        let signature = sign(&body, &self.inner.key);
+        let signed = sign_document(push, &self.inner.key);
+        self.push_signed(push, signed, start).await
+    }
+
+    /// [`push`](Self::push) with its document signed already (at `start`).
+    async fn push_signed(&self, push: &Push, signed: Signed, start: Instant) -> PushReport {
+        let Signed { body, signature } = signed;
         let cfg = &self.inner.config;
         let mut attempts = 0;
         loop {
@@ -292,7 +325,9 @@ impl Pusher {
     }
 
     /// Pushes each document in its own (detached) task and sends every report to
-    /// `reports` (a report is dropped only if the receiver is gone).
+    /// `reports` (a report is dropped only if the receiver is gone). The documents are
+    /// signed [`SIGN_CHUNK`] at a time on blocking threads, one chunk per core at once,
+    /// in the order given; each chunk's pushes start when it is signed.
     pub fn spawn_all(&self, pushes: Vec<Push>, reports: &mpsc::Sender<PushReport>) {
         let mut tasks = JoinSet::new();
         self.spawn_all_in(pushes, reports, &mut tasks);
@@ -307,14 +342,54 @@ impl Pusher {
         reports: &mpsc::Sender<PushReport>,
         tasks: &mut JoinSet<()>,
     ) {
-        for push in pushes {
+        let mut pushes = pushes.into_iter().peekable();
+        while pushes.peek().is_some() {
+            let chunk: Vec<Push> = pushes.by_ref().take(SIGN_CHUNK).collect();
             let pusher = self.clone();
             let reports = reports.clone();
+            tasks.spawn(async move { pusher.sign_and_push(chunk, reports).await });
+        }
+    }
+
+    /// Signs `chunk` on a blocking thread (when one of the per-core slots is free), then
+    /// pushes each of its documents in a task of its own, which owns its push (a pod
+    /// that hangs keeps only its own document); ends when all have reported. Aborted,
+    /// it aborts them.
+    async fn sign_and_push(&self, chunk: Vec<Push>, reports: mpsc::Sender<PushReport>) {
+        let start = Instant::now();
+        let slot = self.inner.signers.acquire().await;
+        let pusher = self.clone();
+        let signed = tokio::task::spawn_blocking(move || {
+            let key = &pusher.inner.key;
+            chunk
+                .into_iter()
+                .map(|p| {
+                    // Signing does not fail; were it to panic, the push signs its own
+                    // document in its task and still reports.
+                    let signed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sign_document(&p, key)
+                    }));
+                    (p, signed.ok())
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        drop(slot);
+        let Ok(signed) = signed else {
+            return; // the closure catches every panic: not reached
+        };
+        let mut tasks = JoinSet::new();
+        for (push, signed) in signed {
+            let (pusher, reports) = (self.clone(), reports.clone());
             tasks.spawn(async move {
-                let report = pusher.push(&push).await;
+                let report = match signed {
+                    Some(signed) => pusher.push_signed(&push, signed, start).await,
+                    None => pusher.push(&push).await,
+                };
                 let _ = reports.send(report).await;
             });
         }
+        while tasks.join_next().await.is_some() {}
     }
 
     /// One signed `PUT`, classified (in the [`Lane::Unproven`] lane).

@@ -10,11 +10,11 @@ use kube::{Api, Client};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::crd::{LogPolicy, LogPolicyStatus};
 use crate::index::PolicyKey;
 use crate::log;
 use crate::metrics::{self, ByResult};
 use crate::ownership;
+use logpolicy_api::crd::{LogPolicy, LogPolicyStatus};
 
 /// A status write that takes longer is abandoned (and retried).
 const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +65,7 @@ impl StatusWriter {
         };
         let api: Api<LogPolicy> = Api::namespaced(self.client.clone(), &key.namespace);
         let patch = serde_json::json!({
-            "apiVersion": crate::crd::API_VERSION,
+            "apiVersion": logpolicy_api::crd::API_VERSION,
             "kind": "LogPolicy",
             "status": status,
         });

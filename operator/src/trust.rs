@@ -41,7 +41,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
-use logpolicy::wire::{encode_public_key, key_id, VerifyingKey};
+use logpolicy::wire::VerifyingKey;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::Notify;
 
@@ -49,22 +49,10 @@ use crate::log;
 use crate::metrics::{self, ByResult};
 use crate::ownership::{self, MANAGED_BY};
 
-/// The ConfigMap's name, in every namespace with opted-in pods.
-pub const TRUST_CONFIG_MAP: &str = "logpolicy-trust";
-/// Its data key: a file the layer reads with `LOGPOLICY_TRUSTED_KEYS_FILE`.
-pub const TRUST_DATA_KEY: &str = "trusted-keys";
+pub use logpolicy_api::trust::{trusted_keys_text, TRUST_CONFIG_MAP, TRUST_DATA_KEY};
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// The file content: a comment naming the key id, then the key (base64 of 32 bytes).
-pub fn trusted_keys_text(key: &VerifyingKey) -> String {
-    format!(
-        "# logpolicy-operator public key, id {}\n{}\n",
-        key_id(key),
-        encode_public_key(key)
-    )
-}
 
 /// The ConfigMap for `namespace`, as applied.
 pub fn trust_config_map(namespace: &str, key: &VerifyingKey) -> ConfigMap {
@@ -384,7 +372,7 @@ async fn write_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use logpolicy::wire::{SigningKey, TrustedKeys};
+    use logpolicy::wire::{key_id, SigningKey, TrustedKeys};
 
     #[test]
     fn the_data_is_what_the_layer_reads_as_trusted_keys() {

@@ -31,9 +31,9 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 
-use crate::crd::LogPolicy;
 use crate::log;
 use crate::pods::{PodInfo, OPT_IN_LABEL};
+use logpolicy_api::crd::LogPolicy;
 
 /// A LogPolicy event as the controller sees it: an untyped object.
 pub type PolicyEvent = Event<DynamicObject>;

@@ -14,8 +14,8 @@ use regex::Regex;
 const DOCS: [&str; 8] = [
     "README.md",
     "operator/README.md",
-    "operator/src/main.rs",
-    "operator/src/validate.rs",
+    "operator/src/flags.rs",
+    "api/src/validate.rs",
     "charts/logpolicy-operator/README.md",
     "charts/logpolicy-operator/values.yaml",
     "charts/logpolicy-operator/templates/NOTES.txt",
@@ -43,19 +43,20 @@ fn docs() -> Vec<(String, String)> {
 }
 
 /// The reasons `status.rs` gives each condition: `condition(READY, false, "PodsPending", ..`
-/// or, with a reason it names as a constant, `condition(READY, false, INVALID, ..`.
+/// or, with a reason it names as a constant, `condition(READY, false, INVALID, ..`. The
+/// constants are the shared crate's (`api/src/conditions.rs`), which the plugin reads too.
 fn condition_reasons() -> BTreeSet<(String, String)> {
     let source = read("operator/src/status.rs");
     let constants: Vec<(String, String)> = Regex::new(r#"pub const (\w+): &str = "(\w+)";"#)
         .unwrap()
-        .captures_iter(&source)
+        .captures_iter(&read("api/src/conditions.rs"))
         .map(|c| (c[1].to_owned(), c[2].to_owned()))
         .collect();
     let value = |name: &str| {
         constants
             .iter()
             .find(|(k, _)| k == name)
-            .unwrap_or_else(|| panic!("status.rs has no `pub const {name}: &str`"))
+            .unwrap_or_else(|| panic!("conditions.rs has no `pub const {name}: &str`"))
             .1
             .clone()
     };

@@ -59,14 +59,14 @@ fn the_same_table_is_in_every_doc() {
 #[test]
 fn what_narrows_an_endpoint_exists() {
     let table = section(DOCS[0], &read(DOCS[0]));
-    let operator = read("operator/src/main.rs");
+    let operator = read("operator/src/flags.rs");
     let layer = read("layer/src/admin/config.rs");
     let values = read("charts/logpolicy-operator/values.yaml");
     for flag in ["--metrics-secure", "--trust-loopback", "--pods-view"] {
         assert!(table.contains(flag), "{flag}");
         let field = flag.trim_start_matches("--").replace('-', "_");
         assert!(
-            operator.contains(&format!("    {field}:")),
+            operator.contains(&format!("    pub {field}:")),
             "{flag} is no flag of the operator"
         );
     }

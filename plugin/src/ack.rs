@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
-use logpolicy_operator::LogPolicy;
+use logpolicy_api::LogPolicy;
 
 use crate::cluster::Kube;
 use crate::exit::{self, api_failure, Failure, Result};

@@ -41,9 +41,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup;
 use kube::{Api, CustomResourceExt};
 use logpolicy::admin::ADMIN_ADDR_ENV;
 use logpolicy::wire::{PolicyView, TrustedKeys, TRUSTED_KEYS_ENV, TRUSTED_KEYS_FILE_ENV};
-use logpolicy_operator::lease::KEY_ID_ANNOTATION;
-use logpolicy_operator::trust::{TRUST_CONFIG_MAP, TRUST_DATA_KEY};
-use logpolicy_operator::{LogPolicy, OPT_IN_LABEL, PORT_ANNOTATION};
+use logpolicy_api::labels::KEY_ID_ANNOTATION;
+use logpolicy_api::trust::{TRUST_CONFIG_MAP, TRUST_DATA_KEY};
+use logpolicy_api::{LogPolicy, OPT_IN_LABEL, PORT_ANNOTATION};
 use serde::Serialize;
 
 use crate::cli::CheckArgs;
@@ -792,7 +792,7 @@ mod tests {
         let text: String = seeds
             .iter()
             .map(|s| {
-                logpolicy_operator::trust::trusted_keys_text(
+                logpolicy_api::trust::trusted_keys_text(
                     &SigningKey::from_bytes(&[*s; 32]).verifying_key(),
                 )
             })

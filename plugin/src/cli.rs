@@ -472,7 +472,7 @@ pub fn parse_cut(s: &str) -> Result<f64, String> {
 /// `spec.replay.since` takes it.
 pub fn parse_since(s: &str) -> Result<PolicyDuration, String> {
     let text = s.trim();
-    let value = logpolicy_operator::validate::replay_window(text)
+    let value = logpolicy_api::validate::replay_window(text)
         .map_err(|e| format!("{e}; use numbers with units s, m, h, e.g. 5m, 90s"))?;
     Ok(PolicyDuration {
         text: text.to_owned(),

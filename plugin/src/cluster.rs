@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use logpolicy_operator::{DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
+use logpolicy_api::{DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -25,8 +25,9 @@ use crate::exit::{api_failure, Failure, Result};
 use crate::output;
 use crate::selector::{selector_string, workload_selector, Workload, WorkloadKind, WorkloadRef};
 
-/// The Lease the operator's replicas elect a leader with (`--leader-election`).
-pub const LEASE_NAME: &str = "logpolicy-operator";
+/// The Lease the operator's replicas elect a leader with (`--leader-election`), the
+/// operator's own name for it.
+pub use logpolicy_api::labels::LEASE_NAME;
 
 /// Where and as whom: kubectl's flags.
 #[derive(Debug, Clone, Args)]

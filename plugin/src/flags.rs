@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use logpolicy::policy::{SamplingScope, SamplingSpec, TargetSpec, When, WhenSpec};
 use logpolicy::Level;
-use logpolicy_operator::validate::parse_duration;
+use logpolicy_api::validate::parse_duration;
 
 /// The largest `N` of a `1/N` sampling rule.
 const MAX_ONE_IN: u64 = 1_000_000;

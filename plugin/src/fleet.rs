@@ -50,7 +50,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use logpolicy::wire::{CallsiteKind, CountsView, SiteView, SitesView};
 use logpolicy::Level;
-use logpolicy_operator::OPT_IN_LABEL;
+use logpolicy_api::OPT_IN_LABEL;
 use serde::Serialize;
 
 use crate::cluster::{Kube, Selected};

@@ -1,7 +1,7 @@
 //! # kubectl-logpolicy
 //!
 //! `kubectl logpolicy raise deploy/shop --target shop::payment=debug --for 15m` creates a
-//! temporary `LogPolicy` (the operator's own type, [`logpolicy_operator::LogPolicy`]) for
+//! temporary `LogPolicy` (the type the operator watches, [`logpolicy_api::LogPolicy`]) for
 //! the workload's pods and waits until every opted-in pod acknowledged it, reading the
 //! status the operator writes; `list`, `status`, `extend`, `revert` and `effective`
 //! manage and explain those policies; `top` and `targets` show what the pods' logging

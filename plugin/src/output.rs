@@ -112,7 +112,7 @@ pub fn yaml<T: Serialize>(value: &T) -> Result<String> {
     let body = serde_yaml::to_string(value).map_err(|e| Failure::error(format!("YAML: {e}")))?;
     let mut out = String::with_capacity(body.len());
     for line in body.lines() {
-        out.push_str(&logpolicy_operator::crd::quote_yaml11_booleans(line));
+        out.push_str(&logpolicy_api::crd::quote_yaml11_booleans(line));
         out.push('\n');
     }
     Ok(out)

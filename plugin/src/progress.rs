@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use logpolicy_operator::status::{APPLIED, READY, STALLED};
-use logpolicy_operator::LogPolicy;
+use logpolicy_api::conditions::{APPLIED, READY, STALLED};
+use logpolicy_api::LogPolicy;
 use serde::Serialize;
 
 use crate::cluster::PodHold;
@@ -60,7 +60,7 @@ pub fn progress(lp: &LogPolicy) -> Progress {
         .filter(|c| c.status == "True")
         .or_else(|| {
             condition(lp, READY)
-                .filter(|c| c.status == "False" && c.reason == logpolicy_operator::status::INVALID)
+                .filter(|c| c.status == "False" && c.reason == logpolicy_api::conditions::INVALID)
         });
     if let Some(c) = refused {
         return Progress::Refused(format!("{}: {}", c.reason, c.message));
@@ -239,7 +239,7 @@ pub fn pod_table(lp: &LogPolicy, rows: &[PodRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use logpolicy_operator::crd::{FailingPod, LogPolicyStatus};
+    use logpolicy_api::crd::{FailingPod, LogPolicyStatus};
 
     fn policy(generation: i64, status: Option<serde_json::Value>) -> LogPolicy {
         let mut lp: LogPolicy = serde_json::from_value(serde_json::json!({
@@ -394,7 +394,7 @@ mod tests {
             "42 lines from 07:02:30, held less (asked from 07:00:00, held from 07:02:30)"
         );
         let mut lp = policy(1, None);
-        lp.spec.replay = Some(logpolicy_operator::crd::ReplayWindow { since: "5m".into() });
+        lp.spec.replay = Some(logpolicy_api::crd::ReplayWindow { since: "5m".into() });
         let rows = pod_rows(
             &lp,
             &["shop-0".into()],

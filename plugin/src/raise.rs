@@ -5,8 +5,8 @@ use std::time::SystemTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::Api;
-use logpolicy_operator::crd::ReplayWindow;
-use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
+use logpolicy_api::crd::ReplayWindow;
+use logpolicy_api::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 
 use crate::ack::wait_for_pods;
 use crate::cli::{ExtendArgs, RaiseArgs};
@@ -74,7 +74,7 @@ pub fn managed_policy(name: &str, namespace: &str, spec: LogPolicySpec) -> LogPo
 /// flag can say alone, e.g. `--sample T=1/N:request` with `--when`): exit 6, every
 /// field that is wrong, as the LogPolicy names it.
 pub fn check_as_the_pods_would(spec: &LogPolicySpec) -> Result<()> {
-    match logpolicy_operator::validate::validate(spec) {
+    match logpolicy_api::validate::validate(spec) {
         Ok(_) => Ok(()),
         Err(errors) => {
             let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
@@ -411,7 +411,7 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
         // What the operator pushes: shop at debug under the condition only.
-        let layer = logpolicy_operator::validate::validate(&lp.spec)
+        let layer = logpolicy_api::validate::validate(&lp.spec)
             .unwrap()
             .layer("shop/x", None);
         assert_eq!(

@@ -5,8 +5,8 @@ use std::time::SystemTime;
 use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::Api;
-use logpolicy_operator::status::EXPIRED;
-use logpolicy_operator::{LogPolicy, OPT_IN_LABEL};
+use logpolicy_api::conditions::EXPIRED;
+use logpolicy_api::{LogPolicy, OPT_IN_LABEL};
 use serde::Serialize;
 
 use crate::cli::{EffectiveArgs, ListArgs, StatusArgs};
@@ -252,8 +252,8 @@ pub fn sources_for(
         // generation leaves the previous one in force, and `Ready=False` alone may only
         // mean pushes in flight.
         .filter(|lp| {
-            condition(lp, logpolicy_operator::status::APPLIED)
-                .is_none_or(|c| c.reason != logpolicy_operator::status::INVALID)
+            condition(lp, logpolicy_api::conditions::APPLIED)
+                .is_none_or(|c| c.reason != logpolicy_api::conditions::INVALID)
         })
         .collect();
     active.sort_by(|a, b| {

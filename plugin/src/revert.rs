@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::Api;
-use logpolicy_operator::{LogPolicy, PolicyKey, OPT_IN_LABEL};
+use logpolicy_api::{LogPolicy, PolicyKey, OPT_IN_LABEL};
 
 use crate::cli::RevertArgs;
 use crate::cluster::{holds_layer, Connection, Kube};

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use logpolicy_operator::validate::{label_key, label_value};
+use logpolicy_api::validate::{label_key, label_value};
 
 /// Parses kubectl's label selector syntax: requirements separated by `,`, each one of
 /// `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`, `key`

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use logpolicy::policy::{SamplingScope, SamplingSpec};
 use logpolicy::Level;
-use logpolicy_operator::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
+use logpolicy_api::{LogPolicy, LogPolicySpec, OPT_IN_LABEL};
 use serde::Serialize;
 
 use crate::ack::wait_for_pods_telling;

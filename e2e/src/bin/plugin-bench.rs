@@ -9,7 +9,7 @@
 //! ```
 //!
 //! The pods are Pod objects (Running, Ready, `podIP` 127.0.x.y) whose admin endpoints
-//! are the simulated ones of the operator's `push-bench` (`push-bench agents N KEY 0 0`:
+//! are the simulated ones of the operator's `push-bench` (`push-bench agents 0 N N KEY 0 0`:
 //! one process listening on N loopback addresses, verifying each signed document as the
 //! layer does, answering `GET /logpolicy` with the layers it holds and
 //! `GET /logpolicy/sites` with a ledger of a few callsites whose counts grow with time),
@@ -105,6 +105,8 @@ async fn bench(pods: usize) -> Result<()> {
     let mut child = Command::new(&push_bench)
         .args([
             "agents",
+            "0",
+            &pods.to_string(),
             &pods.to_string(),
             &operator.trusted_keys,
             "0",

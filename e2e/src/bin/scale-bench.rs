@@ -13,7 +13,7 @@
 //!
 //! The pods are Pod objects (Running, Ready, `podIP` 127.0.x.y), created 16 API calls at
 //! a time as the e2e harness does, whose admin endpoints are the simulated ones of the
-//! operator's `push-bench` (`push-bench agents N KEY HANG REFUSE report FROM TO`: one
+//! operator's `push-bench` (`push-bench agents FROM TO N KEY HANG REFUSE report`: one
 //! process per 15,000 pods, listening on the live and hanging pods' loopback addresses
 //! (one open file each), verifying each signed
 //! document as the layer does, and printing `applied POD UNIX_MS` for each one it
@@ -213,13 +213,13 @@ fn spawn_agents(
         .env("PUSH_BENCH_AGENTS_PORT", AGENTS_PORT.to_string())
         .args([
             "agents",
+            &here.start.to_string(),
+            &here.end.to_string(),
             &pods.to_string(),
             trusted_keys,
             &hang.to_string(),
             &refuse.to_string(),
             "report",
-            &here.start.to_string(),
-            &here.end.to_string(),
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -9,10 +9,10 @@ use kube::core::dynamic::ParseDynamicObjectError;
 use kube::runtime::watcher::Event;
 use kube::ResourceExt;
 
-use crate::crd::{LogPolicy, LogPolicyStatus};
 use crate::index::{Index, PodKey, PolicyInput, PolicyKey};
 use crate::pods::PodInfo;
 use crate::watches::{PodEvent, PolicyEvent};
+use logpolicy_api::crd::{LogPolicy, LogPolicyStatus};
 
 /// Buffers the objects of a relist (`Init`, `InitApply`.., `InitDone`) until it is
 /// complete, so the index is reset once with the whole list.

@@ -45,8 +45,8 @@ use crate::pods::PodInfo;
 use crate::push::{PushOutcome, PushReport, Pusher};
 use crate::status_writer::{StatusWrite, StatusWriter};
 use crate::trust::{Drift, OnRestored, TrustPublisher, TRUST_CONFIG_MAP};
-use crate::validate::MaxDuration;
 use crate::watches::{self, ConfigMapEvent, PodEvent, PolicyEvent, Tagged};
+use logpolicy_api::validate::MaxDuration;
 
 /// Tunables of the loop.
 #[derive(Debug, Clone)]

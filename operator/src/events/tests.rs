@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::validate::FieldError;
+use logpolicy_api::validate::FieldError;
 
 fn view(name: &str) -> PolicyView {
     PolicyView {

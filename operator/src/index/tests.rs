@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// The condition `type_` of a status.
 fn condition<'a>(
-    status: &'a crate::crd::LogPolicyStatus,
+    status: &'a logpolicy_api::crd::LogPolicyStatus,
     type_: &str,
 ) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
     status.conditions.iter().find(|c| c.type_ == type_).unwrap()
@@ -1178,7 +1178,7 @@ fn a_pod_turning_ready_is_pushed_at_once() {
 
 #[test]
 fn under_a_limit_a_policy_without_an_expiry_is_refused_and_the_last_valid_one_stays() {
-    let limit: crate::validate::MaxDuration = "1h".parse().unwrap();
+    let limit: logpolicy_api::validate::MaxDuration = "1h".parse().unwrap();
     let mut index = Index::with_max_duration(limit);
     index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
     ack_all(&mut index, t0());
@@ -1231,7 +1231,7 @@ fn under_a_limit_a_policy_without_an_expiry_is_refused_and_the_last_valid_one_st
 
 #[test]
 fn under_a_limit_a_policy_that_only_lowers_may_stand_and_one_that_raises_may_not() {
-    let limit: crate::validate::MaxDuration = "24h".parse().unwrap();
+    let limit: logpolicy_api::validate::MaxDuration = "24h".parse().unwrap();
     let mut index = Index::with_max_duration(limit);
     index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
     ack_all(&mut index, t0());
@@ -1289,7 +1289,7 @@ fn under_a_limit_a_policy_that_only_lowers_may_stand_and_one_that_raises_may_not
 /// `pkg/kstatus/status`): a generation not observed yet, or `Reconciling=True`, is
 /// InProgress; `Stalled=True` is Failed; then a `Ready` condition decides (False:
 /// InProgress); without one the resource is Current.
-fn kstatus(generation: i64, status: &crate::crd::LogPolicyStatus) -> &'static str {
+fn kstatus(generation: i64, status: &logpolicy_api::crd::LogPolicyStatus) -> &'static str {
     let true_ = |type_: &str| {
         status
             .conditions
@@ -1313,7 +1313,7 @@ fn kstatus(generation: i64, status: &crate::crd::LogPolicyStatus) -> &'static st
 
 /// The states a policy goes through, as the e2e tests reach them: `(what, generation
 /// of the object, its status, its pods not acknowledged yet)`.
-type State = (&'static str, i64, crate::crd::LogPolicyStatus, u32);
+type State = (&'static str, i64, logpolicy_api::crd::LogPolicyStatus, u32);
 
 fn gitops_states() -> Vec<State> {
     let mut index = Index::new();

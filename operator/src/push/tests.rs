@@ -613,3 +613,44 @@ fn the_index_records_an_outcome_as_its_label_and_its_text() {
         assert_eq!(result.label(), outcome.metric_label());
     }
 }
+
+/// `spawn_all` signs in chunks on blocking threads; each pod still gets its own
+/// document, signed over its exact bytes: its name, uid and version in it, nothing
+/// shared between pods but the key.
+#[tokio::test]
+async fn documents_signed_in_chunks_are_each_pods_own() {
+    let s = server(60, vec![http("200 OK", "{}")]).await;
+    let pusher = Pusher::new(key(), fast());
+    let n = 3 * SIGN_CHUNK + 5;
+    let pushes: Vec<Push> = (0..n)
+        .map(|i| {
+            let mut p = push_to(s.addr, &format!("web-{i}"));
+            p.document.pod = PodRef::new("shop", format!("web-{i}"), format!("uid-{i}"));
+            p.document.version = 7 + i as u64;
+            p.ticket.version = p.document.version;
+            p
+        })
+        .collect();
+    let (tx, mut rx) = mpsc::channel(n);
+    pusher.spawn_all(pushes.clone(), &tx);
+    for _ in 0..n {
+        let report = rx.recv().await.unwrap();
+        assert_eq!(report.outcome, PushOutcome::Applied, "{report:?}");
+    }
+    let trusted = TrustedKeys::new([key().verifying_key()]);
+    let received = s.received.lock().await;
+    assert_eq!(received.len(), n);
+    let mut seen = std::collections::BTreeMap::new();
+    for r in received.iter() {
+        verify(&r.body, r.signature.as_deref(), &trusted).unwrap();
+        let doc = PolicyDocument::from_json(&r.body).unwrap();
+        seen.insert(doc.pod.name.clone(), doc);
+    }
+    assert_eq!(seen.len(), n, "a pod was sent another pod's document");
+    for p in &pushes {
+        assert_eq!(seen[&p.pod.name], p.document);
+    }
+    // A signature does not carry over to another pod's body.
+    let (a, b) = (&received[0], &received[1]);
+    assert!(verify(&b.body, a.signature.as_deref(), &trusted).is_err());
+}

@@ -4,8 +4,8 @@
 //! the same in the `Ready` condition, in an Event and in a test.
 //!
 //! ```
-//! use logpolicy_operator::crd::LogPolicySpec;
-//! use logpolicy_operator::validate;
+//! use logpolicy_api::crd::LogPolicySpec;
+//! use logpolicy_api::validate;
 //!
 //! let spec: LogPolicySpec = serde_json::from_value(serde_json::json!({
 //!     "selector": {},
@@ -97,7 +97,7 @@ impl ValidatedPolicy {
     /// once per generation: neither can be forgotten on.
     ///
     /// ```
-    /// use logpolicy_operator::validate::validate;
+    /// use logpolicy_api::validate::validate;
     /// let spec = |v: serde_json::Value| serde_json::from_value(v).unwrap();
     /// let saving = validate(&spec(serde_json::json!({
     ///     "selector": {"matchLabels": {"app": "shop"}},
@@ -153,7 +153,7 @@ impl ValidatedPolicy {
     /// LogPolicy's `uid/generation`); `None` without `spec.replay`.
     ///
     /// ```
-    /// use logpolicy_operator::validate::validate;
+    /// use logpolicy_api::validate::validate;
     /// let spec = serde_json::from_value(serde_json::json!({
     ///     "selector": {"matchLabels": {"app": "shop"}},
     ///     "targets": [{"target": "shop::payment", "level": "debug"}],
@@ -282,7 +282,7 @@ pub fn validate(spec: &LogPolicySpec) -> Result<ValidatedPolicy, Vec<FieldError>
 ///
 /// ```
 /// use std::time::Duration;
-/// use logpolicy_operator::validate::replay_window;
+/// use logpolicy_api::validate::replay_window;
 /// assert_eq!(replay_window("5m"), Ok(Duration::from_secs(300)));
 /// assert_eq!(replay_window("1500ms"), Ok(Duration::from_secs(2)));
 /// assert!(replay_window("25h").unwrap_err().contains("at most 24h"));
@@ -322,7 +322,7 @@ pub enum DurationError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use logpolicy_operator::validate::parse_duration;
+/// use logpolicy_api::validate::parse_duration;
 /// assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
 /// assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
 /// assert!(parse_duration("15").is_err());
@@ -382,7 +382,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use logpolicy_operator::validate::MaxDuration;
+/// use logpolicy_api::validate::MaxDuration;
 /// let limit: MaxDuration = "24h".parse().unwrap();
 /// assert_eq!(limit, MaxDuration(Some(Duration::from_secs(86_400))));
 /// assert_eq!(limit.to_string(), "24h");
@@ -429,7 +429,7 @@ impl fmt::Display for MaxDuration {
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
-/// use logpolicy_operator::validate::{check_lifetime, Expiry, MaxDuration};
+/// use logpolicy_api::validate::{check_lifetime, Expiry, MaxDuration};
 /// let limit = MaxDuration(Some(Duration::from_secs(3600)));
 /// let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
 /// assert!(check_lifetime(Expiry::After(Duration::from_secs(900)), now, limit).is_ok());

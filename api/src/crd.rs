@@ -374,7 +374,7 @@ pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     let body = serde_yaml::to_string(&crd())?;
     let mut out = String::with_capacity(body.len() + 200);
     out.push_str(
-        "# Generated from operator/src/crd.rs by `cargo run -p logpolicy-operator --bin crdgen`.\n\
+        "# Generated from api/src/crd.rs by `cargo run -p logpolicy-api --bin crdgen`.\n\
          # Do not edit: change the types and regenerate.\n",
     );
     for line in body.lines() {
