@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use logpolicy_api::crd::LogPolicySpec;
-//! use logpolicy_api::validate;
+//! use logpolicy_api::validate::validate;
 //!
 //! let spec: LogPolicySpec = serde_json::from_value(serde_json::json!({
 //!     "selector": {},
