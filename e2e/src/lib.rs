@@ -5,6 +5,7 @@
 //! way a platform engineer does: with `kubectl`.
 
 pub mod accounts;
+pub mod bench;
 pub mod binaries;
 pub mod cluster;
 pub mod helm;

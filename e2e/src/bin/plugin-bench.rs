@@ -24,10 +24,10 @@
 //! sample's ledgers (twice) add to the window (target: 3 s).
 //! Results: a markdown table on stdout and `target/bench/kubectl-plugin.json`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use logpolicy_e2e::bench::{self, status_mib, SimulatedPods};
 use logpolicy_e2e::binaries::Binaries;
 use logpolicy_e2e::cluster::repo_root;
 use logpolicy_e2e::net::get_ok;
@@ -47,52 +47,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("plugin-bench: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench(pods)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("plugin-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    bench::run("plugin-bench", bench(pods))
 }
 
 /// `top --window`.
 const TOP_WINDOW: Duration = Duration::from_secs(2);
 /// `top --sample-pods`: the most pods it reads through the pod proxy.
 const TOP_SAMPLE: usize = 200;
-
-/// The simulated pods' process, stopped (stdin closed, then killed) when dropped.
-struct Agents(std::process::Child);
-
-impl Drop for Agents {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rss_mib(pid: Option<u32>) -> f64 {
-    let status = pid
-        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
-}
 
 async fn bench(pods: usize) -> Result<()> {
     let s = Scenario::without_operator("plugin-bench").await?;
@@ -102,32 +63,12 @@ async fn bench(pods: usize) -> Result<()> {
         ..OperatorOptions::default()
     })?;
     let push_bench = Binaries::get()?.dir.join("push-bench");
-    let mut child = Command::new(&push_bench)
-        .args([
-            "agents",
-            "0",
-            &pods.to_string(),
-            &pods.to_string(),
-            &operator.trusted_keys,
-            "0",
-            "0",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error(format!("{}: {e}", push_bench.display())))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| Error("the agents' stdout".into()))?;
-    let agents = Agents(child);
-    let mut ready = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut ready)
-        .map_err(|e| Error(format!("the agents: {e}")))?;
-    if ready.trim() != "ready" {
-        return Err(Error(format!("the agents said {ready:?}, not ready")));
-    }
+    let n = pods.to_string();
+    let (agents, _) = SimulatedPods::start(
+        &push_bench,
+        None,
+        &["0", &n, &n, &operator.trusted_keys, "0", "0"],
+    )?;
 
     let started = Instant::now();
     let labels = [("app".to_owned(), "bench".to_owned())].into();
@@ -152,7 +93,7 @@ async fn bench(pods: usize) -> Result<()> {
         "{pods} pods created and known to the operator in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let idle_rss = rss_mib(operator.pid());
+    let idle_rss = status_mib(operator.pid(), "VmRSS:");
 
     let raise = kubectl_logpolicy(
         &ns,
@@ -176,7 +117,7 @@ async fn bench(pods: usize) -> Result<()> {
         return Err(Error(format!("raise: {raise}")));
     }
     let name = raise.created_policy()?;
-    let raised_rss = rss_mib(operator.pid());
+    let raised_rss = status_mib(operator.pid(), "VmRSS:");
     let revert = kubectl_logpolicy(
         &ns,
         Some(&operator.namespace),
@@ -185,7 +126,7 @@ async fn bench(pods: usize) -> Result<()> {
     if revert.code != 0 {
         return Err(Error(format!("revert: {revert}")));
     }
-    let reverted_rss = rss_mib(operator.pid());
+    let reverted_rss = status_mib(operator.pid(), "VmRSS:");
     let top = kubectl_logpolicy(
         &ns,
         None,

@@ -32,11 +32,12 @@
 //! Results: a markdown table on stdout and `target/bench/scale.json`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, ExitCode, Stdio};
+use std::io::BufRead;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use logpolicy_e2e::bench::{self, cpu_seconds, status_mib, SimulatedPods};
 use logpolicy_e2e::binaries::Binaries;
 use logpolicy_e2e::cluster::repo_root;
 use logpolicy_e2e::operator::OperatorOptions;
@@ -54,35 +55,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("scale-bench: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench(pods)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("scale-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The simulated pods' process, stopped (stdin closed, then killed) when dropped.
-struct Agents(std::process::Child);
-
-impl Drop for Agents {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    bench::run("scale-bench", bench(pods))
 }
 
 /// When each simulated pod last accepted a document (ms since the epoch; 0: never).
@@ -92,38 +65,6 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A line of `/proc/PID/status` in MiB (`VmRSS`, `VmHWM`).
-fn status_mib(pid: Option<u32>, key: &str) -> f64 {
-    let status = pid
-        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
-}
-
-/// The CPU seconds (user + system) of a process so far.
-fn cpu_seconds(pid: Option<u32>) -> f64 {
-    let stat = pid
-        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
-        .unwrap_or_default();
-    // After the command's `)`: state is field 3, utime 14 and stime 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// The API server's request counts by `verb resource`, from its own metrics.
@@ -208,39 +149,19 @@ fn spawn_agents(
     (hang, refuse): (usize, usize),
     here: std::ops::Range<usize>,
     applied: &Applied,
-) -> Result<Agents> {
-    let mut child = Command::new(push_bench)
-        .env("PUSH_BENCH_AGENTS_PORT", AGENTS_PORT.to_string())
-        .args([
-            "agents",
-            &here.start.to_string(),
-            &here.end.to_string(),
-            &pods.to_string(),
-            trusted_keys,
-            &hang.to_string(),
-            &refuse.to_string(),
-            "report",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error(format!("{}: {e}", push_bench.display())))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| Error("the agents' stdout".into()))?;
-    let agents = Agents(child);
-    let mut stdout = BufReader::new(stdout);
-    let mut ready = String::new();
-    stdout
-        .read_line(&mut ready)
-        .map_err(|e| Error(format!("the agents: {e}")))?;
-    if ready.trim() != "ready" {
-        return Err(Error(format!(
-            "the agents of pods {here:?} said {ready:?}, not ready (is `ulimit -n` above {}?)",
-            here.len() + 1024
-        )));
-    }
+) -> Result<SimulatedPods> {
+    let [from, to, all, hang, refuse] =
+        [here.start, here.end, pods, hang, refuse].map(|n| n.to_string());
+    let args = [
+        &*from,
+        &*to,
+        &*all,
+        trusted_keys,
+        &*hang,
+        &*refuse,
+        "report",
+    ];
+    let (agents, stdout) = SimulatedPods::start(push_bench, Some(AGENTS_PORT), &args)?;
     let applied = applied.clone();
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(std::result::Result::ok) {
