@@ -440,6 +440,9 @@ struct Departed {
 pub struct Index {
     policies: BTreeMap<PolicyKey, PolicyState>,
     pods: BTreeMap<PodKey, PodState>,
+    /// How many of `pods` each namespace has (kept with `pods`, so that the namespaces
+    /// are known without a walk over every pod).
+    namespaces: BTreeMap<String, usize>,
     /// Pods with a document to push.
     to_push: BTreeSet<PodKey>,
     /// Pods that left while holding layers, to withdraw them from.
@@ -701,6 +704,7 @@ impl Index {
                 labels_changed
             }
             None => {
+                *self.namespaces.entry(key.namespace.clone()).or_default() += 1;
                 self.pods.insert(
                     key.clone(),
                     PodState {
@@ -760,6 +764,12 @@ impl Index {
         let Some(state) = self.pods.remove(key) else {
             return;
         };
+        if let Some(n) = self.namespaces.get_mut(&key.namespace) {
+            *n -= 1;
+            if *n == 0 {
+                self.namespaces.remove(&key.namespace);
+            }
+        }
         self.to_push.remove(key);
         if let Some(t) = state.retry_at {
             self.retries.remove(&(t, key.clone()));
@@ -1221,7 +1231,7 @@ impl Index {
 
     /// The namespaces that have opted-in pods.
     pub fn pod_namespaces(&self) -> BTreeSet<&str> {
-        self.pods.keys().map(|k| k.namespace.as_str()).collect()
+        self.namespaces.keys().map(String::as_str).collect()
     }
 
     /// What every tracked pod was given, in key order.

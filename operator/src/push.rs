@@ -11,10 +11,13 @@
 //!   are read up to [`PusherConfig::max_reply_bytes`].
 //! - **Signed on every core**: [`Pusher::spawn_all`] signs its documents in chunks of
 //!   [`SIGN_CHUNK`] on blocking threads, as many chunks at once as the machine has
-//!   cores, in the order given, and sends each chunk's pushes as soon as it is signed:
-//!   the runtime's workers only send, and the first pods are sent while later ones are
-//!   signed. Each pod still gets its own document, signed over its exact bytes (its
+//!   cores, in the order given within each lane, and sends each chunk's pushes as soon
+//!   as it is signed: the runtime's workers only send, and the first pods are sent
+//!   while later ones are signed. Each pod still gets its own document, signed over its exact bytes (its
 //!   identity, version and expiry in it); nothing is batched under one signature.
+//!   Signing stays at most [`AHEAD`] documents ahead of each lane's pushes: a change
+//!   to 50,000 pods holds a few hundred signed documents and push tasks at once, not
+//!   50,000.
 //! - **Retried**: network failures, 5xx, 408/429 and garbage replies are retried up to
 //!   [`PusherConfig::attempts`] times with exponential backoff and jitter; a timeout is
 //!   not retried here (the index retries the pod later, with a backoff of its own, see
@@ -46,6 +49,11 @@ use crate::index::{Lane, PodKey, Push, PushResult, PushTicket, Retry};
 /// 64 signatures (an Ed25519 signature costs tens of microseconds), and the first chunk
 /// is on the wire after 64 signatures, not after all of them.
 pub const SIGN_CHUNK: usize = 64;
+
+/// How many documents of one lane may be signed and not yet reported, beyond the
+/// lane's [`PusherConfig::concurrency`]: eight chunks (a few MiB), so that a signer
+/// that waits for a core (a busy node) does not leave the lane's requests idle.
+pub const AHEAD: usize = 8 * SIGN_CHUNK;
 
 /// The path of the admin endpoint's policy resource.
 pub const POLICY_PATH: &str = "/logpolicy";
@@ -228,6 +236,17 @@ struct Inner {
     unproven: Semaphore,
     /// Chunks being signed at once: one per core.
     signers: Semaphore,
+    /// Documents signed and not yet reported, per lane ([`AHEAD`]): known, unproven.
+    ahead: [Arc<Semaphore>; 2],
+}
+
+impl Inner {
+    fn ahead(&self, lane: Lane) -> &Arc<Semaphore> {
+        match lane {
+            Lane::Known => &self.ahead[0],
+            Lane::Unproven => &self.ahead[1],
+        }
+    }
 }
 
 /// A push's document as sent: its JSON and the signature over exactly those bytes.
@@ -264,6 +283,7 @@ impl Pusher {
     /// A pusher signing with `key`.
     pub fn new(key: SigningKey, config: PusherConfig) -> Self {
         let permits = || Semaphore::new(config.concurrency.max(1));
+        let ahead = || Arc::new(Semaphore::new(config.concurrency.max(1) + AHEAD));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Pusher {
             inner: Arc::new(Inner {
@@ -271,6 +291,7 @@ impl Pusher {
                 known: permits(),
                 unproven: permits(),
                 signers: Semaphore::new(cores),
+                ahead: [ahead(), ahead()],
                 config,
             }),
         }
@@ -279,6 +300,14 @@ impl Pusher {
     /// Its configuration.
     pub fn config(&self) -> &PusherConfig {
         &self.inner.config
+    }
+
+    /// How many documents of `lane` [`spawn_all`](Self::spawn_all) has signed (or is
+    /// signing) that have not reported yet: at most the lane's concurrency plus
+    /// [`AHEAD`].
+    pub fn signed_unreported(&self, lane: Lane) -> usize {
+        let room = self.inner.config.concurrency.max(1) + AHEAD;
+        room - self.inner.ahead(lane).available_permits()
     }
 
     /// Pushes one document: signs its JSON once, then attempts, retries and backs off
@@ -327,7 +356,8 @@ impl Pusher {
     /// Pushes each document in its own (detached) task and sends every report to
     /// `reports` (a report is dropped only if the receiver is gone). The documents are
     /// signed [`SIGN_CHUNK`] at a time on blocking threads, one chunk per core at once,
-    /// in the order given; each chunk's pushes start when it is signed.
+    /// in the order given within each lane, at most [`AHEAD`] ahead of the lane's
+    /// pushes; each chunk's pushes start when it is signed.
     pub fn spawn_all(&self, pushes: Vec<Push>, reports: &mpsc::Sender<PushReport>) {
         let mut tasks = JoinSet::new();
         self.spawn_all_in(pushes, reports, &mut tasks);
@@ -342,12 +372,18 @@ impl Pusher {
         reports: &mpsc::Sender<PushReport>,
         tasks: &mut JoinSet<()>,
     ) {
-        let mut pushes = pushes.into_iter().peekable();
-        while pushes.peek().is_some() {
-            let chunk: Vec<Push> = pushes.by_ref().take(SIGN_CHUNK).collect();
-            let pusher = self.clone();
-            let reports = reports.clone();
-            tasks.spawn(async move { pusher.sign_and_push(chunk, reports).await });
+        // Each lane's chunks wait for that lane's room only: known pods are never
+        // signed behind unproven ones that hang.
+        let (known, unproven): (Vec<Push>, Vec<Push>) =
+            pushes.into_iter().partition(|p| p.lane == Lane::Known);
+        for lane in [known, unproven] {
+            let mut pushes = lane.into_iter().peekable();
+            while pushes.peek().is_some() {
+                let chunk: Vec<Push> = pushes.by_ref().take(SIGN_CHUNK).collect();
+                let pusher = self.clone();
+                let reports = reports.clone();
+                tasks.spawn(async move { pusher.sign_and_push(chunk, reports).await });
+            }
         }
     }
 
@@ -356,6 +392,15 @@ impl Pusher {
     /// that hangs keeps only its own document); ends when all have reported. Aborted,
     /// it aborts them.
     async fn sign_and_push(&self, chunk: Vec<Push>, reports: mpsc::Sender<PushReport>) {
+        let Some(lane) = chunk.first().map(|p| p.lane) else {
+            return;
+        };
+        // Room for the whole chunk in its lane (the semaphore is fair: chunks go in
+        // the order they were spawned); each push gives its place back when it reports.
+        let n = u32::try_from(chunk.len()).unwrap_or(u32::MAX);
+        let Ok(mut room) = self.inner.ahead(lane).clone().acquire_many_owned(n).await else {
+            return; // never closed
+        };
         let start = Instant::now();
         let slot = self.inner.signers.acquire().await;
         let pusher = self.clone();
@@ -381,7 +426,9 @@ impl Pusher {
         let mut tasks = JoinSet::new();
         for (push, signed) in signed {
             let (pusher, reports) = (self.clone(), reports.clone());
+            let place = room.split(1);
             tasks.spawn(async move {
+                let _place = place;
                 let report = match signed {
                     Some(signed) => pusher.push_signed(&push, signed, start).await,
                     None => pusher.push(&push).await,

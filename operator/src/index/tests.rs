@@ -992,6 +992,16 @@ fn pod_namespaces_lists_each_namespace_once() {
         ["other", "shop"]
     );
     assert_eq!(index.policy_count(), 0);
+    // A namespace leaves with its last pod, not before.
+    index.delete_pod(&PodKey::new("shop", "a"));
+    index.delete_pod(&PodKey::new("other", "c"));
+    index.delete_pod(&PodKey::new("other", "c"));
+    assert_eq!(
+        index.pod_namespaces().into_iter().collect::<Vec<_>>(),
+        ["shop"]
+    );
+    index.reset_pods(Vec::new(), t0());
+    assert!(index.pod_namespaces().is_empty());
 }
 
 #[test]

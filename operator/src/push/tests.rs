@@ -654,3 +654,54 @@ async fn documents_signed_in_chunks_are_each_pods_own() {
     let (a, b) = (&received[0], &received[1]);
     assert!(verify(&b.body, a.signature.as_deref(), &trusted).is_err());
 }
+
+#[tokio::test]
+async fn signing_stays_a_bounded_distance_ahead_of_each_lanes_pushes() {
+    let cfg = PusherConfig {
+        concurrency: 2,
+        connect_timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(5),
+        ..fast()
+    };
+    let pusher = Pusher::new(key(), cfg);
+    let (listener, _filler) = hanging(70).await;
+    let hung = listener.local_addr().unwrap();
+    // Twenty chunks for pods that hang: only the lane's room is signed.
+    let n = 20 * SIGN_CHUNK;
+    let pushes: Vec<Push> = (0..n)
+        .map(|i| push_to(hung, &format!("hung-{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::channel(n + 1);
+    pusher.spawn_all(pushes, &tx);
+    let bound = 2 + AHEAD;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while pusher.signed_unreported(Lane::Unproven) < bound && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(pusher.signed_unreported(Lane::Unproven), bound);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        pusher.signed_unreported(Lane::Unproven),
+        bound,
+        "signed past the lane's room"
+    );
+    assert_eq!(pusher.signed_unreported(Lane::Known), 0);
+    // The known lane has its own room: its pod is signed and applied at once.
+    let s = server(71, vec![http("200 OK", "{}")]).await;
+    let mut known = push_to(s.addr, "known");
+    known.lane = Lane::Known;
+    pusher.spawn_all(vec![known], &tx);
+    let report = rx.recv().await.unwrap();
+    assert_eq!(report.pod.name, "known", "{report:?}");
+    assert_eq!(report.outcome, PushOutcome::Applied);
+    // Its place comes back once its task has handed the report over.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while pusher.signed_unreported(Lane::Known) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        pusher.signed_unreported(Lane::Known),
+        0,
+        "its place is back"
+    );
+}
