@@ -13,8 +13,9 @@
 //!   [`SIGN_CHUNK`] on blocking threads, as many chunks at once as the machine has
 //!   cores, in the order given within each lane, and sends each chunk's pushes as soon
 //!   as it is signed: the runtime's workers only send, and the first pods are sent
-//!   while later ones are signed. Each pod still gets its own document, signed over its exact bytes (its
-//!   identity, version and expiry in it); nothing is batched under one signature.
+//!   while later ones are signed. Each pod still gets its own document, signed over
+//!   its exact bytes (its identity, version and expiry in it); nothing is batched
+//!   under one signature.
 //!   Signing stays at most [`AHEAD`] documents ahead of each lane's pushes: a change
 //!   to 50,000 pods holds a few hundred signed documents and push tasks at once, not
 //!   50,000.
@@ -54,6 +55,11 @@ pub const SIGN_CHUNK: usize = 64;
 /// lane's [`PusherConfig::concurrency`]: eight chunks (a few MiB), so that a signer
 /// that waits for a core (a busy node) does not leave the lane's requests idle.
 pub const AHEAD: usize = 8 * SIGN_CHUNK;
+
+/// How many documents of one lane may be signed and not yet reported.
+fn lane_room(config: &PusherConfig) -> usize {
+    config.concurrency.max(1) + AHEAD
+}
 
 /// The path of the admin endpoint's policy resource.
 pub const POLICY_PATH: &str = "/logpolicy";
@@ -283,7 +289,7 @@ impl Pusher {
     /// A pusher signing with `key`.
     pub fn new(key: SigningKey, config: PusherConfig) -> Self {
         let permits = || Semaphore::new(config.concurrency.max(1));
-        let ahead = || Arc::new(Semaphore::new(config.concurrency.max(1) + AHEAD));
+        let ahead = || Arc::new(Semaphore::new(lane_room(&config)));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Pusher {
             inner: Arc::new(Inner {
@@ -306,8 +312,7 @@ impl Pusher {
     /// signing) that have not reported yet: at most the lane's concurrency plus
     /// [`AHEAD`].
     pub fn signed_unreported(&self, lane: Lane) -> usize {
-        let room = self.inner.config.concurrency.max(1) + AHEAD;
-        room - self.inner.ahead(lane).available_permits()
+        lane_room(&self.inner.config) - self.inner.ahead(lane).available_permits()
     }
 
     /// Pushes one document: signs its JSON once, then attempts, retries and backs off

@@ -35,24 +35,7 @@ const COLUMNS: [(&str, &str, &str); 4] = [
 ];
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("demo: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(demo()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("demo: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    logpolicy_e2e::bench::run("demo", demo())
 }
 
 /// `args` as a shell would read them (quoted where they have spaces).
