@@ -3,7 +3,7 @@
 //! ServiceAccount, and the args of the chart's Deployment.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -203,19 +203,35 @@ impl OperatorOptions {
     }
 }
 
+/// The operator [`Operator::shared`] returns.
+static SHARED: Mutex<Option<Arc<Operator>>> = Mutex::new(None);
+
 impl Operator {
-    /// The operator of this test process: started on first use, shared by its tests,
-    /// killed when the process exits.
-    pub fn shared() -> Result<&'static Operator> {
-        static SHARED: OnceLock<Result<Operator>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| Operator::start(OperatorOptions::default()))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The operator shared by the tests of one file (they run in one test binary,
+    /// `e2e/tests/main.rs`, a file at a time): started on first use, stopped by
+    /// [`Operator::stop_shared`] when the file's last test has ended. A failure to
+    /// start is not kept: the next caller tries again.
+    pub fn shared() -> Result<Arc<Operator>> {
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(operator) = &*shared {
+            return Ok(Arc::clone(operator));
+        }
+        let operator = Arc::new(Operator::start(OperatorOptions::default())?);
+        *shared = Some(Arc::clone(&operator));
+        Ok(operator)
+    }
+
+    /// Stops the shared operator, if one was started: its process is killed and its
+    /// namespace deleted once no test holds it any more. The next file's tests start
+    /// another: two operators that watch every namespace would fight over each
+    /// namespace's `logpolicy-trust` ConfigMap.
+    pub fn stop_shared() {
+        let operator = SHARED.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(operator);
     }
 
     /// [`Operator::start`] watching only `namespace` (the chart's `watchNamespaces`): a
-    /// test's own operator, which the operator shared by the tests of its process (it
+    /// test's own operator, which the operator shared by the tests of its file (it
     /// watches every namespace) does not interfere with.
     pub fn watching(namespace: &str) -> Result<Operator> {
         Operator::start(OperatorOptions {

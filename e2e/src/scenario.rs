@@ -1,5 +1,5 @@
 //! What every end-to-end test needs: a namespace of its own, a directory for its
-//! files, an operator (shared by the tests of a process, or its own), demo pods, and
+//! files, an operator (shared by the tests of a file, or its own), demo pods, and
 //! `kubectl` scoped to the namespace.
 
 use std::path::PathBuf;
@@ -32,11 +32,11 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// A scenario named `name` (namespace `NAME-<pid>-<n>`) with the process's shared
-    /// operator.
+    /// A scenario named `name` (namespace `NAME-<pid>-<n>`) with the shared operator
+    /// ([`Operator::shared`]).
     pub async fn new(name: &str) -> Result<Scenario> {
         let operator = Operator::shared()?;
-        Self::with_operator(name, operator).await
+        Self::with_operator(name, &operator).await
     }
 
     /// A scenario with a given operator.

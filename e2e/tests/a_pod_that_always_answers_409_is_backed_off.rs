@@ -147,6 +147,7 @@ async fn answer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_that_always_answers_409_is_backed_off() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("conflict").await.unwrap();
     s.apply(&payment_policy("raise", "debug")).unwrap();
     let one_more = Conflicting::start(Holds::OneMore).await;

@@ -23,6 +23,7 @@ fn wait_failed(operator: &Operator, s: &Scenario, pod: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_whose_endpoint_was_down_gets_its_policy_soon_after_it_is_up() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("late").await.unwrap();
     let operator = Operator::shared().unwrap();
     let mut pods = s
@@ -37,7 +38,7 @@ async fn a_pod_whose_endpoint_was_down_gets_its_policy_soon_after_it_is_up() {
     pods[1].set_ready(false).await.unwrap();
     s.apply(&payment_policy("raise", "debug")).unwrap();
     for p in &pods {
-        wait_failed(operator, &s, &p.name);
+        wait_failed(&operator, &s, &p.name);
     }
     // Long enough for the retries to back off to their cap.
     tokio::time::sleep(6 * SEC).await;

@@ -123,6 +123,7 @@ fn replayed_cell(run: &PluginRun, pod: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raise_since_first_writes_what_the_pods_recorded() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("raise-since").await.unwrap();
     let operator = Operator::watching(s.namespace()).unwrap();
     // The test drives every request: none fails but those it asks to.

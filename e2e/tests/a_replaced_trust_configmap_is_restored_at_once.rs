@@ -95,6 +95,7 @@ async fn merge_patch(api: &Api<ConfigMap>, patch: Value) -> Instant {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_trust_configmap_is_restored_at_once() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let operator = Operator::shared().unwrap();
     let s = Scenario::new("trust").await.unwrap();
     // One opted-in pod: the operator writes the ConfigMap into its namespace. Its

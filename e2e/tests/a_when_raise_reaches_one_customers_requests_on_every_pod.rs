@@ -36,6 +36,7 @@ fn request(l: &Line) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_when_raise_reaches_one_customers_requests_on_every_pod() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("when").await.unwrap();
     let specs: Vec<_> = three_shops().into_iter().map(|p| p.self_load(50)).collect();
     let mut pods = s.pods(specs).await.unwrap();

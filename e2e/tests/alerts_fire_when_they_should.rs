@@ -56,6 +56,7 @@ fn with_tests(groups: &Value) -> TestDir {
 
 #[test]
 fn promtool_checks_the_rules_and_their_tests_pass() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let report = promtool(&files_dir(), &["check", "rules", RULES]).unwrap();
     assert!(report.contains("SUCCESS: 6 rules found"), "{report}");
     let report = promtool(&files_dir(), &["test", "rules", TESTS]).unwrap();
@@ -64,6 +65,7 @@ fn promtool_checks_the_rules_and_their_tests_pass() {
 
 #[test]
 fn every_alert_says_what_it_means_and_what_to_do() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let file = yaml(&std::fs::read_to_string(files_dir().join(RULES)).unwrap());
     let tests = std::fs::read_to_string(files_dir().join(TESTS)).unwrap();
     let groups = &file["groups"];
@@ -117,6 +119,7 @@ fn every_alert_says_what_it_means_and_what_to_do() {
 
 #[test]
 fn the_chart_ships_the_rule_file_as_it_is_with_the_default_values() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let file = yaml(&std::fs::read_to_string(files_dir().join(RULES)).unwrap());
     let groups = rendered_groups(&[]);
     assert_eq!(
@@ -131,6 +134,7 @@ fn the_chart_ships_the_rule_file_as_it_is_with_the_default_values() {
 
 #[test]
 fn values_set_the_for_severity_and_threshold_of_each_alert() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let groups = rendered_groups(&[
         (
             "prometheusRule.alerts.LogPolicyPushesFailing.threshold",
@@ -199,6 +203,7 @@ fn values_set_the_for_severity_and_threshold_of_each_alert() {
 
 #[test]
 fn bad_alert_values_are_refused_by_name() {
+    let _file = crate::one_file_at_a_time(module_path!());
     for (set, expected) in [
         (
             ("prometheusRule.alerts.LogPolicyOperatorDwn.for", "1m"),

@@ -17,6 +17,7 @@ fn read(path: &str) -> String {
 
 #[test]
 fn the_charts_copy_of_the_crd_is_the_generated_one() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let generated = read(GENERATED);
     let copy = read(CHART_COPY);
     assert!(
@@ -27,6 +28,7 @@ fn the_charts_copy_of_the_crd_is_the_generated_one() {
 
 #[test]
 fn the_rendered_crd_is_the_generated_one_with_labels_and_the_keep_annotation() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let generated = Value::deserialize(serde_yaml::Deserializer::from_str(&read(GENERATED)))
         .expect("the generated CRD parses");
     let objects = render("lp", "logpolicy-system", &[]).unwrap();

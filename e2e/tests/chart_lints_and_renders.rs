@@ -79,6 +79,7 @@ fn binding_is_to_the_service_account(binding: &Value, role_kind: &str, role: &st
 
 #[test]
 fn the_chart_lints_strictly_with_every_value_set() {
+    let _file = crate::one_file_at_a_time(module_path!());
     for set in value_sets() {
         let report = helm::lint(set).unwrap_or_else(|e| panic!("lint {set:?}: {e}"));
         assert!(report.contains("0 chart(s) failed"), "{set:?}: {report}");
@@ -132,6 +133,7 @@ fn value_sets() -> Vec<&'static [(&'static str, &'static str)]> {
 
 #[test]
 fn users_bound_to_edit_admin_or_view_get_logpolicies_through_aggregated_roles() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[]);
     let edit = *find(&objects, "ClusterRole", Some(&format!("{FULLNAME}-edit")))
         .first()
@@ -186,6 +188,7 @@ fn users_bound_to_edit_admin_or_view_get_logpolicies_through_aggregated_roles() 
 
 #[test]
 fn max_duration_is_passed_to_the_operator_and_can_be_lifted() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let flag = |set: &[(&str, &str)]| -> Vec<String> {
         args(&rendered(set))
             .into_iter()
@@ -199,6 +202,7 @@ fn max_duration_is_passed_to_the_operator_and_can_be_lifted() {
 
 #[test]
 fn defaults_are_a_cluster_wide_operator_with_its_crd() {
+    let _file = crate::one_file_at_a_time(module_path!());
     // What `helm install` creates (`helm test`'s check: below).
     let objects = installed(rendered(&[]));
     assert_eq!(
@@ -365,6 +369,7 @@ fn defaults_are_a_cluster_wide_operator_with_its_crd() {
 
 #[test]
 fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[("watchNamespaces", "{shop,payments}")]);
     assert!(find(&objects, "ClusterRole", Some(FULLNAME)).is_empty());
     // The only cluster-scoped RBAC: the users' aggregated ClusterRoles, and the token
@@ -427,6 +432,7 @@ fn namespaced_mode_has_a_role_per_watched_namespace_and_no_cluster_role() {
 
 #[test]
 fn two_replicas_elect_a_leader_and_have_a_disruption_budget() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let one_replica = rendered(&[]);
     assert!(find(&one_replica, "PodDisruptionBudget", None).is_empty());
     assert!(!args(&one_replica).contains(&"--leader-election".to_owned()));
@@ -467,6 +473,7 @@ fn two_replicas_elect_a_leader_and_have_a_disruption_budget() {
 
 #[test]
 fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = installed(rendered(&[
         ("signingKey.existingSecret", "my-key"),
         ("signingKey.existingSecretKey", "key"),
@@ -503,6 +510,7 @@ fn an_existing_signing_key_is_mounted_and_no_secret_is_accessible() {
 
 #[test]
 fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_admin_ports() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = installed(rendered(&[("networkPolicy.enabled", "true")]));
     let np = one(&objects, "NetworkPolicy").unwrap();
     assert_eq!(np["metadata"]["namespace"], NS);
@@ -554,6 +562,7 @@ fn the_network_policy_opens_the_metrics_port_and_egress_to_the_api_server_and_ad
 
 #[test]
 fn the_workload_network_policy_opens_the_admin_port_to_the_operator_only() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[
         ("workloadNetworkPolicy.enabled", "true"),
         ("watchNamespaces", "{shop,payments}"),
@@ -612,6 +621,7 @@ fn the_workload_network_policy_opens_the_admin_port_to_the_operator_only() {
 
 #[test]
 fn the_pod_monitor_scrapes_the_opted_in_pods_admin_port() {
+    let _file = crate::one_file_at_a_time(module_path!());
     assert!(find(&rendered(&[]), "PodMonitor", None).is_empty());
     let objects = rendered(&[
         ("podMonitor.enabled", "true"),
@@ -667,6 +677,7 @@ fn the_pod_monitor_scrapes_the_opted_in_pods_admin_port() {
 
 #[test]
 fn the_workload_network_policy_lets_the_scrapers_reach_the_admin_port_when_asked() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let base = [
         ("workloadNetworkPolicy.enabled", "true"),
         ("workloadNetworkPolicy.namespaces", "{shop}"),
@@ -695,6 +706,7 @@ fn the_workload_network_policy_lets_the_scrapers_reach_the_admin_port_when_asked
 
 #[test]
 fn the_dashboard_config_map_holds_the_grafana_dashboard_for_the_sidecar() {
+    let _file = crate::one_file_at_a_time(module_path!());
     assert!(find(&rendered(&[]), "ConfigMap", None).is_empty());
     let file = std::fs::read_to_string(
         logpolicy_e2e::cluster::repo_root().join("charts/logpolicy-operator/files/dashboard.json"),
@@ -780,6 +792,7 @@ fn the_dashboard_config_map_holds_the_grafana_dashboard_for_the_sidecar() {
 
 #[test]
 fn the_service_monitor_scrapes_the_metrics_service() {
+    let _file = crate::one_file_at_a_time(module_path!());
     assert!(find(&rendered(&[]), "ServiceMonitor", None).is_empty());
     let objects = rendered(&[
         ("serviceMonitor.enabled", "true"),
@@ -821,6 +834,7 @@ fn the_service_monitor_scrapes_the_metrics_service() {
 
 #[test]
 fn metrics_need_a_token_by_default_and_scrapers_get_a_reader_role() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[]);
     assert!(args(&objects).contains(&"--metrics-auth=token".to_owned()));
     // The operator may review tokens, cluster-wide (the reviews are cluster-scoped).
@@ -909,6 +923,7 @@ fn metrics_need_a_token_by_default_and_scrapers_get_a_reader_role() {
 
 #[test]
 fn the_scrape_token_never_crosses_the_network_in_the_clear() {
+    let _file = crate::one_file_at_a_time(module_path!());
     // Default: TLS with a self-signed certificate, no flag needed.
     let objects = rendered(&[("serviceMonitor.enabled", "true")]);
     let a = args(&objects);
@@ -990,6 +1005,7 @@ fn the_scrape_token_never_crosses_the_network_in_the_clear() {
 
 #[test]
 fn a_digest_pins_the_image_and_overrides_the_tag() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
     let objects = rendered(&[
         ("image.repository", "registry.example/lp"),
@@ -1018,6 +1034,7 @@ fn a_digest_pins_the_image_and_overrides_the_tag() {
 
 #[test]
 fn topology_spread_constraints_reach_the_pod_and_count_the_operators_pods_by_default() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let pod_spec =
         |objects: &[Value]| one(objects, "Deployment").unwrap()["spec"]["template"]["spec"].clone();
     assert!(pod_spec(&rendered(&[]))
@@ -1062,6 +1079,7 @@ fn topology_spread_constraints_reach_the_pod_and_count_the_operators_pods_by_def
 
 #[test]
 fn the_disruption_budget_takes_max_unavailable_or_min_available_not_both() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let pdb_spec = |set: &[(&str, &str)]| {
         let mut set = set.to_vec();
         set.push(("replicaCount", "3"));
@@ -1119,6 +1137,7 @@ fn the_disruption_budget_takes_max_unavailable_or_min_available_not_both() {
 
 #[test]
 fn values_reach_the_pod() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[
         ("image.repository", "registry.example/lp"),
         ("image.tag", "1.2.3"),
@@ -1176,6 +1195,7 @@ fn values_reach_the_pod() {
 
 #[test]
 fn the_crd_can_be_left_out_or_deleted_on_uninstall() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[("crds.install", "false")]);
     assert!(find(&objects, "CustomResourceDefinition", None).is_empty());
     let objects = rendered(&[("crds.keep", "false")]);
@@ -1185,6 +1205,7 @@ fn the_crd_can_be_left_out_or_deleted_on_uninstall() {
 
 #[test]
 fn the_values_schema_rejects_bad_values_by_name() {
+    let _file = crate::one_file_at_a_time(module_path!());
     for (set, expected) in [
         (("replicaCont", "2"), "replicaCont"),
         (("image.pullPolicy", "Sometimes"), "/image/pullPolicy"),
@@ -1282,6 +1303,7 @@ fn check_containers(objects: &[Value]) -> Vec<(String, Value, Value)> {
 
 #[test]
 fn helm_test_runs_kubectl_logpolicy_check_from_the_operator_image_with_only_what_it_reads() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[]);
     let check = format!("{FULLNAME}-check");
     assert_eq!(
@@ -1394,6 +1416,7 @@ fn helm_test_runs_kubectl_logpolicy_check_from_the_operator_image_with_only_what
 
 #[test]
 fn in_namespaced_mode_helm_test_checks_each_watched_namespace_with_roles_there_only() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[("watchNamespaces", "{shop,payments}")]);
     let check = format!("{FULLNAME}-check");
     // No cluster-scoped object: the check finds the CRD by discovery.
@@ -1448,6 +1471,7 @@ fn in_namespaced_mode_helm_test_checks_each_watched_namespace_with_roles_there_o
 
 #[test]
 fn a_cluster_wide_operators_helm_test_gets_the_pod_proxy_only_in_the_namespaces_named() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[("tests.namespaces", "{shop}")]);
     let check = format!("{FULLNAME}-check");
     // The namespaces named: a Role there, nothing cluster-scoped.
@@ -1479,6 +1503,7 @@ fn a_cluster_wide_operators_helm_test_gets_the_pod_proxy_only_in_the_namespaces_
 
 #[test]
 fn with_network_policies_the_check_pod_reaches_the_api_server_and_the_admin_ports_only() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[
         ("networkPolicy.enabled", "true"),
         ("networkPolicy.apiServerCidrs", "{10.0.0.10/32}"),
@@ -1502,6 +1527,7 @@ fn with_network_policies_the_check_pod_reaches_the_api_server_and_the_admin_port
 
 #[test]
 fn helm_test_can_be_left_out() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = rendered(&[
         ("tests.enabled", "false"),
         ("networkPolicy.enabled", "true"),

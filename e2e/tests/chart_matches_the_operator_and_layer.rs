@@ -125,6 +125,7 @@ fn permission_tables() -> Vec<Vec<Row>> {
 
 #[test]
 fn the_rbac_is_the_operator_readmes_permissions_table() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let tables = permission_tables();
     let watched: BTreeSet<String> = tables[0].iter().map(|r| rule_key(&r.rule)).collect();
     // The Lease rows hold with one replica too: without an election it is a heartbeat.
@@ -173,6 +174,7 @@ fn the_rbac_is_the_operator_readmes_permissions_table() {
 
 #[test]
 fn the_names_the_chart_hard_codes_are_the_operators() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let key_secret = operator_const("operator/src/signing_key.rs", "KEY_SECRET");
     let key_field = operator_const("operator/src/signing_key.rs", "KEY_SECRET_FIELD");
     let lease = operator_const("api/src/labels.rs", "LEASE_NAME");
@@ -202,6 +204,7 @@ fn the_names_the_chart_hard_codes_are_the_operators() {
 
 #[test]
 fn every_flag_the_deployment_passes_is_an_operator_flag() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let main = read("operator/src/flags.rs");
     let args_struct = main
         .split("struct Args {")
@@ -255,6 +258,7 @@ fn env_value<'a>(container: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn the_opt_in_example_uses_the_layers_variables_and_the_operators_names() {
+    let _file = crate::one_file_at_a_time(module_path!());
     use logpolicy::admin::{ADMIN_ADDR_ENV, POD_NAMESPACE_ENV, POD_NAME_ENV, POD_UID_ENV};
     use logpolicy::wire::TRUSTED_KEYS_FILE_ENV;
 
@@ -373,6 +377,7 @@ fn yaml_blocks(markdown: &str, needle: &str) -> Vec<Value> {
 
 #[test]
 fn the_documented_workload_snippets_are_the_example_the_tests_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let objects = parse_documents(&read("e2e/examples/workload.yaml")).unwrap();
     let example = opt_in_essentials(pod_spec(one(&objects, "Deployment").unwrap()));
     // Logging never holds a pod back: the trust ConfigMap may not exist yet.

@@ -104,21 +104,25 @@ fn dry_run(set: &[(&str, &str)], watch: usize) {
 
 #[test]
 fn defaults_pass_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(&[], 0);
 }
 
 #[test]
 fn namespaced_mode_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(&[], 2);
 }
 
 #[test]
 fn two_replicas_pass_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(&[("replicaCount", "2")], 0);
 }
 
 #[test]
 fn network_policy_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(
         &[
             ("networkPolicy.enabled", "true"),
@@ -134,11 +138,13 @@ fn network_policy_passes_a_server_side_dry_run() {
 
 #[test]
 fn service_monitor_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(&[("serviceMonitor.enabled", "true")], 0);
 }
 
 #[test]
 fn topology_spread_and_max_unavailable_pass_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(
         &[
             ("replicaCount", "2"),
@@ -155,6 +161,7 @@ fn topology_spread_and_max_unavailable_pass_a_server_side_dry_run() {
 
 #[test]
 fn existing_signing_key_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(
         &[
             ("signingKey.existingSecret", "my-key"),
@@ -166,6 +173,7 @@ fn existing_signing_key_passes_a_server_side_dry_run() {
 
 #[test]
 fn everything_at_once_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     dry_run(
         &[
             ("replicaCount", "3"),
@@ -189,6 +197,7 @@ fn everything_at_once_passes_a_server_side_dry_run() {
 /// Kubernetes (policy/v1) is refused by 1.20.
 #[test]
 fn the_dry_run_refuses_what_1_20_lacks() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let c = cluster();
     let ns = c.namespace("chart").unwrap();
     let objects = render_for(None, RELEASE, &ns.name, &[("replicaCount", "2")]).unwrap();
@@ -208,6 +217,7 @@ fn the_dry_run_refuses_what_1_20_lacks() {
 
 #[test]
 fn the_workload_example_passes_a_server_side_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let c = cluster();
     let ns = c.namespace("workload").unwrap();
     let path = repo_root().join("e2e/examples/workload.yaml");
@@ -237,6 +247,7 @@ fn the_workload_example_passes_a_server_side_dry_run() {
 /// The CRD reaches the API server as generated: its enum value `off` stays a string.
 #[test]
 fn the_crd_keeps_its_off_level_through_the_dry_run() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let c = cluster();
     let objects = render_for(Some(E2E_KUBE_VERSION), RELEASE, "logpolicy-system", &[]).unwrap();
     let crd: Vec<&Value> = objects

@@ -32,6 +32,7 @@ fn line<'a>(run: &'a PluginRun, check: &str, subject: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_what_keeps_a_raise_from_arriving() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("check").await.unwrap();
     let mut operator = Operator::watching(s.namespace()).unwrap();
     let ns = s.namespace().to_owned();

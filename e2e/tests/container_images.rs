@@ -100,6 +100,7 @@ fn check_image(image: &Image, files: &[&str], max_bytes: u64) {
 
 #[test]
 fn the_images_hold_their_binary_only_run_as_65532_and_are_what_the_chart_deploys() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(images) = images() else { return };
     check_image(
         &images.operator,
@@ -149,6 +150,7 @@ fn check_process(what: &str, pid: Option<u32>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_image_pushes_a_policy_to_a_demo_service_image() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(images) = images() else { return };
     let runtime = Runtime::Images(images);
     let operator = Operator::start(OperatorOptions {

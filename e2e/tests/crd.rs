@@ -11,6 +11,7 @@ use logpolicy_e2e::Cluster;
 
 #[test]
 fn crd_applies_explains_its_fields_and_prints_its_columns() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let cluster = Cluster::shared().unwrap();
     let crds = repo_root().join("crds");
     let out = cluster

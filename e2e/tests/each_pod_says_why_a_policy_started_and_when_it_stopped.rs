@@ -38,6 +38,7 @@ fn is_policy_line(l: &Line, policy: &str, msg: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_pod_says_why_a_policy_started_and_when_it_stopped() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("why").await.unwrap();
     let mut pods = s
         .pods(vec![PodSpec::shop("shop-0"), PodSpec::shop("shop-1")])

@@ -55,6 +55,7 @@ fn forbidden(result: logpolicy_e2e::Result<String>, what: &str) {
 
 #[test]
 fn edit_users_may_use_logpolicies_in_their_namespace_and_view_users_may_read_them() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let c = Cluster::shared().unwrap();
     apply_crds(c).unwrap();
     let a = c.namespace("rbac-a").unwrap();

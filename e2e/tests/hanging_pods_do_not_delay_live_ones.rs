@@ -33,6 +33,7 @@ fn apply_and_wait(s: &Scenario, pods: &[DemoPod], level: &str, timeout: Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_that_never_answer_do_not_delay_the_live_ones() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("hang").await.unwrap();
     let live = s
         .pods(

@@ -8,7 +8,7 @@
 //! `--max-duration`), exit 6 with the operator's reason.
 //!
 //! Each test runs its own operator, watching only the test's namespace (the chart's
-//! `watchNamespaces`): an operator shared by the tests of this process would watch every
+//! `watchNamespaces`): an operator shared by the tests of this file would watch every
 //! namespace, and the test without an operator would then have one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -74,6 +74,7 @@ fn held_by(run: &PluginRun, pod: &str) -> Option<(u64, SystemTime)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raise_a_deployment_then_list_status_extend_and_revert() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, operator) = world("plugin-deploy").await;
     let op = Some(&operator);
     let mut pods = s.pods(three_shops()).await.unwrap();
@@ -234,6 +235,7 @@ fn expiration(s: &Scenario, name: &str) -> SystemTime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raise_by_label_writes_the_named_fields_redacted() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, operator) = world("plugin-label").await;
     let mut pods = s
         .pods(vec![
@@ -310,6 +312,7 @@ async fn raise_by_label_writes_the_named_fields_redacted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raise_when_reaches_one_customers_requests_only() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, operator) = world("plugin-when").await;
     let mut pods = s
         .pods(vec![PodSpec::shop("shop-0").self_load(50)])
@@ -365,6 +368,7 @@ async fn raise_when_reaches_one_customers_requests_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raise_against_pods_that_have_not_opted_in_exits_3_naming_the_label() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("plugin-optout").await.unwrap();
     for i in 0..2 {
         s.apply(&format!(
@@ -417,6 +421,7 @@ async fn raise_against_pods_that_have_not_opted_in_exits_3_naming_the_label() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_operator_stopped_raise_exits_5() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, mut operator) = world("plugin-down").await;
     let labels = [("app".to_owned(), "shop".to_owned())].into();
     let nowhere = "127.0.0.1:9".parse().unwrap();
@@ -477,6 +482,7 @@ async fn with_the_operator_stopped_raise_exits_5() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raise_the_operator_refuses_exits_6_with_its_reason() {
+    let _file = crate::one_file_at_a_time(module_path!());
     // The plugin takes any --for; the operator's --max-duration (the chart's default,
     // 24h) is the operator's to enforce: a 48 h raise is refused there, and the plugin
     // says so.

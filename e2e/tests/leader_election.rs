@@ -25,6 +25,7 @@ fn leader_gauge(metrics: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_takes_over_when_the_leader_dies() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("lease").await.unwrap();
     let mut first = Operator::start(OperatorOptions {
         set: vec![

@@ -9,6 +9,7 @@ use logpolicy_e2e::{Operator, Scenario};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_fall_back_on_time_without_the_operator() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("down").await.unwrap();
     let mut operator = Operator::start(OperatorOptions {
         set: vec![(

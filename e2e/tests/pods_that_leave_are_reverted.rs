@@ -13,6 +13,7 @@ const RAISED: &str = "shop::payment=debug";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_that_opts_out_or_is_deleted_is_reverted() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("leave").await.unwrap();
     let pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();

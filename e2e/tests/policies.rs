@@ -1,5 +1,5 @@
 //! Scenarios 2, 3, 5–10: LogPolicies applied with `kubectl` reach running demo
-//! services through the real operator (one per test process, with the Helm chart's
+//! services through the real operator (one per test file, with the Helm chart's
 //! RBAC), and what the services write changes, and changes back, on time.
 //!
 //! Every test has its own namespace and pods; they run in parallel.
@@ -18,6 +18,7 @@ use logpolicy_e2e::{PodSpec, Scenario};
 /// Scenario 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raise_reaches_every_selected_pod_within_a_second() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("raise").await.unwrap();
     let mut pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();
@@ -124,6 +125,7 @@ async fn a_raise_reaches_every_selected_pod_within_a_second() {
 /// Scenario 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_temporary_raise_ends_on_time() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("expiry").await.unwrap();
     let mut pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();
@@ -160,6 +162,7 @@ async fn a_temporary_raise_ends_on_time() {
 /// and the pods keep what they had.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_policies_are_refused_or_reported_naming_the_field() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("invalid").await.unwrap();
     let pods = s.pods(vec![PodSpec::shop("shop-0")]).await.unwrap();
     wait_known(&pods).unwrap();
@@ -251,6 +254,7 @@ async fn invalid_policies_are_refused_or_reported_naming_the_field() {
 /// straight to a pod's admin endpoint, is refused, and the pod keeps its policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_pushes_are_refused() {
+    let _file = crate::one_file_at_a_time(module_path!());
     use logpolicy::policy::LayerSpec;
     use logpolicy::wire::{self, PodRef, PolicyDocument};
 
@@ -342,6 +346,7 @@ async fn forged_pushes_are_refused() {
 /// run in the pod's status and pushes the policy again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_pod_gets_its_policy_again_within_a_second() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("restart").await.unwrap();
     let mut pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();
@@ -419,6 +424,7 @@ async fn a_restarted_pod_gets_its_policy_again_within_a_second() {
 /// deleting the policy reverts the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn narrowing_or_deleting_reverts_exactly_the_pods_no_longer_covered() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("narrow").await.unwrap();
     let mut pods = s
         .pods(vec![
@@ -495,6 +501,7 @@ async fn narrowing_or_deleting_reverts_exactly_the_pods_no_longer_covered() {
 /// restores the lower.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_higher_priority_wins_per_target_and_removing_it_restores_the_lower() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("priority").await.unwrap();
     let mut pods = s
         .pods(vec![PodSpec::shop("shop-0"), PodSpec::shop("shop-1")])
@@ -573,6 +580,7 @@ spec:
 /// service under load writes one access line in a hundred, and every error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_keeps_one_access_line_in_a_hundred_and_every_error() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("sampling").await.unwrap();
     let mut pods = s
         .pods(vec![PodSpec::shop("shop-0").self_load(0)])
@@ -647,6 +655,7 @@ spec:
 /// redacted, and a policy can add a name of its own (`redact`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raise_to_trace_writes_credentials_redacted() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("redact").await.unwrap();
     let mut pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();

@@ -21,6 +21,7 @@ fn policy(name: &str, target: &str, expiry: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policies_longer_than_the_operators_limit_are_refused() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let operator = Operator::start(OperatorOptions {
         set: vec![("maxDuration".into(), "1m".into())],
         ..OperatorOptions::default()

@@ -89,6 +89,7 @@ fn alerts(prometheus: &mut Prometheus) -> Result<Vec<(String, String, Value)>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_answers_every_alert_and_panel() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("prom").await.unwrap();
     let ns = s.namespace().to_owned();
     // The chart binds its metrics-reader ClusterRole (get on /metrics) to Prometheus's

@@ -76,6 +76,7 @@ fn pip_commands(script: &str) -> Vec<String> {
 
 #[test]
 fn every_pypi_tool_is_installed_from_a_file_that_pins_each_package_by_hash() {
+    let _file = crate::one_file_at_a_time(module_path!());
     for (script_path, variable, package, file) in TOOLS {
         let script = read(script_path);
         let commands = pip_commands(&script);
@@ -145,6 +146,7 @@ fn every_pypi_tool_is_installed_from_a_file_that_pins_each_package_by_hash() {
 
 #[test]
 fn every_requirements_file_belongs_to_a_tool() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let dir = repo_root().join("scripts/requirements");
     let files: BTreeSet<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -161,6 +163,7 @@ fn every_requirements_file_belongs_to_a_tool() {
 
 #[test]
 fn no_other_script_runs_pip() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let mut found = Vec::new();
     for dir in ["scripts", "e2e/cluster"] {
         for entry in std::fs::read_dir(repo_root().join(dir)).unwrap() {

@@ -47,6 +47,7 @@ fn policies(s: &Scenario) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misspelt_raise_is_refused_and_a_real_one_says_what_it_costs() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, operator, mut pods) = world("plugin-cost").await;
 
     // The misspelt target: exit 7, the right name, nothing created.
@@ -188,6 +189,7 @@ async fn a_misspelt_raise_is_refused_and_a_real_one_says_what_it_costs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suggest_cuts_what_it_projects_and_keeps_every_warning_and_error() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (s, operator, mut pods) = world("plugin-suggest").await;
 
     let run = plugin(

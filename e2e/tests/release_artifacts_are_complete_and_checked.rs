@@ -89,6 +89,7 @@ fn tar_list(archive: &Path) -> Vec<String> {
 
 #[test]
 fn the_checksums_cover_every_artifact_and_hold() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let v = &dist.version;
     let archive = plugin_archive(dist);
@@ -147,6 +148,7 @@ fn the_checksums_cover_every_artifact_and_hold() {
 
 #[test]
 fn the_release_log_file_keeps_what_it_held_and_gets_every_step() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let log = std::fs::read_to_string(&dist.log).unwrap();
     assert!(
@@ -185,6 +187,7 @@ fn holds(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn the_shipped_binaries_name_no_directory_of_the_build_host() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
     let cargo_home = std::env::var_os("CARGO_HOME").map_or_else(
@@ -261,6 +264,7 @@ fn dependencies(cargo_toml: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn the_crates_name_their_workspace_dependencies_by_version_in_publishing_order() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let v = &dist.version;
     // In the order to publish, each with the workspace crates it depends on: only
@@ -309,6 +313,7 @@ fn the_crates_name_their_workspace_dependencies_by_version_in_publishing_order()
 
 #[test]
 fn the_krew_manifest_follows_krews_rules_and_installs_the_static_plugin() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let v = &dist.version;
     let path = dist.path("logpolicy.yaml");
@@ -365,6 +370,7 @@ fn blob(archive: &Path, digest: &str) -> Vec<u8> {
 
 #[test]
 fn the_packaged_chart_pins_the_operator_image_built_by_its_digest() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let v = &dist.version;
     // images.txt: NAME:VERSION@DIGEST, the digest of each archive's one manifest.
@@ -433,6 +439,7 @@ fn locked_versions(name: &str) -> Vec<String> {
 
 #[test]
 fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     let v = &dist.version;
     for (name, present, absent) in [
@@ -517,6 +524,7 @@ fn each_image_has_an_sbom_of_the_crates_in_its_binary() {
 /// reads back from it is the one in `images.txt`.
 #[test]
 fn pushing_with_skopeo_as_the_readme_says_keeps_the_digest() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let Some(dist) = dist() else { return };
     if Command::new("skopeo").arg("--version").output().is_err() {
         assert!(

@@ -56,6 +56,7 @@ fn replace_once(text: &str, old: &str, new: &str) -> String {
 
 #[test]
 fn the_chart_and_the_examples_pass_checkov_beyond_the_documented_exceptions() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (code, out) = checkov(&[]);
     eprintln!("{out}");
     assert_eq!(code, Some(0), "{out}");
@@ -79,6 +80,7 @@ fn the_chart_and_the_examples_pass_checkov_beyond_the_documented_exceptions() {
 
 #[test]
 fn a_finding_beyond_the_exceptions_fails_the_scan() {
+    let _file = crate::one_file_at_a_time(module_path!());
     // The chart without a CPU limit; an example without probes, one of them skipped by an
     // inline annotation (which the README table, not the object, has to explain).
     let dir = scratch("findings");
@@ -114,6 +116,7 @@ fn a_finding_beyond_the_exceptions_fails_the_scan() {
 
 #[test]
 fn the_readme_table_is_the_list_the_scan_enforces() {
+    let _file = crate::one_file_at_a_time(module_path!());
     // Without the operator's token row, its token is a finding; a row for a check that
     // passes is stale.
     let dir = scratch("table");
@@ -182,6 +185,7 @@ fn is_set(values: &Value, path: &str) -> bool {
 
 #[test]
 fn the_all_options_values_set_every_value_of_the_schema_and_lint() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let schema: Value =
         serde_json::from_str(&read("charts/logpolicy-operator/values.schema.json")).unwrap();
     let values = Value::deserialize(serde_yaml::Deserializer::from_str(&read(ALL_OPTIONS)))

@@ -37,6 +37,7 @@ fn workload() -> (u64, String, serde_yaml::Mapping) {
 
 #[test]
 fn the_incident_policy_selects_the_workloads_pods_and_expects_as_many() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (replicas, namespace, labels) = workload();
     assert_eq!(
         labels.get("logpolicy.dev/enabled").and_then(Value::as_str),
@@ -78,6 +79,7 @@ fn the_incident_policy_selects_the_workloads_pods_and_expects_as_many() {
 
 #[test]
 fn the_recording_policy_selects_the_workloads_pods_and_may_stand() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let (replicas, namespace, labels) = workload();
     let (text, docs) = documents("e2e/examples/record-payments.yaml");
     let policy: logpolicy_operator::LogPolicy = serde_yaml::from_value(docs[0].clone()).unwrap();

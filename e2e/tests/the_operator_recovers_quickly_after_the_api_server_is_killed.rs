@@ -14,7 +14,7 @@
 //! many watches were started again that way (3-5 in most runs: the silence after the
 //! outage, before the policy is applied).
 //!
-//! The only test of its process: it kills the API server every test talks to. It runs
+//! The only test of its file (files run one at a time): it kills the API server every test talks to. It runs
 //! its own operator, logging at debug, so that a failure shows where the time went.
 
 use std::time::Instant;
@@ -26,6 +26,7 @@ use logpolicy_e2e::{Operator, Scenario};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_applied_after_the_api_server_was_killed_reaches_the_pods_within_2_s() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let operator = Operator::start(OperatorOptions {
         set: vec![(
             "logLevel".to_owned(),

@@ -6,7 +6,7 @@
 //! `the_operator_recovers_quickly_after_the_api_server_is_killed` does the same after
 //! a SIGKILL.
 //!
-//! The only test of its process: it stops the API server every test talks to.
+//! The only test of its file (files run one at a time): it stops the API server every test talks to.
 
 use std::time::Instant;
 
@@ -16,6 +16,7 @@ use logpolicy_e2e::Scenario;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_applied_after_an_outage_reaches_the_pods_within_2_s() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("outage").await.unwrap();
     let pods = s.pods(three_shops()).await.unwrap();
     wait_known(&pods).unwrap();

@@ -28,6 +28,7 @@ fn get(operator: &Operator, path: &str, token: Option<&str>) -> Reply {
 
 #[test]
 fn metrics_answer_401_without_a_token_403_to_an_unbound_account_and_200_once_it_is_bound() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let cluster = Cluster::shared().unwrap();
     let ns = cluster.namespace("metricsauth").unwrap();
     let operator = Operator::watching(&ns.name).unwrap();
@@ -105,6 +106,7 @@ fn metrics_answer_401_without_a_token_403_to_an_unbound_account_and_200_once_it_
 
 #[test]
 fn with_metrics_auth_off_anyone_reads_metrics() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let cluster = Cluster::shared().unwrap();
     let ns = cluster.namespace("metricsopen").unwrap();
     let operator = Operator::start(OperatorOptions {

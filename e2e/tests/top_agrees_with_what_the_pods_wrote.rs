@@ -46,6 +46,7 @@ struct Rate {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_agrees_with_what_the_pods_wrote() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("top-agrees").await.unwrap();
     // The operator writes the trust ConfigMap the pods start with, and pushes their
     // first document: no policy change happens in the window.

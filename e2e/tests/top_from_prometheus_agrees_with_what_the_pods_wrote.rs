@@ -46,6 +46,7 @@ const SHOP_TARGETS: [&str; 3] = ["shop::http", "shop::db", "shop::payment"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_from_prometheus_agrees_with_what_the_pods_wrote() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("top-prometheus").await.unwrap();
     let _operator = Operator::watching(s.namespace()).unwrap();
     let specs = three_shops()

@@ -25,6 +25,7 @@ const HEADING: &str = "kubectl logpolicy top: -l app=shop, by target, every 1s; 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_watch_redraws_in_place_and_stops_on_ctrl_c() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::without_operator("top-watch").await.unwrap();
     let _operator = Operator::watching(s.namespace()).unwrap();
     // 40 requests/s: two failures a second per pod, so that no one-second window is

@@ -15,6 +15,7 @@ fn policy(name: &str, spec: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zero_duration_is_refused_at_admission_naming_the_field() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("zero-duration").await.unwrap();
     for (name, duration) in [("zero", "0s"), ("zeros", "0h0m0ms")] {
         let err = s
@@ -35,6 +36,7 @@ async fn a_zero_duration_is_refused_at_admission_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiration_time_past_at_creation_is_reported_in_status_and_a_warning() {
+    let _file = crate::one_file_at_a_time(module_path!());
     let s = Scenario::new("past-expiry").await.unwrap();
     let pods = s.pods(vec![PodSpec::shop("shop-0")]).await.unwrap();
     wait_known(&pods).unwrap();
