@@ -1,6 +1,6 @@
 //! What the e2e benches (`plugin-bench`, `scale-bench`) share: their `main` (the
-//! demo's too), the simulated pods of the operator's `push-bench` as a child process, and what `/proc`
-//! says of a process they measure.
+//! demo's too), the simulated pods of the operator's `push-bench` as a child process,
+//! and what `/proc` says of a process they measure.
 
 use std::future::Future;
 use std::io::{BufRead, BufReader};

@@ -330,6 +330,11 @@ pub(crate) fn run(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// A command (split at whitespace) put in front of the operator binary on the host
+/// when set: a profiler, e.g. `heaptrack -o /tmp/operator` (bench/README.md). An
+/// image's entrypoint is its own.
+pub const OPERATOR_WRAPPER_VAR: &str = "LOGPOLICY_E2E_OPERATOR_WRAPPER";
+
 /// Which program a [`Launch`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Program {
@@ -414,7 +419,15 @@ impl Launch {
                     Program::Operator => binaries.operator(),
                     Program::DemoService => binaries.demo_service(),
                 };
-                let mut cmd = Command::new(binary);
+                let wrapper = std::env::var(OPERATOR_WRAPPER_VAR).unwrap_or_default();
+                let mut cmd = match wrapper.split_whitespace().collect::<Vec<_>>()[..] {
+                    [first, ref rest @ ..] if program == Program::Operator => {
+                        let mut cmd = Command::new(first);
+                        cmd.args(rest).arg(binary);
+                        cmd
+                    }
+                    _ => Command::new(binary),
+                };
                 cmd.args(&self.args);
                 for key in &self.unset {
                     cmd.env_remove(key);

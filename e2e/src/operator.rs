@@ -203,11 +203,6 @@ impl OperatorOptions {
     }
 }
 
-/// A command (split at whitespace) that the operator binary and its arguments are
-/// appended to when the variable is set: a profiler, e.g. `heaptrack -o /tmp/operator`
-/// (bench/README.md). Only for [`Runtime::Host`]: an image's entrypoint is its own.
-pub const WRAPPER_VAR: &str = "LOGPOLICY_E2E_OPERATOR_WRAPPER";
-
 /// The operator [`Operator::shared`] returns.
 static SHARED: Mutex<Option<Arc<Operator>>> = Mutex::new(None);
 
@@ -563,30 +558,7 @@ fn spawn_operator(
                 .env("KUBERNETES_SERVICE_PORT", port)
         }
     };
-    let on_host = matches!(runtime, Runtime::Host);
-    let mut cmd = launch.command(runtime, Program::Operator, dir.path(), name)?;
-    let wrapper = std::env::var(WRAPPER_VAR)
-        .ok()
-        .filter(|w| on_host && !w.trim().is_empty());
-    if let Some(wrapper) = wrapper {
-        // The operator run under a profiler: `heaptrack -o /tmp/operator`, for one.
-        let mut words = wrapper.split_whitespace();
-        let mut wrapped = std::process::Command::new(words.next().unwrap_or("env"));
-        wrapped
-            .args(words)
-            .arg(cmd.get_program())
-            .args(cmd.get_args());
-        for (k, v) in cmd.get_envs() {
-            match v {
-                Some(v) => wrapped.env(k, v),
-                None => wrapped.env_remove(k),
-            };
-        }
-        if let Some(d) = cmd.get_current_dir() {
-            wrapped.current_dir(d);
-        }
-        cmd = wrapped;
-    }
+    let cmd = launch.command(runtime, Program::Operator, dir.path(), name)?;
     let mut process = Process::spawn(name, dir.path(), cmd)?;
     wait_for(Duration::from_secs(60), "the operator's /readyz", || {
         process.check_running()?;

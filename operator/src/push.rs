@@ -482,6 +482,26 @@ impl Pusher {
         self.read_back_in(Lane::Known, addr).await
     }
 
+    /// [`Pusher::read_back`] of each target, as many at a time as the known lane has
+    /// permits: a request is built only when its turn comes (a task per pod, each with
+    /// its request built, held 2 KiB a pod at once). Yields each target that answered,
+    /// with what it holds; one that did not is left to the next resync.
+    pub fn read_backs<T: Send + 'static>(
+        &self,
+        targets: Vec<(SocketAddr, T)>,
+    ) -> impl futures::Stream<Item = (T, ReadBack)> + Send + 'static {
+        use futures::StreamExt;
+        let pusher = self.clone();
+        let at_once = self.inner.config.concurrency.max(1);
+        futures::stream::iter(targets)
+            .map(move |(addr, target)| {
+                let pusher = pusher.clone();
+                async move { pusher.read_back(addr).await.ok().map(|read| (target, read)) }
+            })
+            .buffer_unordered(at_once)
+            .filter_map(std::future::ready)
+    }
+
     async fn read_back_in(&self, lane: Lane, addr: SocketAddr) -> Result<ReadBack, PushOutcome> {
         let request = Request::builder()
             .method(Method::GET)

@@ -749,30 +749,26 @@ impl Controller {
     }
 
     fn on_resync(&mut self) -> Pass {
-        // One task reads the pods back, as many at a time as the pusher's lane allows
-        // (more would only wait for its permits): a task per pod, each with its request
-        // built, was 2 KiB a pod at once (20 MiB of the peak at 10,000 pods).
-        let targets = self.index.resync();
-        let pusher = self.pusher.clone();
+        // One task reads the pods back, at the pusher's pace.
+        let targets = self
+            .index
+            .resync()
+            .into_iter()
+            .map(|t| (t.addr, t))
+            .collect();
+        let mut read_backs = Box::pin(self.pusher.read_backs(targets));
         let reads = self.reads.clone();
-        let at_once = pusher.config().concurrency.max(1);
-        self.tasks
-            .spawn(
-                futures::stream::iter(targets).for_each_concurrent(at_once, move |target| {
-                    let (pusher, reads) = (pusher.clone(), reads.clone());
-                    async move {
-                        if let Ok(read) = pusher.read_back(target.addr).await {
-                            let report = ReadBackReport {
-                                pod: target.pod,
-                                ticket: target.ticket,
-                                held: read.version,
-                                replays: read.replays,
-                            };
-                            let _ = reads.send(report).await;
-                        }
-                    }
-                }),
-            );
+        self.tasks.spawn(async move {
+            while let Some((target, read)) = read_backs.next().await {
+                let report = ReadBackReport {
+                    pod: target.pod,
+                    ticket: target.ticket,
+                    held: read.version,
+                    replays: read.replays,
+                };
+                let _ = reads.send(report).await;
+            }
+        });
         // Applied again: a ConfigMap edited or deleted by hand comes back.
         self.trusted.clear();
         Pass::PODS
