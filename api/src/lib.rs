@@ -22,6 +22,7 @@ pub mod conditions;
 pub mod crd;
 pub mod keys;
 pub mod labels;
+pub mod selector;
 pub mod text;
 pub mod trust;
 

@@ -23,11 +23,12 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Expression, Selector};
+use kube::core::Expression;
 use logpolicy::policy::{LayerSpec, ReplaySpec, MAX_REPLAY_SECONDS};
 use logpolicy::PolicyLayer;
 
 use crate::crd::{LogPolicySpec, PRIORITY_RANGE};
+use crate::selector::PodSelector;
 
 /// The longest `duration` accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(8760 * 3600);
@@ -76,7 +77,7 @@ pub const MAX_LEVELS_LEN: usize = 256;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedPolicy {
     /// Which pods it selects (never empty).
-    pub selector: Selector,
+    pub selector: PodSelector,
     /// Higher wins per target.
     pub priority: i32,
     /// When it stops applying.
@@ -463,7 +464,7 @@ pub fn check_lifetime(
     }
 }
 
-fn selector(s: &LabelSelector, errors: &mut Vec<FieldError>) -> Option<Selector> {
+fn selector(s: &LabelSelector, errors: &mut Vec<FieldError>) -> Option<PodSelector> {
     let labels = s.match_labels.as_ref().filter(|m| !m.is_empty());
     let exprs = s.match_expressions.as_ref().filter(|m| !m.is_empty());
     if labels.is_none() && exprs.is_none() {
@@ -525,7 +526,7 @@ fn selector(s: &LabelSelector, errors: &mut Vec<FieldError>) -> Option<Selector>
         };
         out.push(expr);
     }
-    (errors.len() == before).then(|| out.into_iter().collect())
+    (errors.len() == before).then(|| PodSelector::new(out))
 }
 
 fn label_name(s: &str) -> bool {
@@ -574,7 +575,6 @@ pub fn label_value(v: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::SelectorExt;
     use logpolicy::policy::{BurstSpec, SamplingScope, SamplingSpec, TargetSpec};
     use logpolicy::Level;
     use std::collections::BTreeMap;
@@ -850,10 +850,10 @@ mod tests {
             ("app".to_owned(), "checkout".to_owned()),
             ("tier".to_owned(), "web".to_owned()),
         ]);
-        assert!(p.selector.matches(&labels));
+        assert!(p.selector.matches(&(&labels).into()));
         assert!(!p
             .selector
-            .matches(&BTreeMap::from([("app".to_owned(), "checkout".to_owned())])));
+            .matches(&[("app", "checkout")].into_iter().collect()));
         let layer = p.layer("shop/debug", None);
         let policy_layer = PolicyLayer::try_from(&layer).unwrap();
         assert_eq!(

@@ -74,7 +74,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kube::core::SelectorExt;
 use kube::ResourceExt;
 use logpolicy::policy::LayerSpec;
 use logpolicy::wire::{
@@ -439,7 +438,9 @@ struct Departed {
 #[derive(Debug, Default)]
 pub struct Index {
     policies: BTreeMap<PolicyKey, PolicyState>,
-    pods: BTreeMap<PodKey, PodState>,
+    /// Boxed: the map's nodes then hold a pointer, not the state (the nodes of a map
+    /// filled in key order, as a listing fills it, stay half empty).
+    pods: BTreeMap<PodKey, Box<PodState>>,
     /// How many of `pods` each namespace has (kept with `pods`, so that the namespaces
     /// are known without a walk over every pod).
     namespaces: BTreeMap<String, usize>,
@@ -707,7 +708,7 @@ impl Index {
                 *self.namespaces.entry(key.namespace.clone()).or_default() += 1;
                 self.pods.insert(
                     key.clone(),
-                    PodState {
+                    Box::new(PodState {
                         info,
                         layers: Vec::new(),
                         sources: Vec::new(),
@@ -725,7 +726,7 @@ impl Index {
                         passed_held: false,
                         renew_at: None,
                         replays: Vec::new(),
-                    },
+                    }),
                 );
                 true
             }

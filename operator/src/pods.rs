@@ -4,12 +4,12 @@
 //! only identity, labels, address and enough of the container statuses to notice that a
 //! process restarted (and so lost what was pushed to it).
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::Pod;
 
 pub use logpolicy_api::labels::{DEFAULT_ADMIN_PORT, OPT_IN_LABEL, PORT_ANNOTATION};
+pub use logpolicy_api::selector::Labels;
 
 /// A [`PORT_ANNOTATION`] that is not a port.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +51,7 @@ pub struct PodInfo {
     /// `metadata.uid`: a new uid under the same name is a new pod.
     pub uid: String,
     /// Labels, matched against LogPolicy selectors.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// `status.podIP`, once it has one.
     pub ip: Option<IpAddr>,
     /// The admin port, or why the annotation is unusable.
@@ -71,7 +71,7 @@ impl PodInfo {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             uid: uid.to_owned(),
-            labels: BTreeMap::new(),
+            labels: Labels::default(),
             ip,
             port: Ok(port),
             containers: Vec::new(),
@@ -82,7 +82,7 @@ impl PodInfo {
     /// This pod with a label.
     #[must_use]
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.labels.insert(key.to_owned(), value.to_owned());
+        self.labels = self.labels.with(key, value);
         self
     }
 
@@ -132,7 +132,7 @@ impl PodInfo {
             namespace: meta.namespace.clone()?,
             name: meta.name.clone()?,
             uid: meta.uid.clone()?,
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels: meta.labels.as_ref().map(Labels::from).unwrap_or_default(),
             ip,
             port,
             containers,
@@ -173,7 +173,7 @@ mod tests {
         }));
         let info = PodInfo::from_pod(&p).unwrap();
         assert_eq!(info.admin_addr(), Ok("127.0.0.7:9100".parse().unwrap()));
-        assert_eq!(info.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(info.labels.get("app"), Some("web"));
         assert_eq!(info.containers.len(), 2);
         assert_eq!(info.containers[0].name, "main");
         assert_eq!(info.containers[0].restart_count, 2);
