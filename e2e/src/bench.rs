@@ -73,6 +73,11 @@ impl SimulatedPods {
         }
         Ok((pods, stdout))
     }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
 }
 
 impl Drop for SimulatedPods {
@@ -95,10 +100,41 @@ pub fn status_mib(pid: Option<u32>, key: &str) -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
+/// The machine's CPU time so far, over all its cores, in seconds: how much of it was
+/// busy (user, system, interrupts, stolen by the host) and how much there was in all
+/// (busy, idle and waiting for I/O), from the first line of `/proc/stat`. Zeros when
+/// unknown.
+pub fn machine_cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0.0) / 100.0;
+    // user nice system idle iowait irq softirq steal (guest time is within user).
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    (busy, busy + at(3) + at(4))
+}
+
 /// The CPU seconds (user + system) a process used so far (0 when unknown).
 pub fn cpu_seconds(pid: Option<u32>) -> f64 {
-    let stat = pid
-        .and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+    stat_cpu_seconds(&pid.map(|p| format!("/proc/{p}/stat")))
+}
+
+/// The CPU seconds (user + system) a process's main thread used so far (0 when
+/// unknown): the operator's controller loop runs there, its workers elsewhere.
+pub fn main_thread_cpu_seconds(pid: Option<u32>) -> f64 {
+    stat_cpu_seconds(&pid.map(|p| format!("/proc/{p}/task/{p}/stat")))
+}
+
+fn stat_cpu_seconds(path: &Option<String>) -> f64 {
+    let stat = path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
         .unwrap_or_default();
     // After the command's `)`: state is field 3, utime 14 and stime 15.
     let fields: Vec<&str> = stat

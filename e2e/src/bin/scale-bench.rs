@@ -24,6 +24,9 @@
 //! - from the `kubectl` call to the last live pod applied (the agents' own clock);
 //! - until the LogPolicy's status says every live pod applied (apply, change);
 //! - the operator's CPU seconds and its RSS after the step, and its peak RSS;
+//! - from the change to the last live pod applied: the operator's CPU seconds (and its
+//!   controller loop's, on its main thread), the simulated pods', and how busy the machine's cores were (`/proc/stat`): near 100%,
+//!   the machine, not the operator's waiting, sets the time;
 //! - the API server's requests during the step, by verb and resource (every client's:
 //!   the bench's own status reads are counted apart).
 //!
@@ -37,7 +40,10 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use logpolicy_e2e::bench::{self, cpu_seconds, status_mib, SimulatedPods};
+use kube::Api;
+use logpolicy_e2e::bench::{
+    self, cpu_seconds, machine_cpu_seconds, main_thread_cpu_seconds, status_mib, SimulatedPods,
+};
 use logpolicy_e2e::binaries::Binaries;
 use logpolicy_e2e::cluster::repo_root;
 use logpolicy_e2e::operator::OperatorOptions;
@@ -45,6 +51,7 @@ use logpolicy_e2e::pod::create_running_pods_at;
 use logpolicy_e2e::process::wait_for;
 use logpolicy_e2e::{Cluster, Error, Operator, Result, Scenario};
 use logpolicy_operator::simulated::{addr, pod_name};
+use logpolicy_operator::LogPolicy;
 
 fn main() -> ExitCode {
     let pods = match std::env::args().nth(1).map(|a| a.parse::<usize>()) {
@@ -111,11 +118,83 @@ struct Step {
     to_last_live_applied: f64,
     to_status: Option<f64>,
     cpu_seconds: f64,
+    /// From the change to the last live pod applied: the operator's CPU seconds, the
+    /// simulated pods', and the share of the machine's CPU time that was busy.
+    to_last: CpuShare,
     rss_mib: f64,
     requests: BTreeMap<String, u64>,
     status_reads: u64,
     /// `applied/matched/failed` as the status said last (when it was read after the pods).
     status_seen: String,
+}
+
+/// Where the CPU went in a window.
+#[derive(Clone, Copy)]
+struct CpuShare {
+    operator: f64,
+    /// The operator's main thread: its controller loop and the watches it reads, on
+    /// one core at a time.
+    controller: f64,
+    pods: f64,
+    machine_busy: f64,
+}
+
+/// CPU seconds so far: the operator's, its controller loop's, the simulated pods', the
+/// machine's (busy, all).
+fn cpu_now(operator: &Operator, agents: &[SimulatedPods]) -> [f64; 5] {
+    let (busy, all) = machine_cpu_seconds();
+    let pods = agents.iter().map(|a| cpu_seconds(Some(a.pid()))).sum();
+    [
+        cpu_seconds(operator.pid()),
+        main_thread_cpu_seconds(operator.pid()),
+        pods,
+        busy,
+        all,
+    ]
+}
+
+impl CpuShare {
+    fn between(a: [f64; 5], b: [f64; 5]) -> Self {
+        let all = b[4] - a[4];
+        CpuShare {
+            operator: b[0] - a[0],
+            controller: b[1] - a[1],
+            pods: b[2] - a[2],
+            machine_busy: if all > 0.0 { (b[3] - a[3]) / all } else { 0.0 },
+        }
+    }
+}
+
+/// How often a step reads the LogPolicy's status.
+const STATUS_POLL: Duration = Duration::from_millis(100);
+
+/// What the LogPolicy `scale`'s status says.
+struct StatusRead {
+    /// Its `appliedPods`.
+    applied: Option<usize>,
+    /// Whether it is of the object's generation.
+    current: bool,
+    /// `applied/matched/failed`.
+    counts: String,
+}
+
+/// Reads the status in this process: a `kubectl get` costs about 0.1 CPU second, and at
+/// 10 reads a second that was CPU taken from what is measured.
+fn status_of(policies: &Api<LogPolicy>) -> Result<StatusRead> {
+    let lp = tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(policies.get("scale"))
+    })
+    .map_err(|e| Error(format!("reading LogPolicy scale: {e}")))?;
+    let status = lp.status.unwrap_or_default();
+    Ok(StatusRead {
+        applied: usize::try_from(status.applied_pods).ok(),
+        current: status.observed_generation.is_some()
+            && status.observed_generation == lp.metadata.generation,
+        counts: format!(
+            "{}/{}/{}",
+            status.applied_pods, status.matched_pods, status.failed_pods
+        ),
+    })
 }
 
 /// How long a step waits for the status to say every live pod applied, once they have.
@@ -187,7 +266,8 @@ fn step(
     name: &'static str,
     cluster: &Cluster,
     operator: &Operator,
-    ns: &str,
+    agents: &[SimulatedPods],
+    policies: &Api<LogPolicy>,
     applied: &Applied,
     live: usize,
     change: &dyn Fn() -> Result<String>,
@@ -195,21 +275,19 @@ fn step(
 ) -> Result<Step> {
     let before = api_requests(cluster)?;
     let cpu = cpu_seconds(operator.pid());
+    let cpu_before = cpu_now(operator, agents);
     let t0 = unix_ms();
     let started = Instant::now();
     change()?;
     let mut status_reads = 0;
     let mut to_status = None;
+    let mut read_at = started;
     let last = wait_for(Duration::from_secs(300), "every live pod to apply", || {
-        if with_status && to_status.is_none() {
+        if with_status && to_status.is_none() && read_at.elapsed() >= STATUS_POLL {
+            read_at = Instant::now();
             status_reads += 1;
-            let got = cluster.kubectl(&["get", "lp", "scale", "-n", ns, "-o", "jsonpath={.status.appliedPods}/{.status.observedGeneration}/{.metadata.generation}"])?;
-            let mut parts = got.trim().split('/');
-            let (n, seen, gen) = (parts.next(), parts.next(), parts.next());
-            if n.and_then(|n| n.parse::<usize>().ok()) == Some(live)
-                && seen.is_some()
-                && seen == gen
-            {
+            let status = status_of(policies)?;
+            if status.applied == Some(live) && status.current {
                 to_status = Some(started.elapsed().as_secs_f64());
             }
         }
@@ -217,6 +295,7 @@ fn step(
         let done = times[..live].iter().all(|&t| t >= t0);
         Ok(done.then(|| times[..live].iter().copied().max().unwrap_or(t0)))
     })?;
+    let to_last = CpuShare::between(cpu_before, cpu_now(operator, agents));
     eprintln!(
         "scale-bench: {name}: every live pod applied after {:.2} s",
         last.saturating_sub(t0) as f64 / 1000.0
@@ -228,22 +307,15 @@ fn step(
             STATUS_WAIT,
             "the status to say every live pod applied",
             || {
+                if read_at.elapsed() < STATUS_POLL {
+                    return Ok(None);
+                }
+                read_at = Instant::now();
                 status_reads += 1;
-                status_seen = cluster.kubectl(&[
-                    "get",
-                    "lp",
-                    "scale",
-                    "-n",
-                    ns,
-                    "-o",
-                    "jsonpath={.status.appliedPods}/{.status.matchedPods}/{.status.failedPods}",
-                ])?;
-                let applied = status_seen
-                    .trim()
-                    .split('/')
-                    .next()
-                    .and_then(|n| n.parse::<usize>().ok());
-                Ok((applied == Some(live)).then(|| started.elapsed().as_secs_f64()))
+                let status = status_of(policies)?;
+                status_seen = status.counts;
+                Ok((status.applied == Some(live) && status.current)
+                    .then(|| started.elapsed().as_secs_f64()))
             },
         )
         .ok();
@@ -265,6 +337,7 @@ fn step(
         to_last_live_applied: last.saturating_sub(t0) as f64 / 1000.0,
         to_status,
         cpu_seconds: cpu_seconds(operator.pid()) - cpu,
+        to_last,
         rss_mib: status_mib(operator.pid(), "VmRSS:"),
         requests: requests_between(&before, &after),
         status_reads,
@@ -324,6 +397,7 @@ async fn bench(pods: usize) -> Result<()> {
     let idle_rss = status_mib(operator.pid(), "VmRSS:");
     let idle_cpu = cpu_seconds(operator.pid());
 
+    let policies: Api<LogPolicy> = Api::namespaced(s.client.clone(), &ns);
     let apply = |level: &'static str| {
         let ns = ns.clone();
         move || cluster.kubectl_input(&["apply", "-f", "-"], &policy(&ns, level))
@@ -333,7 +407,8 @@ async fn bench(pods: usize) -> Result<()> {
             "apply",
             cluster,
             &operator,
-            &ns,
+            &agents,
+            &policies,
             &applied,
             live,
             &apply("debug"),
@@ -343,7 +418,8 @@ async fn bench(pods: usize) -> Result<()> {
             "change",
             cluster,
             &operator,
-            &ns,
+            &agents,
+            &policies,
             &applied,
             live,
             &apply("trace"),
@@ -353,7 +429,8 @@ async fn bench(pods: usize) -> Result<()> {
             "delete",
             cluster,
             &operator,
-            &ns,
+            &agents,
+            &policies,
             &applied,
             live,
             &|| cluster.kubectl(&["delete", "lp", "scale", "-n", &ns, "--wait=false"]),
@@ -394,6 +471,23 @@ async fn bench(pods: usize) -> Result<()> {
             st.status_reads,
         );
     }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    println!(
+        "\nFrom the change to the last live pod applied: where the CPU went ({cores} cores)\n"
+    );
+    println!("| step | to the last live pod applied | operator CPU s | of it, the controller loop's | simulated pods CPU s | the machine's CPU time busy |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for st in &steps {
+        println!(
+            "| {} | {:.2} s | {:.1} | {:.1} | {:.1} | {:.0}% |",
+            st.name,
+            st.to_last_live_applied,
+            st.to_last.operator,
+            st.to_last.controller,
+            st.to_last.pods,
+            st.to_last.machine_busy * 100.0,
+        );
+    }
     let json = serde_json::json!({
         "pods": pods, "live": live, "hanging": hang, "refusing": refuse,
         "created_seconds": created,
@@ -405,6 +499,12 @@ async fn bench(pods: usize) -> Result<()> {
             "to_status_seconds": st.to_status,
             "status_seen": st.status_seen,
             "operator_cpu_seconds": st.cpu_seconds,
+            "to_last_live_applied_cpu": {
+                "operator_seconds": st.to_last.operator,
+                "controller_loop_seconds": st.to_last.controller,
+                "simulated_pods_seconds": st.to_last.pods,
+                "machine_busy_share": st.to_last.machine_busy,
+            },
             "operator_rss_mib": st.rss_mib,
             "api_requests": st.requests,
             "bench_status_reads": st.status_reads,
