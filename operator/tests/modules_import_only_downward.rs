@@ -44,7 +44,15 @@ const ORDER: &[&[&str]] = &[
 /// The shared crate's modules (`api/src`), bottom to top.
 const API_ORDER: &[&[&str]] = &[
     // Leaves: they import nothing of the crate.
-    &["text", "labels", "conditions", "keys", "trust", "crd"],
+    &[
+        "text",
+        "labels",
+        "selector",
+        "conditions",
+        "keys",
+        "trust",
+        "crd",
+    ],
     &["validate"],
 ];
 
