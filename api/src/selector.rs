@@ -7,7 +7,7 @@
 //! Kubernetes' label selectors do (a test compares it with `kube`'s [`Selector`]).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::core::{Expression, Selector};
@@ -157,18 +157,13 @@ impl PodSelector {
     /// meaning Kubernetes gives it (`NotIn` and `!=` also hold when the key is absent).
     pub fn matches(&self, labels: &Labels) -> bool {
         self.0.iter().all(|e| match e {
-            Expression::In(k, values) => labels.get(k).is_some_and(|v| contains(values, v)),
-            Expression::NotIn(k, values) => labels.get(k).is_none_or(|v| !contains(values, v)),
+            Expression::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),
+            Expression::NotIn(k, values) => labels.get(k).is_none_or(|v| !values.contains(v)),
             Expression::Equal(k, value) => labels.get(k) == Some(value.as_str()),
             Expression::NotEqual(k, value) => labels.get(k) != Some(value.as_str()),
             Expression::Exists(k) => labels.get(k).is_some(),
             Expression::DoesNotExist(k) => labels.get(k).is_none(),
         })
-    }
-
-    /// Its expressions.
-    pub fn expressions(&self) -> &[Expression] {
-        &self.0
     }
 }
 
@@ -176,11 +171,6 @@ impl From<&PodSelector> for Selector {
     fn from(s: &PodSelector) -> Self {
         s.0.iter().cloned().collect()
     }
-}
-
-fn contains(values: &BTreeSet<String>, v: &str) -> bool {
-    // `BTreeSet<String>::contains` takes a `&str` through `Borrow`.
-    values.contains(v)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 //! workspace's binaries on the host (the default), or these images.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -424,9 +423,7 @@ impl Launch {
                 let mut cmd = match wrapper.split_whitespace().collect::<Vec<_>>()[..] {
                     [first, ref rest @ ..] if program == Program::Operator => {
                         let mut cmd = Command::new(first);
-                        // Its own process group: stopping it stops the operator the
-                        // wrapper runs too (`Process::kill` signals the group).
-                        cmd.args(rest).arg(binary).process_group(0);
+                        cmd.args(rest).arg(binary);
                         cmd
                     }
                     _ => Command::new(binary),

@@ -133,7 +133,6 @@ impl Process {
     /// SIGKILL, and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            signal_group(&child, "-KILL");
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -146,7 +145,6 @@ impl Process {
     /// SIGTERM, and waits up to `timeout` for it to exit (then SIGKILL).
     pub fn terminate(&mut self, timeout: Duration) {
         if let Some(child) = self.child.as_mut() {
-            signal_group(child, "-TERM");
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
                 .status();
@@ -181,25 +179,6 @@ impl Process {
             }
         }
         out
-    }
-}
-
-/// Sends `signal` to the process group `child` leads, if it leads one: a command
-/// started behind a wrapper (a profiler, [`crate::image::OPERATOR_WRAPPER_VAR`]) leads
-/// its own group, so that the program the wrapper runs stops with it.
-fn signal_group(child: &Child, signal: &str) {
-    let pid = child.id();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command's `)`: state, ppid, pgrp.
-    let pgrp = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(2))
-        .and_then(|g| g.parse::<u32>().ok());
-    if pgrp == Some(pid) {
-        let _ = Command::new("kill")
-            .args([signal, "--", &format!("-{pid}")])
-            .stderr(Stdio::null())
-            .status();
     }
 }
 

@@ -25,8 +25,9 @@
 //! - until the LogPolicy's status says every live pod applied (apply, change);
 //! - the operator's CPU seconds and its RSS after the step, and its peak RSS;
 //! - from the change to the last live pod applied: the operator's CPU seconds (and its
-//!   controller loop's, on its main thread), the simulated pods', and how busy the machine's cores were (`/proc/stat`): near 100%,
-//!   the machine, not the operator's waiting, sets the time;
+//!   controller loop's, on its main thread), the simulated pods', and how busy the
+//!   machine's cores were (`/proc/stat`): near 100%, the machine, not the operator's
+//!   waiting, sets the time;
 //! - the API server's requests during the step, by verb and resource (every client's:
 //!   the bench's own status reads are counted apart).
 //!
@@ -118,8 +119,7 @@ struct Step {
     to_last_live_applied: f64,
     to_status: Option<f64>,
     cpu_seconds: f64,
-    /// From the change to the last live pod applied: the operator's CPU seconds, the
-    /// simulated pods', and the share of the machine's CPU time that was busy.
+    /// From the change to the last live pod applied: where the CPU went.
     to_last: CpuShare,
     rss_mib: f64,
     requests: BTreeMap<String, u64>,
@@ -274,7 +274,6 @@ fn step(
     with_status: bool,
 ) -> Result<Step> {
     let before = api_requests(cluster)?;
-    let cpu = cpu_seconds(operator.pid());
     let cpu_before = cpu_now(operator, agents);
     let t0 = unix_ms();
     let started = Instant::now();
@@ -336,7 +335,7 @@ fn step(
         status_seen: status_seen.trim().to_owned(),
         to_last_live_applied: last.saturating_sub(t0) as f64 / 1000.0,
         to_status,
-        cpu_seconds: cpu_seconds(operator.pid()) - cpu,
+        cpu_seconds: cpu_seconds(operator.pid()) - cpu_before[0],
         to_last,
         rss_mib: status_mib(operator.pid(), "VmRSS:"),
         requests: requests_between(&before, &after),
