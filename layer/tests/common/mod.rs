@@ -457,7 +457,12 @@ pub struct Delivered {
     pub reported_by_reason: [u64; REASONS],
     pub reported_total: u64,
     pub summary_lines: u64,
+    /// Lines that are not what the layer writes, and the last bytes when the output
+    /// ended inside a line (`cut_at_end`): such a line was not delivered whole, even if
+    /// only its line end is missing.
     pub malformed: Vec<String>,
+    /// The output ended inside a line: the last of `malformed` is its first bytes.
+    pub cut_at_end: bool,
     pub bytes: u64,
     pub read_secs: f64,
 }
@@ -686,7 +691,11 @@ fn read_stdout(mut stdout: ChildStdout, reader: Reader) -> Delivered {
         carry.extend_from_slice(data);
     }
     if !carry.is_empty() {
-        d.tally(&carry); // a cut-off last line counts as malformed
+        // A cut-off last line is malformed, even when only its line end is missing (the
+        // writer counts it as not written: the output did not take all of it).
+        d.malformed
+            .push(String::from_utf8_lossy(&carry).into_owned());
+        d.cut_at_end = true;
     }
     d.read_secs = started.elapsed().as_secs_f64();
     d
