@@ -282,6 +282,23 @@ impl<'a> Linked<'a> {
         self.sh.notices.take()
     }
 
+    /// Most events' decision, made before anything else is looked at: with no request
+    /// rule, no byte budget and no recording rule in force, an event that reached the
+    /// output is written. `None`: [`Linked::decide`] decides.
+    #[inline]
+    pub(crate) fn plain_write(self, level: &tracing_core::Level) -> Option<Write> {
+        let path = EventPath(self.sh.event_path.load(Ordering::Acquire));
+        if path.needs_compiled() {
+            return None;
+        }
+        Some(Write {
+            always_keep: path.keeps_always(level),
+            context: None,
+            budget: false,
+            redaction: path.redaction(),
+        })
+    }
+
     /// Decides `event` at `now` (since the Unix epoch); `cell` is its callsite's memory
     /// of whether the policy records it (none: asked of the policy every time).
     #[inline]

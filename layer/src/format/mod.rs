@@ -989,36 +989,42 @@ impl<K: LineSink> FormatLayer<K> {
                 self.sink.write_line(&tracing_core::Level::WARN, true, buf);
             }
         }
-        match gate.decide(event, ctx, now, callsite.map(|c| &c.record)) {
-            Decision::Write(mut write) => {
-                if let Some(held) = write.context.as_mut() {
-                    for (lvl, held_row, line) in held.lines() {
-                        self.sink.write_row_line(held_row, &lvl, true, line);
-                    }
+        // Most events are written with no request rule, budget or recording rule in
+        // force: for them no `Decision` is built and moved.
+        let mut write = match gate.plain_write(level) {
+            Some(write) => write,
+            None => match gate.decide(event, ctx, now, callsite.map(|c| &c.record)) {
+                Decision::Write(write) => write,
+                Decision::Hold(holder) => {
+                    let r = holder.redaction;
+                    let redacted = self.format_site(buf, event, callsite, ctx, now, r);
+                    self.gate.redacted(redacted.by_name, redacted.by_value);
+                    holder.hold(buf, row);
+                    return;
                 }
-                let redacted = self.format_site(buf, event, callsite, ctx, now, write.redaction);
-                self.sink.write_row_line(row, level, write.always_keep, buf);
-                gate.written(&write, level, buf.len());
-                self.gate.redacted(redacted.by_name, redacted.by_value);
-                if let Some(summary) = gate.summary_due(now) {
-                    buf.clear();
-                    own_line::write_not_written(buf, &self.style, UNIX_EPOCH + now, &summary);
-                    self.sink.write_line(&summary.level(), true, buf);
+                Decision::Drop(reason) => return gate.dropped(level, row, reason),
+                Decision::Record(recording) => {
+                    // Redacted as written, but not counted: the counts are of values
+                    // written (a recorded line may never be).
+                    self.format_site(buf, event, callsite, ctx, now, recording.redaction);
+                    mark_replayed(self.style.format, buf);
+                    return recording.record(now, row, buf);
                 }
+            },
+        };
+        if let Some(held) = write.context.as_mut() {
+            for (lvl, held_row, line) in held.lines() {
+                self.sink.write_row_line(held_row, &lvl, true, line);
             }
-            Decision::Hold(holder) => {
-                let redacted = self.format_site(buf, event, callsite, ctx, now, holder.redaction);
-                self.gate.redacted(redacted.by_name, redacted.by_value);
-                holder.hold(buf, row);
-            }
-            Decision::Drop(reason) => gate.dropped(level, row, reason),
-            Decision::Record(recording) => {
-                // Redacted as written, but not counted: the counts are of values written
-                // (a recorded line may never be).
-                self.format_site(buf, event, callsite, ctx, now, recording.redaction);
-                mark_replayed(self.style.format, buf);
-                recording.record(now, row, buf);
-            }
+        }
+        let redacted = self.format_site(buf, event, callsite, ctx, now, write.redaction);
+        self.sink.write_row_line(row, level, write.always_keep, buf);
+        gate.written(&write, level, buf.len());
+        self.gate.redacted(redacted.by_name, redacted.by_value);
+        if let Some(summary) = gate.summary_due(now) {
+            buf.clear();
+            own_line::write_not_written(buf, &self.style, UNIX_EPOCH + now, &summary);
+            self.sink.write_line(&summary.level(), true, buf);
         }
     }
 }
@@ -1069,21 +1075,16 @@ fn for_each_from_root<'a, S>(
 
 /// Runs `f` with the per-thread line buffer (or a fresh one if re-entered).
 fn with_buffer(f: impl FnOnce(&mut Vec<u8>)) {
-    let mut f = Some(f);
-    BUF.with(|cell| {
-        if let Ok(mut buf) = cell.try_borrow_mut() {
-            if let Some(f) = f.take() {
-                f(&mut buf);
-            }
+    BUF.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            f(&mut buf);
             if buf.capacity() > KEEP_BUFFER {
                 *buf = Vec::with_capacity(1024);
             }
         }
-    });
-    if let Some(f) = f {
         // Re-entered (a sink that logs): use a fresh buffer rather than fail.
-        f(&mut Vec::with_capacity(256));
-    }
+        Err(_) => f(&mut Vec::with_capacity(256)),
+    });
 }
 
 #[cfg(test)]

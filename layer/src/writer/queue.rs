@@ -270,6 +270,8 @@ pub(crate) struct Queue {
     capacity: usize,
     normal_limit: usize,
     chunk_size: usize,
+    /// The most lines a chunk takes: `chunk_size / MARK_BYTES_PER_LINE`.
+    max_marks: usize,
     max_batch: usize,
     pending: VecDeque<Chunk>,
     pending_bytes: usize,
@@ -293,6 +295,7 @@ impl Queue {
             capacity,
             normal_limit: normal_limit.min(capacity),
             chunk_size,
+            max_marks: chunk_size / MARK_BYTES_PER_LINE,
             max_batch: (capacity / 4).max(chunk_size),
             pending: VecDeque::with_capacity(max_chunks),
             pending_bytes: 0,
@@ -399,9 +402,7 @@ impl Queue {
     #[inline]
     fn tail_has_room(&self, len: usize) -> bool {
         self.pending.back().is_some_and(|t| {
-            !t.piece
-                && t.data.len() + len <= self.chunk_size
-                && t.ends.len() < self.chunk_size / MARK_BYTES_PER_LINE
+            !t.piece && t.data.len() + len <= self.chunk_size && t.ends.len() < self.max_marks
         })
     }
 
@@ -435,10 +436,22 @@ impl Queue {
         always_keep: bool,
     ) -> bool {
         let len = line.len();
-        if !self.tail_has_room(len) || !self.admits(self.line_cost(len, always_keep), always_keep) {
+        let cost = self.line_cost(len, always_keep);
+        if !self.admits(cost, always_keep) {
             return false;
         }
-        self.push(level, row, line, always_keep);
+        // `tail_has_room` and `push`'s short-line path, with one look at the tail.
+        let (chunk_size, max_marks) = (self.chunk_size, self.max_marks);
+        let Some(tail) = self.pending.back_mut() else {
+            return false;
+        };
+        if tail.piece || tail.data.len() + len > chunk_size || tail.ends.len() >= max_marks {
+            return false;
+        }
+        tail.append(level, row, line, always_keep);
+        self.pending_bytes += cost;
+        self.pending_lines[level] += 1;
+        self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
         true
     }
 

@@ -328,8 +328,19 @@ impl Shared {
     }
 
     /// The lock if it can be had within `spin` (busy-waiting, never sleeping), else
-    /// `None`.
+    /// `None`. A free lock is taken inline; the wait is out of line.
+    #[inline]
     pub(super) fn lock_within(&self, spin: Duration) -> Option<MutexGuard<'_, State>> {
+        match self.state.try_lock() {
+            Ok(st) => Some(st),
+            Err(_) => self.spin_for_lock(spin),
+        }
+    }
+
+    /// [`Shared::lock_within`] once the lock was found held (or poisoned).
+    #[cold]
+    #[inline(never)]
+    fn spin_for_lock(&self, spin: Duration) -> Option<MutexGuard<'_, State>> {
         let mut started: Option<Instant> = None;
         loop {
             match self.state.try_lock() {
