@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access::{Check, TokenAccess};
+use crate::controller::{BuiltViews, PodViews};
 use crate::health::{Health, Readiness};
 use crate::index::{PodKey, PodView};
 use crate::log;
@@ -49,20 +50,16 @@ pub enum PodsView {
 pub struct Endpoints {
     health: Arc<Health>,
     registry: Arc<Registry>,
-    views: watch::Receiver<Arc<Vec<PodView>>>,
+    views: PodViews,
     pods_view: PodsView,
     access: Option<Arc<TokenAccess>>,
     trust_loopback: bool,
 }
 
 impl Endpoints {
-    /// Health and readiness from `health`, metrics from `registry`, the per-pod view from
-    /// `views` (sorted by namespace and name, as the controller publishes it).
-    pub fn new(
-        health: Arc<Health>,
-        registry: Arc<Registry>,
-        views: watch::Receiver<Arc<Vec<PodView>>>,
-    ) -> Self {
+    /// Health and readiness from `health`, metrics from `registry`, the per-pod view
+    /// asked of the controller through `views` (see [`crate::controller::pod_views`]).
+    pub fn new(health: Arc<Health>, registry: Arc<Registry>, views: PodViews) -> Self {
         Endpoints {
             health,
             registry,
@@ -155,12 +152,20 @@ impl Endpoints {
                 }
             }
         }
-        if path == "/pods" || path == "/pods/" {
-            let snapshot = self.views.borrow().clone();
-            return json_reply(StatusCode::OK, &*snapshot);
-        }
-        if let Some(rest) = path.strip_prefix("/pods/") {
-            return self.pod(rest);
+        if pods {
+            let views = match self.views().await {
+                Ok(views) => views,
+                Err(why) => {
+                    return json_reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &serde_json::json!({ "error": why }),
+                    )
+                }
+            };
+            return match path.strip_prefix("/pods").unwrap_or_default() {
+                "" | "/" => json_reply(StatusCode::OK, &views.pods),
+                rest => pod(&views.pods, &rest[1..]),
+            };
         }
         let (status, content_type, body) = match path {
             "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
@@ -201,28 +206,47 @@ impl Endpoints {
         reply(status, content_type, body)
     }
 
-    /// `/pods/<namespace>/<name>`: `rest` is what follows `/pods/`.
-    fn pod(&self, rest: &str) -> Response<Full<Bytes>> {
-        let snapshot = self.views.borrow().clone();
-        match rest.split_once('/') {
-            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-                let key = PodKey::new(ns, name);
-                match snapshot.binary_search_by(|v| {
-                    (v.namespace.as_str(), v.name.as_str())
-                        .cmp(&(key.namespace.as_str(), key.name.as_str()))
-                }) {
-                    Ok(i) => json_reply(StatusCode::OK, &snapshot[i]),
-                    Err(_) => json_reply(
-                        StatusCode::NOT_FOUND,
-                        &serde_json::json!({"error": format!("pod {key} is not tracked")}),
-                    ),
-                }
-            }
-            _ => json_reply(
-                StatusCode::NOT_FOUND,
-                &serde_json::json!({"error": "expected /pods/<namespace>/<name>"}),
-            ),
+    /// The per-pod view, asked of the controller; a standby replica says it is one.
+    async fn views(&self) -> Result<Arc<BuiltViews>, String> {
+        if self.health.readiness() == Readiness::Standby {
+            return Err(
+                "this replica is on standby: the leading replica (the holder of \
+                        the operator's Lease) serves the per-pod view"
+                    .to_owned(),
+            );
         }
+        self.views
+            .current(VIEW_WAIT)
+            .await
+            .map_err(|why| why.to_string())
+    }
+}
+
+/// How long `/pods` waits for the controller to build the per-pod view (at 50,000 pods
+/// a build takes about 0.1 s, and the loop may be busy with a change).
+const VIEW_WAIT: Duration = Duration::from_secs(10);
+
+/// `/pods/<namespace>/<name>` from the view `views` (sorted by namespace and name):
+/// `rest` is what follows `/pods/`.
+fn pod(views: &[PodView], rest: &str) -> Response<Full<Bytes>> {
+    match rest.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            let key = PodKey::new(ns, name);
+            match views.binary_search_by(|v| {
+                (v.namespace.as_str(), v.name.as_str())
+                    .cmp(&(key.namespace.as_str(), key.name.as_str()))
+            }) {
+                Ok(i) => json_reply(StatusCode::OK, &views[i]),
+                Err(_) => json_reply(
+                    StatusCode::NOT_FOUND,
+                    &serde_json::json!({"error": format!("pod {key} is not tracked")}),
+                ),
+            }
+        }
+        _ => json_reply(
+            StatusCode::NOT_FOUND,
+            &serde_json::json!({"error": "expected /pods/<namespace>/<name>"}),
+        ),
     }
 }
 
@@ -505,6 +529,7 @@ fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::pod_views;
     use crate::metrics::Metrics;
     use http_body_util::BodyExt;
 
@@ -559,9 +584,9 @@ mod tests {
     #[tokio::test]
     async fn each_path_answers_as_documented() {
         let health = Arc::new(Health::default());
-        let views = vec![view("a", "p"), view("shop", "web-1")];
-        let (_tx, rx) = watch::channel(Arc::new(views));
-        let endpoints = Endpoints::new(health.clone(), Metrics::default().registry(), rx);
+        let (source, views) = pod_views();
+        source.answer_with(vec![view("a", "p"), view("shop", "web-1")]);
+        let endpoints = Endpoints::new(health.clone(), Metrics::default().registry(), views);
 
         assert_eq!(
             get(&endpoints, Method::GET, "/healthz").await,
@@ -574,6 +599,14 @@ mod tests {
             (status, body.as_str()),
             (200, "ready (standby: another replica leads)\n")
         );
+        // A standby replica has no view: it says which replica has.
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods/shop/web-1").await;
+        assert_eq!(status, 503);
+        assert!(
+            body.contains("on standby") && body.contains("Lease"),
+            "{body}"
+        );
+        health.set_standby_ready(false);
 
         let (status, content_type, body) = get(&endpoints, Method::GET, "/metrics").await;
         assert_eq!(status, 200);
@@ -607,10 +640,34 @@ mod tests {
         assert_eq!(get(&endpoints, Method::PUT, "/healthz").await.0, 405);
     }
 
+    /// Without a controller to build it (between two leadership terms), `/pods` says so
+    /// once the wait is over, rather than answering an empty view.
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_view_is_a_clear_error() {
+        let (_source, views) = pod_views();
+        let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views);
+        let (status, _, body) = get(&endpoints, Method::GET, "/pods").await;
+        assert_eq!(status, 503);
+        assert!(body.contains("no controller answered within 10s"), "{body}");
+    }
+
+    /// Every ask gets a view built after it was made, or the last one while it is
+    /// recent: asks made together share one build.
+    #[tokio::test]
+    async fn asks_made_together_share_one_view() {
+        let (source, views) = pod_views();
+        source.answer_with(vec![view("shop", "web-1")]);
+        let asks = (0..8).map(|_| views.current(Duration::from_secs(5)));
+        for got in futures::future::join_all(asks).await {
+            assert_eq!(got.unwrap().pods.len(), 1);
+        }
+    }
+
     #[tokio::test]
     async fn the_per_pod_view_answers_only_the_operators_own_pod_unless_opened() {
-        let (_tx, rx) = watch::channel(Arc::new(vec![view("shop", "web-1")]));
-        let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx);
+        let (source, views) = pod_views();
+        source.answer_with(vec![view("shop", "web-1")]);
+        let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views);
         let remote = IpAddr::from([10, 1, 2, 3]);
         for path in ["/pods", "/pods/", "/pods/shop/web-1", "/pods/x"] {
             let (status, _, body) = get_from(&endpoints, Method::GET, path, remote).await;

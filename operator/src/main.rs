@@ -11,7 +11,6 @@ use logpolicy_operator::controller::{self, Outputs};
 use logpolicy_operator::flags::Args;
 use logpolicy_operator::{health::Health, http, metrics::Metrics, shutdown::Shutdown};
 use logpolicy_operator::{lease, signing_key, Pusher, PusherConfig};
-use tokio::sync::watch;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -23,9 +22,9 @@ async fn main() -> ExitCode {
     let health = Arc::new(Health::default());
     health.set_standby_ready(args.leader_election);
     let metrics = Metrics::default();
-    let (views_tx, views_rx) = watch::channel(Arc::default());
+    let (views_source, views) = controller::pod_views();
     let access = args.token_access();
-    let endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views_rx);
+    let endpoints = http::Endpoints::new(health.clone(), metrics.registry(), views);
     let endpoints = args.endpoints(endpoints, access.as_ref());
     let tls = match args.tls() {
         Ok(tls) => tls,
@@ -54,7 +53,7 @@ async fn main() -> ExitCode {
     };
     let me = lease::identity(args.pod_name.as_deref());
     let public = key.verifying_key();
-    let outputs = Outputs::start(&client, &me, public, views_tx, metrics, health);
+    let outputs = Outputs::start(&client, &me, public, views_source, metrics, health);
     let pusher = Pusher::new(key, PusherConfig::default());
     let (config, lease) = (args.controller_config(), args.lease_config(&me, &public));
     let stop = shutdown.receiver();

@@ -23,8 +23,9 @@ use tokio::sync::watch;
 /// Serves endpoints (with token access through `client`, when given) within `limits`
 /// on a free port of 127.0.0.1.
 async fn server(limits: ServerLimits, client: Option<kube::Client>) -> SocketAddr {
-    let rx = watch::channel(Arc::new(Vec::new())).1;
-    let mut endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx);
+    let (source, views) = logpolicy_operator::controller::pod_views();
+    source.answer_with(Vec::new());
+    let mut endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views);
     if let Some(client) = client {
         let access = Arc::new(TokenAccess::default());
         access.set_client(client);

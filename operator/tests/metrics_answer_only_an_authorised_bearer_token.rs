@@ -21,7 +21,6 @@ use logpolicy_operator::access::TokenAccess;
 use logpolicy_operator::http::{Endpoints, PodsView};
 use logpolicy_operator::metrics::Metrics;
 use serde_json::json;
-use tokio::sync::watch;
 
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
@@ -41,8 +40,9 @@ fn endpoints(pods_view: PodsView) -> (Endpoints, ApiServerVerifier) {
     let access = Arc::new(TokenAccess::default());
     access.set_client(client);
     // No pods tracked: the view reads the last value even with the sender gone.
-    let rx = watch::channel(Arc::new(Vec::new())).1;
-    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx)
+    let (source, views) = logpolicy_operator::controller::pod_views();
+    source.answer_with(Vec::new());
+    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views)
         .pods_view(pods_view)
         .token_access(access);
     (endpoints, api)

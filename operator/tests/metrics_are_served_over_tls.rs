@@ -42,8 +42,9 @@ fn issue(dir: &Path) -> CertificateDer<'static> {
 
 async fn server(cert: &ServingCert) -> SocketAddr {
     let tls = acceptor(cert).unwrap();
-    let rx = watch::channel(Arc::new(Vec::new())).1;
-    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx);
+    let (source, views) = logpolicy_operator::controller::pod_views();
+    source.answer_with(Vec::new());
+    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop) = watch::channel(false);

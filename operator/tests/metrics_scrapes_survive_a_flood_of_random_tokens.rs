@@ -41,8 +41,9 @@ fn endpoints() -> (Endpoints, ApiServerVerifier) {
     let (client, api) = fixtures::client();
     let access = Arc::new(TokenAccess::default());
     access.set_client(client);
-    let rx = tokio::sync::watch::channel(Arc::new(Vec::new())).1;
-    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), rx)
+    let (source, views) = logpolicy_operator::controller::pod_views();
+    source.answer_with(Vec::new());
+    let endpoints = Endpoints::new(Arc::default(), Metrics::default().registry(), views)
         .pods_view(PodsView::Local)
         .token_access(access);
     (endpoints, api)

@@ -4,11 +4,12 @@
 //! A [`Controller`] lives for one leadership term ([`lead`] starts one each time this
 //! replica leads). Its [`run`](Controller::run) waits for the next input and hands it to
 //! the method for its kind: a LogPolicy event, a pod event, an expiry, a push report, a
-//! read-back, a status written, the resync tick, the per-pod view's timer, a change of
+//! read-back, a status written, the resync tick, the gauges' timer, a reader's ask for
+//! the per-pod view (see [`pod_views`]) and its timer, a change of
 //! leadership, a trust ConfigMap's change or the shutdown. Then `settle` does what the
 //! pass calls for: push, debounce and write status, record Events, publish the trust
 //! ConfigMaps (and restore one that someone else changed or deleted, see
-//! [`trust`](crate::trust)) and the per-pod view.
+//! [`trust`](crate::trust)) and the gauges over every pod.
 //!
 //! The pure parts ([`InitBuffer`], [`Debounce`], [`apply_policy_event`],
 //! [`apply_pod_event`]) are public so that tests drive them without an API server.
@@ -59,7 +60,8 @@ pub struct ControllerConfig {
     pub status_concurrency: usize,
     /// At most one `PushFailed` Event per policy per this interval.
     pub failure_event_interval: Duration,
-    /// The per-pod view is published at most once per this interval.
+    /// A per-pod view (`/pods`) built less than this long ago answers the next request
+    /// too; the metrics' gauges over every pod are set at most once per this interval.
     pub view_interval: Duration,
     /// The namespaces to watch (one watcher per namespace and kind); empty: every
     /// namespace, with cluster-wide watches.
@@ -91,8 +93,8 @@ pub struct Outputs {
     pub events: EventSink,
     /// The trust ConfigMaps.
     pub trust: TrustPublisher,
-    /// The per-pod view, published after changes.
-    pub pod_views: watch::Sender<Arc<Vec<PodView>>>,
+    /// The per-pod view, built when `/pods` asks for it.
+    pub pod_views: PodViewSource,
     /// The metrics.
     pub metrics: Metrics,
     /// What `/readyz` reads.
@@ -108,7 +110,7 @@ impl Outputs {
         client: &Client,
         identity: &str,
         key: VerifyingKey,
-        pod_views: watch::Sender<Arc<Vec<PodView>>>,
+        pod_views: PodViewSource,
         metrics: Metrics,
         health: Arc<Health>,
     ) -> Self {
@@ -223,8 +225,102 @@ enum Input {
     Resync,
     /// A debounced status write is due.
     StatusDue,
-    /// Time to publish the per-pod view.
-    ViewsDue,
+    /// Time to set the gauges over every pod.
+    GaugesDue,
+    /// A reader asks for the per-pod view.
+    ViewWanted,
+    /// Time to build the per-pod view a reader asked for.
+    ViewDue,
+}
+
+/// The per-pod view (`/pods`): the controller's side ([`PodViewSource`]) and the
+/// readers' ([`PodViews`]). The view walks every pod and copies its strings (6.6 MiB at
+/// 10,000 pods), so it is built only when a reader asks, never on a timer nor per
+/// input; a view built less than [`ControllerConfig::view_interval`] ago answers the
+/// next asks too, and a new one waits until at least 20 times the last build's time
+/// has passed since it (at most 5% of the loop's time, however many ask).
+pub fn pod_views() -> (PodViewSource, PodViews) {
+    let (published, read) = watch::channel(None);
+    let wanted = Arc::new(tokio::sync::Notify::new());
+    (
+        PodViewSource {
+            published,
+            wanted: Arc::clone(&wanted),
+        },
+        PodViews { read, wanted },
+    )
+}
+
+/// A per-pod view as the controller built it.
+#[derive(Debug)]
+pub struct BuiltViews {
+    /// When it was built.
+    pub built: Instant,
+    /// Every tracked pod's view, sorted by namespace and name.
+    pub pods: Vec<PodView>,
+}
+
+/// The controller's side of [`pod_views`].
+#[derive(Debug, Clone)]
+pub struct PodViewSource {
+    published: watch::Sender<Option<Arc<BuiltViews>>>,
+    wanted: Arc<tokio::sync::Notify>,
+}
+
+/// The readers' side of [`pod_views`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PodViews {
+    read: watch::Receiver<Option<Arc<BuiltViews>>>,
+    wanted: Arc<tokio::sync::Notify>,
+}
+
+/// Why [`PodViews::current`] has no view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoViews {
+    /// No controller answered within the wait: this replica does not lead (or is
+    /// between two terms).
+    #[error("no controller answered within {0:?}: this replica does not lead")]
+    NotAnswered(Duration),
+    /// The controller stopped: this replica no longer leads.
+    #[error("this replica's controller stopped: it no longer leads")]
+    Stopped,
+}
+
+impl PodViewSource {
+    /// Answers every ask with `pods`, from a task of its own, until every reader is
+    /// gone: the endpoints' view without a controller (a fixed view, as their tests
+    /// serve it). `pods` must be sorted by namespace and name.
+    pub fn answer_with(self, pods: Vec<PodView>) {
+        let views = Arc::new(BuiltViews {
+            built: Instant::now(),
+            pods,
+        });
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = self.published.closed() => return,
+                    () = self.wanted.notified() => {
+                        self.published.send_replace(Some(Arc::clone(&views)));
+                    }
+                }
+            }
+        });
+    }
+}
+
+impl PodViews {
+    /// A view built at most [`ControllerConfig::view_interval`] ago, asked of the
+    /// controller and waited for at most `wait`.
+    pub async fn current(&self, wait: Duration) -> Result<Arc<BuiltViews>, NoViews> {
+        let mut read = self.read.clone();
+        read.mark_unchanged();
+        self.wanted.notify_one();
+        match tokio::time::timeout(wait, read.changed()).await {
+            Ok(Ok(())) => read.borrow_and_update().clone().ok_or(NoViews::Stopped),
+            Ok(Err(_)) => Err(NoViews::Stopped),
+            Err(_) => Err(NoViews::NotAnswered(wait)),
+        }
+    }
 }
 
 /// What a pass changed; [`Controller::settle`] acts on it.
@@ -290,7 +386,8 @@ impl Watched {
 struct Deadlines {
     expiry: Option<SystemTime>,
     status: Option<Instant>,
-    views: Option<Instant>,
+    gauges: Option<Instant>,
+    view: Option<Instant>,
 }
 
 /// What the loop waits on: the stop and leadership signals, the watches, the results of
@@ -307,6 +404,7 @@ struct Inputs {
     reads: mpsc::Receiver<ReadBackReport>,
     statuses: mpsc::Receiver<StatusWrite>,
     resync: tokio::time::Interval,
+    view_wanted: Arc<tokio::sync::Notify>,
 }
 
 impl Inputs {
@@ -339,7 +437,9 @@ impl Inputs {
             Some(write) = self.statuses.recv() => Input::StatusWritten(write),
             _ = self.resync.tick() => Input::Resync,
             _ = sleep_until_instant(at.status) => Input::StatusDue,
-            _ = sleep_until_instant(at.views) => Input::ViewsDue,
+            _ = sleep_until_instant(at.gauges) => Input::GaugesDue,
+            () = self.view_wanted.notified() => Input::ViewWanted,
+            _ = sleep_until_instant(at.view) => Input::ViewDue,
         }
     }
 }
@@ -372,9 +472,14 @@ pub struct Controller {
     /// The uids of immutable trust ConfigMaps the operator deletes to create them anew:
     /// their deletion is its own.
     recreating: HashSet<String>,
-    views_due: Option<Instant>,
-    /// How long the last per-pod view took to build.
-    views_cost: Duration,
+    /// When the gauges over every pod are set next (after a change).
+    gauges_due: Option<Instant>,
+    /// How long setting them took last.
+    gauges_cost: Duration,
+    /// When the per-pod view a reader asked for is built.
+    view_due: Option<Instant>,
+    /// The last per-pod view built, and how long that took.
+    last_view: Option<(Arc<BuiltViews>, Duration)>,
     /// Everything it spawned (pushes, read-backs, status writes): aborted when it stops.
     tasks: JoinSet<()>,
     reports: mpsc::Sender<PushReport>,
@@ -434,8 +539,10 @@ impl Controller {
             trusted: BTreeSet::new(),
             trust_seen: BTreeMap::new(),
             recreating: HashSet::new(),
-            views_due: None,
-            views_cost: Duration::ZERO,
+            gauges_due: None,
+            gauges_cost: Duration::ZERO,
+            view_due: None,
+            last_view: None,
             tasks: JoinSet::new(),
             reports,
             reads,
@@ -470,6 +577,7 @@ impl Controller {
             reads,
             statuses,
             resync,
+            view_wanted: Arc::clone(&self.outputs.pod_views.wanted),
         };
         self.outputs.health.start(2 * self.scopes.len());
         loop {
@@ -505,7 +613,8 @@ impl Controller {
         Deadlines {
             expiry,
             status: self.debounce.next_due(),
-            views: self.views_due,
+            gauges: self.gauges_due,
+            view: self.view_due,
         }
     }
 
@@ -528,7 +637,9 @@ impl Controller {
             Input::Resync => Some(self.on_resync()),
             // The due writes are made by `settle`.
             Input::StatusDue => Some(Pass::NOTHING),
-            Input::ViewsDue => Some(self.on_views_due()),
+            Input::GaugesDue => Some(self.on_gauges_due()),
+            Input::ViewWanted => Some(self.on_view_wanted()),
+            Input::ViewDue => Some(self.on_view_due()),
         }
     }
 
@@ -774,21 +885,53 @@ impl Controller {
         Pass::PODS
     }
 
-    /// Publishes the per-pod view and sets the gauges that count over every pod. Both
-    /// walk every pod, so they run on this timer, never per input: at 50,000 pods a walk
-    /// per push report made the loop quadratic. The next one waits at least 20 times as
-    /// long as this one took (at most 5% of the loop's time).
-    fn on_views_due(&mut self) -> Pass {
+    /// Sets the gauges that count over every pod. They walk every pod, so they run on
+    /// a timer after changes, never per input: at 50,000 pods a walk per push report
+    /// made the loop quadratic. The next one waits at least 20 times as long as this one
+    /// took (at most 5% of the loop's time).
+    fn on_gauges_due(&mut self) -> Pass {
         let started = Instant::now();
-        self.views_due = None;
-        let views = Arc::new(self.index.pod_views());
-        self.outputs.pod_views.send_replace(views);
+        self.gauges_due = None;
         let metrics = &self.outputs.metrics;
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         metrics.pods_tracked.set(gauge(self.index.pod_count()));
         metrics.policies.set(gauge(self.index.policy_count()));
         metrics.push_backlog.set(gauge(self.index.backlog()));
-        self.views_cost = started.elapsed();
+        self.gauges_cost = started.elapsed();
+        Pass::NOTHING
+    }
+
+    /// A reader asks for the per-pod view (see [`pod_views`]): the last one again if it
+    /// is recent, else a new one, at once or when 20 times its last build's time has
+    /// passed since that build.
+    fn on_view_wanted(&mut self) -> Pass {
+        let now = Instant::now();
+        match &self.last_view {
+            Some((views, _)) if now < views.built + self.config.view_interval => {
+                self.outputs
+                    .pod_views
+                    .published
+                    .send_replace(Some(Arc::clone(views)));
+            }
+            Some((views, cost)) => {
+                let at = (views.built + *cost * 20).max(now);
+                self.view_due = Some(self.view_due.map_or(at, |due| due.min(at)));
+            }
+            None => self.view_due = Some(now),
+        }
+        Pass::NOTHING
+    }
+
+    /// Builds the per-pod view a reader asked for and publishes it.
+    fn on_view_due(&mut self) -> Pass {
+        self.view_due = None;
+        let started = Instant::now();
+        let views = Arc::new(BuiltViews {
+            built: started,
+            pods: self.index.pod_views(),
+        });
+        self.last_view = Some((Arc::clone(&views), started.elapsed()));
+        self.outputs.pod_views.published.send_replace(Some(views));
         Pass::NOTHING
     }
 
@@ -798,9 +941,9 @@ impl Controller {
         while self.tasks.try_join_next().is_some() {}
         if pass.changed {
             self.outputs.metrics.reconciles.inc();
-            if self.views_due.is_none() {
-                let wait = self.config.view_interval.max(self.views_cost * 20);
-                self.views_due = Some(Instant::now() + wait);
+            if self.gauges_due.is_none() {
+                let wait = self.config.view_interval.max(self.gauges_cost * 20);
+                self.gauges_due = Some(Instant::now() + wait);
             }
         }
         // Nothing is pushed or written before every watch has listed once: pods
@@ -874,7 +1017,7 @@ impl Controller {
         // Another replica takes over and reports them.
         self.outputs.metrics.policy_pods_unacknowledged.clear();
         self.tasks.abort_all();
-        self.outputs.pod_views.send_replace(Arc::new(Vec::new()));
+        self.outputs.pod_views.published.send_replace(None);
         log::info!("controller stopped");
     }
 }
