@@ -189,6 +189,13 @@ impl Chunk {
         }
     }
 
+    /// Whether a whole line of `len` bytes goes into this chunk, of a queue whose chunks
+    /// are `chunk_size` bytes and take at most `max_marks` lines.
+    #[inline]
+    fn takes(&self, len: usize, chunk_size: usize, max_marks: usize) -> bool {
+        !self.piece && self.data.len() + len <= chunk_size && self.ends.len() < max_marks
+    }
+
     /// What this chunk counts against the budget.
     fn cost(&self) -> usize {
         self.data.len() + self.keep.len() * KEEP_RECORD_BYTES
@@ -401,9 +408,17 @@ impl Queue {
     /// Whether a line of `len` bytes goes into the last pending chunk.
     #[inline]
     fn tail_has_room(&self, len: usize) -> bool {
-        self.pending.back().is_some_and(|t| {
-            !t.piece && t.data.len() + len <= self.chunk_size && t.ends.len() < self.max_marks
-        })
+        self.pending
+            .back()
+            .is_some_and(|t| t.takes(len, self.chunk_size, self.max_marks))
+    }
+
+    /// Counts a line of `level` costing `cost` just appended.
+    #[inline]
+    fn count_pushed(&mut self, level: usize, cost: usize) {
+        self.pending_bytes += cost;
+        self.pending_lines[level] += 1;
+        self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
     }
 
     fn has_chunks_for(&self, len: usize) -> bool {
@@ -440,18 +455,15 @@ impl Queue {
         if !self.admits(cost, always_keep) {
             return false;
         }
-        // `tail_has_room` and `push`'s short-line path, with one look at the tail.
+        // `push`'s short-line path, with one look at the tail.
         let (chunk_size, max_marks) = (self.chunk_size, self.max_marks);
-        let Some(tail) = self.pending.back_mut() else {
-            return false;
-        };
-        if tail.piece || tail.data.len() + len > chunk_size || tail.ends.len() >= max_marks {
-            return false;
+        match self.pending.back_mut() {
+            Some(tail) if tail.takes(len, chunk_size, max_marks) => {
+                tail.append(level, row, line, always_keep);
+            }
+            _ => return false,
         }
-        tail.append(level, row, line, always_keep);
-        self.pending_bytes += cost;
-        self.pending_lines[level] += 1;
-        self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
+        self.count_pushed(level, cost);
         true
     }
 
@@ -482,9 +494,7 @@ impl Queue {
                 self.pending.push_back(chunk);
             }
         }
-        self.pending_bytes += self.line_cost(len, always_keep);
-        self.pending_lines[level] += 1;
-        self.peak_bytes = self.peak_bytes.max(self.queued_bytes());
+        self.count_pushed(level, self.line_cost(len, always_keep));
     }
 
     /// Moves chunks from the front of the pending ones into `batch` (which must be
