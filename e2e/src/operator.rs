@@ -457,6 +457,19 @@ impl Replica {
         self.process.tail(n)
     }
 
+    /// Writes its output so far to `to` (its stdout, then its stderr): what a bench
+    /// keeps after the operator's own directory is gone.
+    pub fn save_output(&self, to: &std::path::Path) -> std::io::Result<()> {
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut out = std::fs::File::create(to)?;
+        for file in [&self.process.stdout, &self.process.stderr] {
+            std::io::copy(&mut std::fs::File::open(file)?, &mut out)?;
+        }
+        Ok(())
+    }
+
     /// The directory of its files.
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()

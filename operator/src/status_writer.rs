@@ -3,7 +3,7 @@
 //! number of writes in flight and in time, counted by result, never fatal.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::Patch;
 use kube::{Api, Client};
@@ -18,6 +18,9 @@ use logpolicy_api::crd::{LogPolicy, LogPolicyStatus};
 
 /// A status write that takes longer is abandoned (and retried).
 const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A status write that takes this long (a slot, then the API server) is logged.
+const SLOW_WRITE: Duration = Duration::from_secs(1);
 
 /// The result of a status write.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,9 +63,28 @@ impl StatusWriter {
     /// Writes `status` as the status of `key` (once a write slot is free, within 10 s);
     /// returns whether it is done (written, or the policy was deleted meanwhile).
     pub async fn write(&self, key: &PolicyKey, status: &LogPolicyStatus) -> bool {
+        let start = Instant::now();
         let Ok(_permit) = self.permits.acquire().await else {
             return false;
         };
+        let slot = start.elapsed();
+        let done = self.write_now(key, status).await;
+        let took = start.elapsed();
+        if took >= SLOW_WRITE {
+            // A status that lags its pods: say by how much, and what it was.
+            log::info!(
+                policy = %key,
+                seconds = took.as_secs_f64(),
+                waited_for_a_slot = slot.as_secs_f64(),
+                applied_pods = status.applied_pods,
+                done,
+                "slow status write"
+            );
+        }
+        done
+    }
+
+    async fn write_now(&self, key: &PolicyKey, status: &LogPolicyStatus) -> bool {
         let api: Api<LogPolicy> = Api::namespaced(self.client.clone(), &key.namespace);
         let patch = serde_json::json!({
             "apiVersion": logpolicy_api::crd::API_VERSION,
