@@ -399,6 +399,11 @@ struct PodState {
     failures: u32,
     /// When the next retry is due (also in [`Index::retries`]).
     retry_at: Option<SystemTime>,
+    /// Pushes taken ([`Index::take_pushes`]) whose report has not come yet: a
+    /// resync does not push a pod again while its document is on the way (a second
+    /// push of the same version would be refused as stale, and that refusal read as
+    /// another writer ahead: a newer version, pushed a third time).
+    pushing: u32,
     /// This attempt already moved the version past one the pod said it holds (reset
     /// by an acknowledgement, a new process and a retry coming due).
     passed_held: bool,
@@ -809,6 +814,7 @@ impl Index {
                         last_push: None,
                         failures: 0,
                         retry_at: None,
+                        pushing: 0,
                         passed_held: false,
                         renew_at: None,
                         replays: Vec::new(),
@@ -1000,7 +1006,7 @@ impl Index {
         let mut out = Vec::with_capacity(self.to_push.len() + self.to_withdraw.len());
         let mut keep = BTreeSet::new();
         for key in std::mem::take(&mut self.to_push) {
-            let Some(pod) = self.pods.get(&key) else {
+            let Some(pod) = self.pods.get_mut(&key) else {
                 continue;
             };
             if pod.retry_at.is_some() {
@@ -1008,15 +1014,18 @@ impl Index {
                 continue;
             }
             match pod.info.admin_addr() {
-                Ok(addr) => out.push(Push {
-                    pod: key,
-                    addr,
-                    ticket: PushTicket {
-                        version: pod.version,
-                        epoch: pod.epoch,
-                    },
-                    document: document(pod, now),
-                    lane: pod.lane(),
+                Ok(addr) => out.push({
+                    pod.pushing = pod.pushing.saturating_add(1);
+                    Push {
+                        pod: key,
+                        addr,
+                        ticket: PushTicket {
+                            version: pod.version,
+                            epoch: pod.epoch,
+                        },
+                        document: document(pod, now),
+                        lane: pod.lane(),
+                    }
                 }),
                 Err(_) => {
                     keep.insert(key);
@@ -1092,6 +1101,8 @@ impl Index {
         let Some(pod) = self.pods.get_mut(key) else {
             return self.record_withdrawal(key, ticket, &result);
         };
+        // Every push taken reports once, whatever its version.
+        pod.pushing = pod.pushing.saturating_sub(1);
         if ticket.epoch != pod.epoch || ticket.version != pod.version {
             return false;
         }
@@ -1187,7 +1198,8 @@ impl Index {
     }
 
     /// Starts a periodic resync: pods whose last push failed or never happened are
-    /// queued for a push again, and the pods in sync are returned, to be read back.
+    /// queued for a push again (not those with a push on the way), and the pods in
+    /// sync are returned, to be read back.
     pub fn resync(&mut self) -> Vec<ReadBackTarget> {
         let mut out = Vec::new();
         for (key, pod) in &self.pods {
@@ -1203,7 +1215,8 @@ impl Index {
                         epoch: pod.epoch,
                     },
                 }),
-                _ if pod.version > 0 => {
+                // Not while a push of it is on the way: its report says how it went.
+                _ if pod.version > 0 && pod.pushing == 0 => {
                     self.to_push.insert(key.clone());
                 }
                 _ => {}

@@ -73,6 +73,10 @@ fn main() -> ExitCode {
 /// When each simulated pod last accepted a document (ms since the epoch; 0: never).
 type Applied = Arc<Mutex<Vec<u64>>>;
 
+/// How many documents the simulated pods accepted so far: a step that pushes some pods
+/// twice shows more than one a live pod.
+static ACCEPTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -120,6 +124,8 @@ fn requests_between(
 /// What one step measured.
 struct Step {
     name: &'static str,
+    /// Documents the pods accepted in the step (until its status, and 2 s more).
+    accepted: u64,
     to_last_live_applied: f64,
     to_status: Option<f64>,
     cpu_seconds: f64,
@@ -262,6 +268,7 @@ fn spawn_agents(
             if let (Some(i), Ok(ms), Ok(mut times)) = (i, ms.parse::<u64>(), applied.lock()) {
                 if let Some(t) = times.get_mut(i) {
                     *t = ms;
+                    ACCEPTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }
         }
@@ -282,6 +289,7 @@ fn step(
     with_status: bool,
 ) -> Result<Step> {
     let before = api_requests(cluster)?;
+    let accepted_before = ACCEPTED.load(std::sync::atomic::Ordering::Relaxed);
     let cpu_before = cpu_now(operator, agents);
     let t0 = unix_ms();
     let started = Instant::now();
@@ -369,7 +377,10 @@ fn step(
     // Let the change's last reports and status writes land before counting.
     std::thread::sleep(Duration::from_secs(2));
     let after = api_requests(cluster)?;
+    let accepted = ACCEPTED.load(std::sync::atomic::Ordering::Relaxed) - accepted_before;
+    eprintln!("scale-bench: {name}: the pods accepted {accepted} documents ({live} live pods)");
     Ok(Step {
+        accepted,
         name,
         status_seen: status_seen.trim().to_owned(),
         to_last_live_applied: last.saturating_sub(t0) as f64 / 1000.0,
@@ -558,6 +569,7 @@ async fn bench(pods: usize) -> Result<()> {
                 "machine_busy_share": st.to_last.machine_busy,
             },
             "operator_rss_mib": st.rss_mib,
+            "documents_accepted": st.accepted,
             "api_requests": st.requests,
             "bench_status_reads": st.status_reads,
         })).collect::<Vec<_>>(),

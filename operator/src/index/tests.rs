@@ -1740,3 +1740,42 @@ fn a_replay_is_asked_once_per_generation_and_what_the_pods_replayed_is_summed() 
     );
     assert!(!index.record_replays(&pushes[0].pod, ticket(&pushes[0]), Vec::new()));
 }
+
+#[test]
+fn a_resync_does_not_push_a_pod_whose_push_is_on_the_way() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    index.apply_policy(policy("debug", web_debug()), t0());
+    let push = index.take_pushes(t0()).remove(0);
+    // A resync while the push is in flight: neither read back nor pushed again (a
+    // second push of the same version would come back stale, and the pod get a third).
+    assert!(index.resync().is_empty());
+    assert!(index.take_pushes(t0()).is_empty());
+    // Its report says it applied: the next resync reads it back.
+    index.record_push(&push.pod, push.ticket, PushResult::Applied);
+    assert_eq!(index.resync().len(), 1);
+    assert!(index.take_pushes(t0()).is_empty());
+    let view = index.policy_view(&pkey("debug")).unwrap();
+    assert_eq!((view.applied, view.pending), (1, 0));
+}
+
+#[test]
+fn a_resync_pushes_again_a_pod_whose_push_reported_a_failure() {
+    let mut index = Index::new();
+    index.apply_pod(pod("web-1", 1, &[("app", "web")]), t0());
+    let push = index.take_pushes(t0()).remove(0);
+    index.record_push(
+        &push.pod,
+        push.ticket,
+        PushResult::Failed {
+            label: "rejected",
+            reason: "rejected (401): untrusted_key".to_owned(),
+            held: None,
+            retry: Retry::No,
+        },
+    );
+    assert!(index.resync().is_empty());
+    let again = index.take_pushes(t0());
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].ticket, push.ticket, "the same document, once");
+}
