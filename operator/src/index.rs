@@ -1014,9 +1014,9 @@ impl Index {
                 continue;
             }
             match pod.info.admin_addr() {
-                Ok(addr) => out.push({
+                Ok(addr) => {
                     pod.pushing = pod.pushing.saturating_add(1);
-                    Push {
+                    out.push(Push {
                         pod: key,
                         addr,
                         ticket: PushTicket {
@@ -1025,8 +1025,8 @@ impl Index {
                         },
                         document: document(pod, now),
                         lane: pod.lane(),
-                    }
-                }),
+                    });
+                }
                 Err(_) => {
                     keep.insert(key);
                 }

@@ -320,6 +320,7 @@ fn step(
         Ok(done.then(|| times[..live].iter().copied().max().unwrap_or(t0)))
     })?;
     let to_last = CpuShare::between(cpu_before, cpu_now(operator, agents));
+    let to_last_live = last.saturating_sub(t0) as f64 / 1000.0;
     let spread = {
         let times = applied.lock().map_err(|_| Error("poisoned".into()))?;
         let mut after: Vec<u64> = times[..live].iter().map(|t| t.saturating_sub(t0)).collect();
@@ -332,10 +333,7 @@ fn step(
             at(50) as f64 / 1000.0
         )
     };
-    eprintln!(
-        "scale-bench: {name}: every live pod applied after {:.2} s ({spread})",
-        last.saturating_sub(t0) as f64 / 1000.0
-    );
+    eprintln!("scale-bench: {name}: every live pod applied after {to_last_live:.2} s ({spread})");
     let mut status_seen = String::new();
     if with_status && to_status.is_none() {
         // Not an error when it does not: the figure is then what the status said last.
@@ -357,7 +355,6 @@ fn step(
         )
         .ok();
     }
-    let to_last_live = last.saturating_sub(t0) as f64 / 1000.0;
     if to_status.is_none_or(|s| s > to_last_live + 1.0) {
         // The status lagged the pods: what it said on the way.
         for (at, seen) in &trail {
@@ -383,7 +380,7 @@ fn step(
         accepted,
         name,
         status_seen: status_seen.trim().to_owned(),
-        to_last_live_applied: last.saturating_sub(t0) as f64 / 1000.0,
+        to_last_live_applied: to_last_live,
         to_status,
         cpu_seconds: cpu_seconds(operator.pid()) - cpu_before[0],
         to_last,
