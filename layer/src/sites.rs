@@ -44,7 +44,7 @@ fn probed<S>(table: &'static [S], key: usize) -> impl Iterator<Item = &'static S
 /// The entry for `key`, built by `make` if there is none yet; `None` when the slots
 /// probed are all taken by other keys. `make` must build an entry whose key is `key`,
 /// and only for the metadata of a registered (`'static`) callsite.
-#[inline]
+#[inline(always)]
 pub(crate) fn find_or_insert<T: Site>(
     table: &'static Table<T>,
     key: usize,

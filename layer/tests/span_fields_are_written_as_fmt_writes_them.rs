@@ -188,3 +188,122 @@ fn the_keys_differ_from_fmts_only_where_the_docs_say() {
         );
     }
 }
+
+/// Each event's span (by its name) as two of our layers and `fmt`'s JSON see it, one of
+/// ours (logfmt) behind a per-layer filter that hides the span `hidden`: events
+/// outside any span, in nested spans, after leaving them, with an explicit parent while
+/// in no span, and while another thread is in a span. A line finds its span through the
+/// registry only while the thread is in one; these lines show that it finds every span
+/// `fmt` finds, and none after the spans are left.
+#[test]
+fn every_layer_finds_the_span_fmt_finds_in_and_out_of_spans() {
+    use tracing_subscriber::filter::filter_fn;
+    let (plain, filtered) = (
+        Arc::new(Mutex::new(Vec::<u8>::new())),
+        Arc::new(Mutex::new(Vec::<u8>::new())),
+    );
+    let buf = Buf::default();
+    let fmt_layer = tracing_subscriber::fmt::layer().json().with_writer({
+        let buf = buf.clone();
+        move || buf.clone()
+    });
+    let subscriber = tracing_subscriber::registry()
+        .with(FormatLayer::new(Format::Json, plain.clone()))
+        .with(
+            FormatLayer::new(Format::Logfmt, filtered.clone())
+                .with_filter(filter_fn(|m| m.name() != "hidden")),
+        )
+        .with(fmt_layer);
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::info!("before");
+        let request = tracing::info_span!("request");
+        let hidden = tracing::info_span!("hidden");
+        {
+            let _r = request.enter();
+            tracing::info!("in request");
+            {
+                let _h = hidden.enter();
+                tracing::info!("in hidden");
+            }
+            tracing::info!("back in request");
+        }
+        tracing::info!("after");
+        tracing::info!(parent: &request, "child of request");
+        let (entered, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    let _r = tracing::info_span!("elsewhere").entered();
+                    entered.wait();
+                    done.wait();
+                });
+            });
+            entered.wait();
+            tracing::info!("while another thread is in a span");
+            done.wait();
+        });
+    });
+    let span_of = |line: &Value| line["span"]["name"].as_str().map(str::to_owned);
+    let lines = |out: &Arc<Mutex<Vec<u8>>>| -> Vec<String> {
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        text.lines().map(str::to_owned).collect()
+    };
+    let logfmt_span = |line: &String| {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix("span="))
+            .map(str::to_owned)
+    };
+    let theirs: Vec<Option<String>> = json(&buf.lines()).iter().map(span_of).collect();
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        theirs,
+        [
+            None,
+            some("request"),
+            some("hidden"),
+            some("request"),
+            None,
+            some("request"),
+            None
+        ]
+    );
+    let plain: Vec<Option<String>> = json(&lines(&plain)).iter().map(span_of).collect();
+    assert_eq!(plain, theirs);
+    let mut hidden_skipped = theirs.clone();
+    hidden_skipped[2] = some("request");
+    let filtered: Vec<Option<String>> = lines(&filtered).iter().map(logfmt_span).collect();
+    assert_eq!(filtered, hidden_skipped);
+}
+
+/// Two of our layers that render span fields the same way (two JSON formats, writing to
+/// two places) in one subscriber: each keeps its own copy of a span's fields, so neither
+/// panics at the span's creation nor writes a field recorded later twice; each line is
+/// the line that layer alone writes.
+#[test]
+fn two_layers_of_one_kind_each_write_the_span_once() {
+    let alone = |format: Format| ours(format, Spans::All);
+    let (a, b) = (
+        Arc::new(Mutex::new(Vec::<u8>::new())),
+        Arc::new(Mutex::new(Vec::<u8>::new())),
+    );
+    let subscriber = tracing_subscriber::registry()
+        .with(FormatLayer::new(Format::Json, a.clone()).spans(Spans::All))
+        .with(FormatLayer::new(Format::JsonEcs, b.clone()).spans(Spans::All));
+    tracing::subscriber::with_default(subscriber, events);
+    let lines = |out: &Arc<Mutex<Vec<u8>>>| -> Vec<Value> {
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        json(&text.lines().map(str::to_owned).collect::<Vec<_>>())
+    };
+    for (format, out) in [(Format::Json, &a), (Format::JsonEcs, &b)] {
+        let together = lines(out);
+        let alone = json(&alone(format));
+        assert_eq!(together.len(), alone.len(), "{format:?}");
+        for (t, o) in together.iter().zip(&alone) {
+            for key in ["spans", "span", "tracing.spans", "tracing.span"] {
+                assert_eq!(t.get(key), o.get(key), "{format:?} {key}: {t}\nalone: {o}");
+            }
+        }
+    }
+    assert_eq!(lines(&a)[1]["spans"][0]["user_id"], 42);
+}

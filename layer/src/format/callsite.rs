@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use tracing_core::callsite::Identifier;
-use tracing_core::field::Field;
-use tracing_core::Metadata;
+use tracing_core::field::{Field, ValueSet};
+use tracing_core::{Event, Metadata};
 
 use super::schema::{write_head, write_key, Keys};
 use crate::enforce::{FieldMask, RecordCell, RedactionSet};
@@ -55,7 +55,8 @@ pub(crate) struct CachedSite {
 /// call to `memcpy`, whose branches on the length mispredict as a line's keys alternate).
 const KEY_INLINE: usize = 32;
 
-/// A rendered key, padded to [`KEY_INLINE`] bytes.
+/// A rendered key, padded to [`KEY_INLINE`] bytes: with a `"` right after it when it is
+/// shorter, so that a JSON key and the quote that opens a string value are one store.
 struct Key {
     bytes: [u8; KEY_INLINE],
     /// 0: longer than [`KEY_INLINE`] (written the slow way).
@@ -79,6 +80,9 @@ impl CachedSite {
                 if k.len() <= KEY_INLINE {
                     key.bytes[..k.len()].copy_from_slice(&k);
                     key.len = k.len() as u8;
+                }
+                if k.len() < KEY_INLINE {
+                    key.bytes[k.len()] = b'"';
                 }
                 key
             })
@@ -140,20 +144,58 @@ impl CachedSite {
         field.index() == self.message && field.callsite() == self.callsite
     }
 
-    /// Appends the rendered key of `field`; false (nothing written) if it is not one of
-    /// this callsite's fields or its key is too long to be kept rendered.
+    /// Whether `event`'s values are of this callsite's fields, as tracing's macros make
+    /// them (a hand-made event may pair one callsite's metadata with another's values).
+    /// Checked once per event: a visitor is given the callsite only when it holds, and
+    /// [`CachedSite::put_key`] then trusts every field it is given.
+    #[inline]
+    pub(crate) fn holds(&self, event: &Event<'_>) -> bool {
+        // `ValueSet::record` visits only fields of the value set's own callsite.
+        event
+            .fields()
+            .next()
+            .is_none_or(|f| f.callsite() == self.callsite)
+    }
+
+    /// [`CachedSite::holds`] for a span's values.
+    #[inline]
+    pub(crate) fn holds_values(&self, values: &ValueSet<'_>) -> bool {
+        values.callsite() == self.callsite
+    }
+
+    /// Appends the rendered key of `field`, one of this callsite's fields (see
+    /// [`CachedSite::holds`]); false (nothing written) if its key is too long to be kept
+    /// rendered.
     #[inline]
     pub(crate) fn put_key(&self, buf: &mut Vec<u8>, field: &Field) -> bool {
         let Some(key) = self.keys.get(field.index()) else {
             return false;
         };
-        if key.len == 0 || field.callsite() != self.callsite {
+        if key.len == 0 {
             return false;
         }
         buf.reserve(KEY_INLINE);
         let at = buf.len();
         buf.extend_from_slice(&key.bytes);
         buf.truncate(at + usize::from(key.len));
+        true
+    }
+
+    /// [`CachedSite::put_key`] followed by the `"` that opens a JSON string value, in the
+    /// same store; false (nothing written) if the key is not kept rendered or leaves no
+    /// room for the quote.
+    #[inline]
+    pub(crate) fn put_key_quote(&self, buf: &mut Vec<u8>, field: &Field) -> bool {
+        let Some(key) = self.keys.get(field.index()) else {
+            return false;
+        };
+        if key.len == 0 || usize::from(key.len) == KEY_INLINE {
+            return false;
+        }
+        buf.reserve(KEY_INLINE);
+        let at = buf.len();
+        buf.extend_from_slice(&key.bytes);
+        buf.truncate(at + usize::from(key.len) + 1);
         true
     }
 }
@@ -179,6 +221,13 @@ pub(crate) fn cached_site(
 ) -> Option<&'static CachedSite> {
     let key = meta as *const Metadata<'static> as usize;
     sites::find_or_insert(&TABLES[kind as usize], key, || CachedSite::new(meta, kind))
+}
+
+/// The parts of `event`'s callsite rendered with `kind`'s keys, if its values are of that
+/// callsite's fields (see [`CachedSite::holds`]): what a visitor of its fields may be given.
+#[inline]
+pub(crate) fn cached_site_of(event: &Event<'_>, kind: Keys) -> Option<&'static CachedSite> {
+    cached_site(event.metadata(), kind).filter(|c| c.holds(event))
 }
 
 #[cfg(test)]
@@ -259,7 +308,7 @@ mod tests {
             _: tracing_subscriber::layer::Context<'_, S>,
         ) {
             for kind in KINDS {
-                let c = cached_site(event.metadata(), kind);
+                let c = cached_site_of(event, kind);
                 assert!(c.is_some());
                 let pair = (record(event, kind, c), record(event, kind, None));
                 self.0.lock().unwrap().push(pair);
@@ -276,14 +325,83 @@ mod tests {
             tracing::warn!(target: "q\"t", ts = 1, level = "l", target = 2, msg = 3, span = 4, "r\"s");
             tracing::error!("a.b" = true, x = ?Some(2), "{} and {}", 1, "two");
             tracing::debug!(empty = "", a_field_name_longer_than_the_inline_key = 1);
+            // JSON keys of 31, 32 and 33 bytes (`,"` name `":`): room for the opening
+            // quote of a string value, none, and not kept rendered.
+            tracing::info!(
+                name_of_twenty_seven_chars_ = "a",
+                name_of_twenty_eight_chars__ = "b",
+                name_of_twenty_nine_chars____ = ?"c"
+            );
         });
         let lines = both.0.lock().unwrap();
-        assert_eq!(lines.len(), 4 * KINDS.len());
+        assert_eq!(lines.len(), 5 * KINDS.len());
         for (fast, slow) in lines.iter() {
             assert_eq!(String::from_utf8_lossy(fast), String::from_utf8_lossy(slow));
         }
         assert!(String::from_utf8_lossy(&lines[KINDS.len()].0)
             .contains(",\"field.ts\":1,\"field.level\":\"l\""));
+    }
+
+    /// A hand-made event may pair one callsite's metadata with another callsite's values:
+    /// its fields are then keyed by their own names, never by the metadata's rendered
+    /// keys at the same index.
+    #[test]
+    fn an_event_with_another_callsites_values_is_keyed_by_its_own_fields() {
+        static A_META: Metadata<'static> = tracing_core::metadata! {
+            name: "a",
+            target: "t",
+            level: tracing_core::Level::INFO,
+            fields: &["method", "path"],
+            callsite: &A,
+            kind: tracing_core::metadata::Kind::EVENT,
+        };
+        static B_META: Metadata<'static> = tracing_core::metadata! {
+            name: "b",
+            target: "t",
+            level: tracing_core::Level::INFO,
+            fields: &["user", "secret_of_b"],
+            callsite: &B,
+            kind: tracing_core::metadata::Kind::EVENT,
+        };
+        struct Cs(&'static Metadata<'static>);
+        impl tracing_core::Callsite for Cs {
+            fn set_interest(&self, _: tracing_core::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                self.0
+            }
+        }
+        static A: Cs = Cs(&A_META);
+        static B: Cs = Cs(&B_META);
+
+        let fields = B_META.fields();
+        let (user, other) = (
+            fields.field("user").unwrap(),
+            fields.field("secret_of_b").unwrap(),
+        );
+        let values: [(&Field, Option<&dyn tracing_core::field::Value>); 2] =
+            [(&user, Some(&"u1")), (&other, Some(&2u64))];
+        let value_set = fields.value_set(&values);
+        let foreign = Event::new(&A_META, &value_set);
+        let a_fields = A_META.fields();
+        let own_values: [(&Field, Option<&dyn tracing_core::field::Value>); 1] =
+            [(&a_fields.field("method").unwrap(), Some(&"GET"))];
+        let own_set = a_fields.value_set(&own_values);
+        let own = Event::new(&A_META, &own_set);
+
+        for kind in KINDS {
+            assert!(cached_site_of(&own, kind).is_some(), "{kind:?}");
+            assert!(cached_site_of(&foreign, kind).is_none(), "{kind:?}");
+            let line =
+                String::from_utf8(record(&foreign, kind, cached_site_of(&foreign, kind))).unwrap();
+            assert!(
+                line.contains("user") && line.contains("secret_of_b"),
+                "{kind:?}: {line}"
+            );
+            assert!(
+                !line.contains("method") && !line.contains("path"),
+                "{kind:?}: {line}"
+            );
+        }
     }
 
     #[test]

@@ -114,7 +114,7 @@ fn scan(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> 
 /// one before it (the buffer is cut back to where it starts, then the block is stored
 /// whole), and a string shorter than 16 bytes is stored as two overlapping words (8 or
 /// 4 bytes), or, below 4 bytes, as one word built from its first, middle and last byte.
-#[inline]
+#[inline(always)]
 pub(crate) fn write_escaped(buf: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     let len = bytes.len();
@@ -223,6 +223,68 @@ fn write_escaped_slow(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.extend_from_slice(&bytes[start..]);
 }
 
+/// The high bit of each byte of `w` that a bare logfmt value may not hold (a control
+/// character, a space, `"`, `=`, `\\` or DEL; see [`LOGFMT_BARE`]), and maybe of bytes
+/// after one (as [`escape_bits`]: only a yes/no).
+///
+/// [`LOGFMT_BARE`]: super::schema::LOGFMT_BARE
+#[inline(always)]
+fn not_bare_bits(w: u64) -> u64 {
+    let equal = |c: u8| {
+        let x = w ^ (ONES * u64::from(c));
+        x.wrapping_sub(ONES) & !x
+    };
+    let low = w.wrapping_sub(ONES * 0x21) & !w;
+    (low | equal(0x7f) | equal(b'"') | equal(b'=') | equal(b'\\')) & HIGH
+}
+
+/// Appends `bytes` as they are if a bare logfmt value may hold every one of them (and
+/// there is at least one); otherwise appends nothing and returns `false`. Up to 16
+/// bytes are checked a word at a time and stored as [`write_escaped`] stores them; a
+/// longer value is checked byte by byte and copied.
+#[inline(always)]
+pub(crate) fn put_if_bare(buf: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    use super::schema::LOGFMT_BARE;
+    let len = bytes.len();
+    if len >= 8 {
+        if len > 16 {
+            if !bytes.iter().all(|&b| LOGFMT_BARE[b as usize]) {
+                return false;
+            }
+            buf.extend_from_slice(bytes);
+            return true;
+        }
+        let (a, b) = (word_at(bytes, 0), word_at(bytes, len - 8));
+        if not_bare_bits(a) | not_bare_bits(b) != 0 {
+            return false;
+        }
+        put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+        return true;
+    }
+    if len >= 4 {
+        let (a, b) = (half_at(bytes, 0), half_at(bytes, len - 4));
+        // The upper half of the word is `a` bytes, which are bare.
+        let pad = (ONES * u64::from(b'a')) << 32;
+        if not_bare_bits(u64::from(a) | pad) | not_bare_bits(u64::from(b) | pad) != 0 {
+            return false;
+        }
+        put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+        return true;
+    }
+    if len == 0 {
+        return false;
+    }
+    // 1 to 3 bytes: the first, the middle and the last byte are every byte.
+    let (x, y, z) = (bytes[0], bytes[len / 2], bytes[len - 1]);
+    if !(LOGFMT_BARE[x as usize] && LOGFMT_BARE[y as usize] && LOGFMT_BARE[z as usize]) {
+        return false;
+    }
+    let at = buf.len();
+    buf.extend_from_slice(&[x, y, z, 0]);
+    buf.truncate(at + len);
+    true
+}
+
 /// A `fmt::Write` that escapes what is written into it, so `Debug` output is escaped
 /// without first being collected into a `String`.
 pub(crate) struct Escaping<'a>(pub(crate) &'a mut Vec<u8>);
@@ -250,6 +312,31 @@ impl std::fmt::Write for Raw<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Every byte value at every position of values 1 to 40 bytes long (around the half
+    /// word, the word and the 16-byte limit), after a prefix: bare exactly when the
+    /// table says every byte may be bare, and then copied as is; nothing written otherwise.
+    #[test]
+    fn a_value_is_bare_exactly_as_the_table_says() {
+        use crate::format::schema::LOGFMT_BARE;
+        assert!(!put_if_bare(&mut Vec::new(), b""));
+        for len in 1..=40usize {
+            for at in 0..len {
+                for byte in 0..=255u8 {
+                    let mut value = vec![b'k'; len];
+                    value[at] = byte;
+                    let mut buf = b"x=".to_vec();
+                    let bare = put_if_bare(&mut buf, &value);
+                    assert_eq!(bare, LOGFMT_BARE[byte as usize], "{len} {at} {byte:#x}");
+                    if bare {
+                        assert_eq!(&buf[2..], &value[..], "{len} {at} {byte:#x}");
+                    } else {
+                        assert_eq!(buf, b"x=", "{len} {at} {byte:#x}");
+                    }
+                }
+            }
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(20_000))]

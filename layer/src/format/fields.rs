@@ -23,6 +23,18 @@ impl JsonFields<'_> {
     fn key(&mut self, field: &Field) {
         put_key(self.buf, self.callsite, self.keys, field);
     }
+
+    /// [`JsonFields::key`] and the `"` that opens a string value.
+    #[inline(always)]
+    fn key_quote(&mut self, field: &Field) {
+        if !self
+            .callsite
+            .is_some_and(|c| c.put_key_quote(self.buf, field))
+        {
+            write_key(self.buf, self.keys, field.name());
+            self.buf.push(b'"');
+        }
+    }
 }
 
 /// Appends `field`'s key: the callsite's rendered one, else rendered now.
@@ -268,16 +280,14 @@ impl JsonFields<'_> {
 
     #[inline(always)]
     fn put_str(&mut self, field: &Field, value: &str) {
-        self.key(field);
-        self.buf.push(b'"');
+        self.key_quote(field);
         write_escaped(self.buf, value);
         self.buf.push(b'"');
     }
 
     #[inline(always)]
     fn put_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.key(field);
-        self.buf.push(b'"');
+        self.key_quote(field);
         let _ = write!(Escaping(self.buf), "{value:?}");
         self.buf.push(b'"');
     }

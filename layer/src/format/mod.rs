@@ -92,11 +92,11 @@ mod schema;
 mod service;
 mod trace_ids;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tracing_core::field::Visit;
+use tracing_core::field::{ValueSet, Visit};
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
@@ -109,7 +109,7 @@ use crate::enforce::{
 use crate::level::Level;
 use crate::policy::Redaction;
 use crate::sink::LineSink;
-use callsite::{cached_site, message_index, CachedSite};
+use callsite::{cached_site, cached_site_of, message_index, CachedSite};
 pub(crate) use escape::write_escaped;
 use fields::{JsonFields, LogfmtFields, OtelAttributes, OtelFields, TextFields, Tracked};
 use redact::{Counts, Redacting};
@@ -151,6 +151,36 @@ const KEEP_BUFFER: usize = 64 * 1024;
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
+    /// How many spans this thread is in, as the format layers were told (the sum over
+    /// every format layer of the process): while it is 0, an event that takes its span
+    /// from the context has none, and no format layer asks the registry for it.
+    static ENTERED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The span an event is in, if any.
+type SpanOf<'a, S> = Option<tracing_subscriber::registry::SpanRef<'a, S>>;
+
+/// The span `event` is in, as [`Context::event_span`] finds it: without asking the
+/// registry when the event takes its span from the context and the thread is in none.
+#[inline(always)]
+fn event_span<'a, S>(ctx: &'a Context<'_, S>, event: &Event<'_>) -> SpanOf<'a, S>
+where
+    S: Subscriber + for<'l> LookupSpan<'l>,
+{
+    if event.is_contextual() && ENTERED.with(Cell::get) == 0 {
+        return None;
+    }
+    registry_span(ctx, event)
+}
+
+/// [`Context::event_span`], out of line: the registry is asked only inside a span or for
+/// an event with an explicit parent.
+#[inline(never)]
+fn registry_span<'a, S>(ctx: &'a Context<'_, S>, event: &Event<'_>) -> SpanOf<'a, S>
+where
+    S: Subscriber + for<'l> LookupSpan<'l>,
+{
+    ctx.event_span(event)
 }
 
 /// A layer that formats every event it sees and hands the line to a [`LineSink`].
@@ -216,6 +246,9 @@ pub struct FormatLayer<K> {
     trace: trace_ids::Source,
     /// Which spans' fields a line carries.
     spans: Spans,
+    /// This layer's own, among the layers of a subscriber that render span fields the
+    /// same way (see [`SpanFieldsAs`]).
+    id: usize,
 }
 
 /// Which spans' fields a line carries: [`FormatLayer::spans`], [`Builder::spans`](crate::Builder::spans).
@@ -269,6 +302,7 @@ impl<K: LineSink> FormatLayer<K> {
             unredacted: false,
             trace: trace_ids::Source::default(),
             spans: Spans::Innermost,
+            id: NEXT_LAYER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -469,12 +503,12 @@ impl<K: LineSink> FormatLayer<K> {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let callsite = cached_site(event.metadata(), self.event_keys);
+        let callsite = cached_site_of(event, self.event_keys);
         self.format_site(buf, event, callsite, ctx, now, r)
     }
 
     /// [`FormatLayer::format_into`] with the event's callsite's rendered parts already
-    /// looked up (`callsite`: [`cached_site`] with this layer's event keys).
+    /// looked up (`callsite`: [`cached_site_of`] with this layer's event keys).
     #[inline]
     fn format_site<S>(
         &self,
@@ -492,7 +526,7 @@ impl<K: LineSink> FormatLayer<K> {
         let meta = event.metadata();
         let format = self.style.format;
         if format == Format::Text {
-            return self.format_text(buf, event, callsite, ctx.event_span(event), now, r);
+            return self.format_text(buf, event, callsite, event_span(ctx, event), now, r);
         }
         let keys = self.event_keys;
         write_time(buf, format, now);
@@ -512,7 +546,7 @@ impl<K: LineSink> FormatLayer<K> {
                     keys,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if let Some(span) = ctx.event_span(event) {
+                if let Some(span) = event_span(ctx, event) {
                     buf.extend_from_slice(span_open(format));
                     write_logfmt_str(buf, span.name());
                     self.put_span_fields::<LOGFMT, S>(&span, buf, r);
@@ -538,7 +572,7 @@ impl<K: LineSink> FormatLayer<K> {
                     attributes: &mut attributes,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                let span = ctx.event_span(event);
+                let span = event_span(ctx, event);
                 if let Some(span) = &span {
                     attributes.put_span_open(buf, span_open(format));
                     self.put_json_span(buf, span, r);
@@ -565,7 +599,7 @@ impl<K: LineSink> FormatLayer<K> {
                     keys,
                 };
                 let counts = self.record_redacted(record, fields, meta, callsite, r);
-                if let Some(span) = ctx.event_span(event) {
+                if let Some(span) = event_span(ctx, event) {
                     buf.extend_from_slice(span_open(format));
                     self.put_json_span(buf, &span, r);
                     if self.spans == Spans::All {
@@ -611,15 +645,20 @@ impl<K: LineSink> FormatLayer<K> {
         let cached = |span: &tracing_subscriber::registry::SpanRef<'_, S>| {
             let ext = span.extensions();
             ext.get::<SpanFieldsAs<KIND>>()
-                .and_then(|f| f.0.trace.get())
+                .and_then(|f| f.of(self.id))
+                .and_then(|f| f.trace.get())
         };
         if let Some(ids) = cached(span) {
             return ids;
         }
         // Not holding the extensions: reading the context locks them.
         let ids = self.trace.of(span);
-        if let Some(f) = span.extensions().get::<SpanFieldsAs<KIND>>() {
-            f.0.trace.set(ids);
+        if let Some(f) = span
+            .extensions()
+            .get::<SpanFieldsAs<KIND>>()
+            .and_then(|f| f.of(self.id))
+        {
+            f.trace.set(ids);
         }
         if ids.is_none() && self.trace.missing_context() {
             let [what, source, error] = trace_ids::NO_CONTEXT_WARNING;
@@ -742,21 +781,24 @@ impl<K: LineSink> FormatLayer<K> {
     {
         {
             let ext = span.extensions();
-            match ext.get::<SpanFieldsAs<KIND>>() {
+            match ext.get::<SpanFieldsAs<KIND>>().and_then(|f| f.of(self.id)) {
                 None => return,
-                Some(f) if f.0.redaction_id == r.id => {
-                    buf.extend_from_slice(&f.0.bytes);
+                Some(f) if f.redaction_id == r.id => {
+                    buf.extend_from_slice(&f.bytes);
                     return;
                 }
                 Some(_) => {}
             }
         }
         let mut ext = span.extensions_mut();
-        if let Some(f) = ext.get_mut::<SpanFieldsAs<KIND>>() {
+        if let Some(f) = ext
+            .get_mut::<SpanFieldsAs<KIND>>()
+            .and_then(|f| f.of_mut(self.id))
+        {
             let set = self.gate.redaction_set();
-            let n = f.0.redact_again(span.metadata(), &set, self.style.format);
+            let n = f.redact_again(span.metadata(), &set, self.style.format);
             self.gate.redacted(n, 0);
-            buf.extend_from_slice(&f.0.bytes);
+            buf.extend_from_slice(&f.bytes);
         }
     }
 
@@ -764,6 +806,7 @@ impl<K: LineSink> FormatLayer<K> {
     fn record_span_fields(
         &self,
         record: impl FnOnce(&mut dyn Visit),
+        values: Option<&ValueSet<'_>>,
         fields: &mut SpanFields,
         meta: &'static Metadata<'static>,
     ) {
@@ -775,7 +818,9 @@ impl<K: LineSink> FormatLayer<K> {
         }
         fields.redaction_id = r.id;
         let keys = self.span_keys;
-        let callsite = cached_site(meta, keys);
+        // The rendered keys only for values known to be of the span's callsite (a
+        // `Record` does not tell; it is written with keys rendered now).
+        let callsite = values.and_then(|v| cached_site(meta, keys).filter(|c| c.holds_values(v)));
         let SpanFields { bytes, entries, .. } = fields;
         let counts = match span_kind(self.style.format) {
             JSON => {
@@ -907,9 +952,53 @@ const fn span_kind(format: Format) -> u8 {
     }
 }
 
+/// The ids of format layers, each its own.
+static NEXT_LAYER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A span's fields rendered as `KIND`: the span extension of the formats of that kind.
-#[derive(Default)]
-struct SpanFieldsAs<const KIND: u8>(SpanFields);
+/// Each format layer of the subscriber keeps its own (two may redact differently): the
+/// first one's inline, any other's beside it.
+struct SpanFieldsAs<const KIND: u8> {
+    first: (usize, SpanFields),
+    more: Vec<(usize, SpanFields)>,
+}
+
+impl<const KIND: u8> SpanFieldsAs<KIND> {
+    /// The fields the layer `id` rendered.
+    #[inline]
+    fn of(&self, id: usize) -> Option<&SpanFields> {
+        if self.first.0 == id {
+            return Some(&self.first.1);
+        }
+        self.more.iter().find(|(i, _)| *i == id).map(|(_, f)| f)
+    }
+
+    /// [`SpanFieldsAs::of`], to change.
+    fn of_mut(&mut self, id: usize) -> Option<&mut SpanFields> {
+        if self.first.0 == id {
+            return Some(&mut self.first.1);
+        }
+        self.more.iter_mut().find(|(i, _)| *i == id).map(|(_, f)| f)
+    }
+
+    /// Keeps `fields` as the layer `id`'s, in the span's extensions.
+    fn insert(
+        ext: &mut tracing_subscriber::registry::ExtensionsMut<'_>,
+        id: usize,
+        fields: SpanFields,
+    ) {
+        match ext.get_mut::<Self>() {
+            Some(all) => match all.of_mut(id) {
+                Some(mine) => *mine = fields,
+                None => all.more.push((id, fields)),
+            },
+            None => ext.insert(SpanFieldsAs::<KIND> {
+                first: (id, fields),
+                more: Vec::new(),
+            }),
+        }
+    }
+}
 
 impl<S, K> tracing_subscriber::Layer<S> for FormatLayer<K>
 where
@@ -920,16 +1009,29 @@ where
         self.trace.register(subscriber);
     }
 
+    fn on_enter(&self, _: &Id, _: Context<'_, S>) {
+        let _ = ENTERED.try_with(|n| n.set(n.get() + 1));
+    }
+
+    fn on_exit(&self, _: &Id, _: Context<'_, S>) {
+        let _ = ENTERED.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         self.gate.open_span(attrs, &span);
         let mut fields = SpanFields::default();
-        self.record_span_fields(|v| attrs.record(v), &mut fields, attrs.metadata());
+        self.record_span_fields(
+            |v| attrs.record(v),
+            Some(attrs.values()),
+            &mut fields,
+            attrs.metadata(),
+        );
         let mut ext = span.extensions_mut();
         match span_kind(self.style.format) {
-            JSON => ext.insert(SpanFieldsAs::<JSON>(fields)),
-            LOGFMT => ext.insert(SpanFieldsAs::<LOGFMT>(fields)),
-            _ => ext.insert(SpanFieldsAs::<TEXT>(fields)),
+            JSON => SpanFieldsAs::<JSON>::insert(&mut ext, self.id, fields),
+            LOGFMT => SpanFieldsAs::<LOGFMT>::insert(&mut ext, self.id, fields),
+            _ => SpanFieldsAs::<TEXT>::insert(&mut ext, self.id, fields),
         }
     }
 
@@ -937,12 +1039,18 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         let fields = match span_kind(self.style.format) {
-            JSON => ext.get_mut::<SpanFieldsAs<JSON>>().map(|f| &mut f.0),
-            LOGFMT => ext.get_mut::<SpanFieldsAs<LOGFMT>>().map(|f| &mut f.0),
-            _ => ext.get_mut::<SpanFieldsAs<TEXT>>().map(|f| &mut f.0),
+            JSON => ext
+                .get_mut::<SpanFieldsAs<JSON>>()
+                .and_then(|f| f.of_mut(self.id)),
+            LOGFMT => ext
+                .get_mut::<SpanFieldsAs<LOGFMT>>()
+                .and_then(|f| f.of_mut(self.id)),
+            _ => ext
+                .get_mut::<SpanFieldsAs<TEXT>>()
+                .and_then(|f| f.of_mut(self.id)),
         };
         if let Some(fields) = fields {
-            self.record_span_fields(|v| values.record(v), fields, span.metadata());
+            self.record_span_fields(|v| values.record(v), None, fields, span.metadata());
         }
     }
 
@@ -969,7 +1077,7 @@ impl<K: LineSink> FormatLayer<K> {
         let level = meta.level();
         // One lookup of the callsite: its rendered keys, its redaction mask and its row
         // in the ledger (where the writer counts the line).
-        let callsite = cached_site(meta, self.event_keys);
+        let callsite = cached_site_of(event, self.event_keys);
         let row = match callsite {
             Some(c) => c.row(),
             None => crate::ledger::row_of_static(meta),

@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::escape::write_escaped;
+use super::escape::{put_if_bare, write_escaped};
 use super::fields::write_controls_escaped;
 use crate::clock::{write_nanos_since_epoch, write_since_epoch, DIGIT_PAIRS};
 use crate::level::level_index;
@@ -307,10 +307,9 @@ pub(crate) static LOGFMT_BARE: [bool; 256] = {
 
 /// Appends `s` as a logfmt value: as is when nothing in it needs quoting, else quoted
 /// with JSON's escapes (which Go's `strconv.Unquote`, used by logfmt readers, reads).
+#[inline(always)]
 pub(crate) fn write_logfmt_str(buf: &mut Vec<u8>, s: &str) {
-    if !s.is_empty() && s.bytes().all(|b| LOGFMT_BARE[b as usize]) {
-        buf.extend_from_slice(s.as_bytes());
-    } else {
+    if !put_if_bare(buf, s.as_bytes()) {
         buf.push(b'"');
         write_escaped(buf, s);
         buf.push(b'"');
