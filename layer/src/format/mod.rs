@@ -153,7 +153,11 @@ thread_local! {
     static BUF: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(1024));
     /// How many spans this thread is in, as the format layers were told (the sum over
     /// every format layer of the process): while it is 0, an event that takes its span
-    /// from the context has none, and no format layer asks the registry for it.
+    /// from the context has none, and no format layer asks the registry for it. A
+    /// format layer is told of every span entered while it is in the subscriber; one
+    /// added later through `tracing_subscriber::reload` (where none was) does not know
+    /// of the spans a thread was already in: until the thread leaves them, its lines
+    /// in none of the spans entered since are written without them.
     static ENTERED: Cell<usize> = const { Cell::new(0) };
 }
 
