@@ -307,3 +307,37 @@ fn two_layers_of_one_kind_each_write_the_span_once() {
     }
     assert_eq!(lines(&a)[1]["spans"][0]["user_id"], 42);
 }
+
+/// Values recorded into a span later are keyed by their own fields: the span's own with
+/// the keys rendered for its callsite, and values of another callsite's fields (a
+/// hand-made value set given to `Span::record_all`) by their own names, never by the
+/// span's key at the same index.
+#[test]
+fn values_recorded_later_are_keyed_by_their_own_fields() {
+    let lines = {
+        let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let subscriber =
+            tracing_subscriber::registry().with(FormatLayer::new(Format::Json, out.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let request = tracing::info_span!(
+                "request",
+                method = tracing::field::Empty,
+                path = tracing::field::Empty
+            );
+            let other = tracing::info_span!("other", secret_of_b = tracing::field::Empty);
+            let fields = other.metadata().unwrap().fields();
+            let secret = fields.field("secret_of_b").unwrap();
+            let values: [(&tracing::field::Field, Option<&dyn tracing::Value>); 1] =
+                [(&secret, Some(&"x"))];
+            request.record_all(&fields.value_set(&values));
+            request.record("path", "/cart");
+            request.in_scope(|| tracing::info!("in the request"));
+        });
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        json(&text.lines().map(str::to_owned).collect::<Vec<_>>())
+    };
+    let span = &lines[0]["span"];
+    assert_eq!(span["secret_of_b"], "x", "{span}");
+    assert_eq!(span["path"], "/cart", "{span}");
+    assert!(span.get("method").is_none(), "{span}");
+}

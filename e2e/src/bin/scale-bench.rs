@@ -42,6 +42,7 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -75,7 +76,7 @@ type Applied = Arc<Mutex<Vec<u64>>>;
 
 /// How many documents the simulated pods accepted so far: a step that pushes some pods
 /// twice shows more than one a live pod.
-static ACCEPTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -268,7 +269,7 @@ fn spawn_agents(
             if let (Some(i), Ok(ms), Ok(mut times)) = (i, ms.parse::<u64>(), applied.lock()) {
                 if let Some(t) = times.get_mut(i) {
                     *t = ms;
-                    ACCEPTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    ACCEPTED.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -289,7 +290,7 @@ fn step(
     with_status: bool,
 ) -> Result<Step> {
     let before = api_requests(cluster)?;
-    let accepted_before = ACCEPTED.load(std::sync::atomic::Ordering::Relaxed);
+    let accepted_before = ACCEPTED.load(Ordering::Relaxed);
     let cpu_before = cpu_now(operator, agents);
     let t0 = unix_ms();
     let started = Instant::now();
@@ -374,7 +375,7 @@ fn step(
     // Let the change's last reports and status writes land before counting.
     std::thread::sleep(Duration::from_secs(2));
     let after = api_requests(cluster)?;
-    let accepted = ACCEPTED.load(std::sync::atomic::Ordering::Relaxed) - accepted_before;
+    let accepted = ACCEPTED.load(Ordering::Relaxed) - accepted_before;
     eprintln!("scale-bench: {name}: the pods accepted {accepted} documents ({live} live pods)");
     Ok(Step {
         accepted,

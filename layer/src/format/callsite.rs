@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use tracing_core::callsite::Identifier;
 use tracing_core::field::{Field, ValueSet};
+use tracing_core::span::Record;
 use tracing_core::{Event, Metadata};
 
 use super::schema::{write_head, write_key, Keys};
@@ -157,10 +158,18 @@ impl CachedSite {
             .is_none_or(|f| f.callsite() == self.callsite)
     }
 
-    /// [`CachedSite::holds`] for a span's values.
+    /// [`CachedSite::holds`] for a new span's values.
     #[inline]
     pub(crate) fn holds_values(&self, values: &ValueSet<'_>) -> bool {
         values.callsite() == self.callsite
+    }
+
+    /// [`CachedSite::holds`] for values recorded into a span later: `Record::contains`
+    /// answers for a field only of the record's own callsite, so a value of this
+    /// callsite's fields tells the record is this callsite's (one with no value at all
+    /// has nothing to key).
+    pub(crate) fn holds_record(&self, values: &Record<'_>) -> bool {
+        self.meta.fields().iter().any(|f| values.contains(&f))
     }
 
     /// Appends the rendered key of `field`, one of this callsite's fields (see
@@ -168,17 +177,7 @@ impl CachedSite {
     /// rendered.
     #[inline]
     pub(crate) fn put_key(&self, buf: &mut Vec<u8>, field: &Field) -> bool {
-        let Some(key) = self.keys.get(field.index()) else {
-            return false;
-        };
-        if key.len == 0 {
-            return false;
-        }
-        buf.reserve(KEY_INLINE);
-        let at = buf.len();
-        buf.extend_from_slice(&key.bytes);
-        buf.truncate(at + usize::from(key.len));
-        true
+        self.put_rendered_key(buf, field, 0)
     }
 
     /// [`CachedSite::put_key`] followed by the `"` that opens a JSON string value, in the
@@ -186,16 +185,24 @@ impl CachedSite {
     /// room for the quote.
     #[inline]
     pub(crate) fn put_key_quote(&self, buf: &mut Vec<u8>, field: &Field) -> bool {
+        self.put_rendered_key(buf, field, 1)
+    }
+
+    /// The rendered key of `field` and the `quote` bytes (0 or 1) kept after it, as one
+    /// fixed-size store cut back to their length.
+    #[inline(always)]
+    fn put_rendered_key(&self, buf: &mut Vec<u8>, field: &Field, quote: usize) -> bool {
         let Some(key) = self.keys.get(field.index()) else {
             return false;
         };
-        if key.len == 0 || usize::from(key.len) == KEY_INLINE {
+        let len = usize::from(key.len) + quote;
+        if key.len == 0 || len > KEY_INLINE {
             return false;
         }
         buf.reserve(KEY_INLINE);
         let at = buf.len();
         buf.extend_from_slice(&key.bytes);
-        buf.truncate(at + usize::from(key.len) + 1);
+        buf.truncate(at + len);
         true
     }
 }
@@ -234,6 +241,20 @@ pub(crate) fn cached_site_of(event: &Event<'_>, kind: Keys) -> Option<&'static C
 mod tests {
     use super::*;
     use crate::format::fields::{JsonFields, LogfmtFields, TextFields};
+
+    /// A `static` event metadata `$meta` of callsite `$cs` with `$fields`.
+    macro_rules! event_meta {
+        ($meta:ident, $cs:ident, $fields:expr) => {
+            static $meta: Metadata<'static> = tracing_core::metadata! {
+                name: stringify!($meta),
+                target: "t",
+                level: tracing_core::Level::INFO,
+                fields: $fields,
+                callsite: &$cs,
+                kind: tracing_core::metadata::Kind::EVENT,
+            };
+        };
+    }
 
     const KINDS: [Keys; Keys::COUNT] = [
         Keys::Json,
@@ -347,22 +368,8 @@ mod tests {
     /// keys at the same index.
     #[test]
     fn an_event_with_another_callsites_values_is_keyed_by_its_own_fields() {
-        static A_META: Metadata<'static> = tracing_core::metadata! {
-            name: "a",
-            target: "t",
-            level: tracing_core::Level::INFO,
-            fields: &["method", "path"],
-            callsite: &A,
-            kind: tracing_core::metadata::Kind::EVENT,
-        };
-        static B_META: Metadata<'static> = tracing_core::metadata! {
-            name: "b",
-            target: "t",
-            level: tracing_core::Level::INFO,
-            fields: &["user", "secret_of_b"],
-            callsite: &B,
-            kind: tracing_core::metadata::Kind::EVENT,
-        };
+        event_meta!(A_META, A, &["method", "path"]);
+        event_meta!(B_META, B, &["user", "secret_of_b"]);
         struct Cs(&'static Metadata<'static>);
         impl tracing_core::Callsite for Cs {
             fn set_interest(&self, _: tracing_core::Interest) {}
@@ -406,14 +413,7 @@ mod tests {
 
     #[test]
     fn slots_stay_in_the_table() {
-        static META: Metadata<'static> = tracing_core::metadata! {
-            name: "x",
-            target: "t",
-            level: tracing_core::Level::INFO,
-            fields: &[],
-            callsite: &CS,
-            kind: tracing_core::metadata::Kind::EVENT,
-        };
+        event_meta!(META, CS, &[]);
         struct Cs;
         impl tracing_core::Callsite for Cs {
             fn set_interest(&self, _: tracing_core::Interest) {}

@@ -93,10 +93,11 @@ mod service;
 mod trace_ids;
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tracing_core::field::{ValueSet, Visit};
+use tracing_core::field::Visit;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
@@ -306,7 +307,7 @@ impl<K: LineSink> FormatLayer<K> {
             unredacted: false,
             trace: trace_ids::Source::default(),
             spans: Spans::Innermost,
-            id: NEXT_LAYER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: NEXT_LAYER.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -810,7 +811,7 @@ impl<K: LineSink> FormatLayer<K> {
     fn record_span_fields(
         &self,
         record: impl FnOnce(&mut dyn Visit),
-        values: Option<&ValueSet<'_>>,
+        holds: impl FnOnce(&CachedSite) -> bool,
         fields: &mut SpanFields,
         meta: &'static Metadata<'static>,
     ) {
@@ -822,9 +823,8 @@ impl<K: LineSink> FormatLayer<K> {
         }
         fields.redaction_id = r.id;
         let keys = self.span_keys;
-        // The rendered keys only for values known to be of the span's callsite (a
-        // `Record` does not tell; it is written with keys rendered now).
-        let callsite = values.and_then(|v| cached_site(meta, keys).filter(|c| c.holds_values(v)));
+        // The rendered keys only for values of the span's own callsite.
+        let callsite = cached_site(meta, keys).filter(|c| holds(c));
         let SpanFields { bytes, entries, .. } = fields;
         let counts = match span_kind(self.style.format) {
             JSON => {
@@ -957,7 +957,7 @@ const fn span_kind(format: Format) -> u8 {
 }
 
 /// The ids of format layers, each its own.
-static NEXT_LAYER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static NEXT_LAYER: AtomicUsize = AtomicUsize::new(0);
 
 /// A span's fields rendered as `KIND`: the span extension of the formats of that kind.
 /// Each format layer of the subscriber keeps its own (two may redact differently): the
@@ -1027,7 +1027,7 @@ where
         let mut fields = SpanFields::default();
         self.record_span_fields(
             |v| attrs.record(v),
-            Some(attrs.values()),
+            |c| c.holds_values(attrs.values()),
             &mut fields,
             attrs.metadata(),
         );
@@ -1054,7 +1054,12 @@ where
                 .and_then(|f| f.of_mut(self.id)),
         };
         if let Some(fields) = fields {
-            self.record_span_fields(|v| values.record(v), None, fields, span.metadata());
+            self.record_span_fields(
+                |v| values.record(v),
+                |c| c.holds_record(values),
+                fields,
+                span.metadata(),
+            );
         }
     }
 
