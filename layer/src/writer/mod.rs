@@ -362,11 +362,27 @@ impl Writer {
         {
             // The queue is (or just was) full: refuse without touching the lock, so a
             // flood behind a paused reader never makes callers queue for it.
-            sh.lockless_drops[LOCKLESS_QUEUE_FULL][li].fetch_add(1, Ordering::AcqRel);
-            sh.ledger
-                .add(row, Col::writer(DropReason::QueueFull.index()), 1);
+            sh.drop_lockless(LOCKLESS_QUEUE_FULL, li, row, DropReason::QueueFull);
             return false;
         }
+        // A steady flow: the lock free, room in the chunk being filled. Everything else
+        // (a new chunk, a held lock, a full queue, lines posted before this one) takes
+        // the long way, out of line.
+        sh.append_now(li, row, always_keep, line)
+            || self.write_row_line_slow(li, row, always_keep, never_wait, line)
+    }
+
+    /// [`Writer::write_row_line`] when [`Shared::append_now`] could not queue the line.
+    #[inline(never)]
+    fn write_row_line_slow(
+        &self,
+        li: usize,
+        row: RowId,
+        always_keep: bool,
+        never_wait: bool,
+        line: &[u8],
+    ) -> bool {
+        let sh = &*self.shared;
         let mut st = match sh.lock_within(sh.lock_spin) {
             Some(st) => st,
             // The holder was preempted. While the output keeps up (the queue holds less
@@ -387,9 +403,7 @@ impl Writer {
             }
             None => {
                 // The output is behind too: waiting could take a time slice.
-                sh.lockless_drops[LOCKLESS_CONTENDED][li].fetch_add(1, Ordering::AcqRel);
-                sh.ledger
-                    .add(row, Col::writer(DropReason::Contended.index()), 1);
+                sh.drop_lockless(LOCKLESS_CONTENDED, li, row, DropReason::Contended);
                 return false;
             }
         };

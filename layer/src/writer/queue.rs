@@ -172,7 +172,7 @@ impl Chunk {
     }
 
     /// Appends a whole line that fits (at most a chunk's size in all).
-    #[inline]
+    #[inline(always)]
     fn append(&mut self, level: usize, row: RowId, line: &[u8], always_keep: bool) {
         let start = self.data.len();
         self.data.extend_from_slice(line);
@@ -442,7 +442,7 @@ impl Queue {
     /// Appends the line if it fits now into the last pending chunk, the common case of a
     /// steady flow: what [`Queue::fit`] then [`Queue::push`] would do, without `fit`'s
     /// look at the spare chunks. Returns `false`, changing nothing, otherwise.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_append(
         &mut self,
         level: usize,

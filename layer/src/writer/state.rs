@@ -498,6 +498,35 @@ impl Shared {
         true
     }
 
+    /// Queues a line at once, in the common case of a steady flow: the lock free, no
+    /// line posted before this one, the writer open, and room for the line in the chunk
+    /// being filled. Returns `false`, having changed nothing, in every other case: the
+    /// caller then takes the long way ([`Writer::write_row_line`](super::Writer::write_row_line)),
+    /// which handles each of them.
+    #[inline]
+    pub(super) fn append_now(&self, li: usize, row: RowId, always_keep: bool, line: &[u8]) -> bool {
+        let Ok(mut st) = self.state.try_lock() else {
+            return false;
+        };
+        if st.closed || !self.posted.is_empty() || !st.queue.try_append(li, row, line, always_keep)
+        {
+            return false;
+        }
+        st.levels[li].emitted += 1;
+        self.publish_queued(&st);
+        self.accepted(st, li)
+    }
+
+    /// Counts a line below `alwaysKeep` refused without the lock, for `reason` (at
+    /// `slot` of [`LOCKLESS_REASONS`]): in the lock-free counters, folded in later, and
+    /// in its ledger row.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn drop_lockless(&self, slot: usize, li: usize, row: RowId, reason: DropReason) {
+        self.lockless_drops[slot][li].fetch_add(1, Ordering::AcqRel);
+        self.ledger.add(row, Col::writer(reason.index()), 1);
+    }
+
     pub(super) fn publish_queued(&self, st: &State) {
         self.queued_hint
             .store(st.queue.queued_bytes(), Ordering::Release);
