@@ -362,7 +362,7 @@ impl Writer {
         {
             // The queue is (or just was) full: refuse without touching the lock, so a
             // flood behind a paused reader never makes callers queue for it.
-            sh.drop_lockless(LOCKLESS_QUEUE_FULL, li, row, DropReason::QueueFull);
+            sh.drop_lockless(LOCKLESS_QUEUE_FULL, li, row);
             return false;
         }
         // A steady flow: the lock free, room in the chunk being filled. Everything else
@@ -403,7 +403,7 @@ impl Writer {
             }
             None => {
                 // The output is behind too: waiting could take a time slice.
-                sh.drop_lockless(LOCKLESS_CONTENDED, li, row, DropReason::Contended);
+                sh.drop_lockless(LOCKLESS_CONTENDED, li, row);
                 return false;
             }
         };
@@ -411,11 +411,9 @@ impl Writer {
             // Lines handed over before this one (by this thread, too) come first.
             sh.drain_posted(&mut st);
         }
+        // `append_now` already tried the last chunk; `fit` and `push` below do the rest
+        // (a new chunk, a line that fits once posted lines are queued, waiting).
         st.levels[li].emitted += 1;
-        if !st.closed && st.queue.try_append(li, row, line, always_keep) {
-            sh.publish_queued(&st);
-            return sh.accepted(st, li);
-        }
         let full = DropReason::full(always_keep);
         let mut deadline = None;
         let mut waited = false;

@@ -517,14 +517,15 @@ impl Shared {
         self.accepted(st, li)
     }
 
-    /// Counts a line below `alwaysKeep` refused without the lock, for `reason` (at
-    /// `slot` of [`LOCKLESS_REASONS`]): in the lock-free counters, folded in later, and
-    /// in its ledger row.
+    /// Counts a line below `alwaysKeep` refused without the lock, for the reason at
+    /// `slot` of [`LOCKLESS_REASONS`]: in the lock-free counters, folded in later, and in
+    /// its ledger row.
     #[cold]
     #[inline(never)]
-    pub(super) fn drop_lockless(&self, slot: usize, li: usize, row: RowId, reason: DropReason) {
+    pub(super) fn drop_lockless(&self, slot: usize, li: usize, row: RowId) {
         self.lockless_drops[slot][li].fetch_add(1, Ordering::AcqRel);
-        self.ledger.add(row, Col::writer(reason.index()), 1);
+        self.ledger
+            .add(row, Col::writer(LOCKLESS_REASONS[slot].index()), 1);
     }
 
     pub(super) fn publish_queued(&self, st: &State) {
