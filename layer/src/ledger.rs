@@ -48,18 +48,26 @@
 //!   level). No thread but the writer's writes a counter for it: the writer's thread adds
 //!   the line and its bytes to its own copy of the row after the write.
 //! - An event **not written** is counted by the thread that decided so, in that
-//!   thread's own copy of the row: a thread-local lookup, a load and a store, no atomic
-//!   read-modify-write, no cache line shared with another thread (an event sampled out
-//!   on the filter's lock-free path finds its row in its callsite's word there).
-//! - A **read** ([`Ledger::sites`]) folds every thread's copy (threads that ended are
-//!   folded once, when they end).
+//!   thread's own copy of the row: one thread-local load (the thread's slot), the
+//!   slot's copy, a load and a store, no atomic read-modify-write, no cache line shared
+//!   with another thread (an event sampled out on the filter's lock-free path finds its
+//!   row in its callsite's word there).
+//! - A thread's copy belongs to its **slot**, which it takes on its first count and
+//!   gives back when it ends: the next thread to take the slot goes on counting in the
+//!   same copy, so nothing is moved when a thread ends. A thread past the first 1,024
+//!   alive at once, and a thread counting while it ends, counts with atomic adds in a
+//!   copy every thread shares.
+//! - A **read** ([`Ledger::sites`]) folds every slot's copy and the shared one.
 //!
 //! Memory: the process-wide index takes 320 KiB of static tables (two tables of 8,192
 //! slots of 16 bytes, and a slot per row for its names), touched as rows are given;
 //! each row's names take about 90 bytes (a `log` row's target and file are copied once:
 //! about 0.7 MiB for 4,094 `log` rows with 80-byte targets and files). Counters are
-//! allocated 64 rows at a time (7 KiB), per thread that counts in those rows: a thread
-//! writing from 20 callsites of one module holds one such page. A read allocates
+//! allocated 64 rows at a time (7 KiB), per thread slot that counts in those rows: a
+//! thread writing from 20 callsites of one module holds one such page. A slot's pages
+//! stay with the ledger after its thread ends, for the slot's next thread: they add up
+//! to the most threads that counted at once, not to every thread that ever did. Each
+//! ledger has a table of 1,024 slots (16 KiB). A read allocates
 //! 360 KiB for the sums and a row per callsite, and frees them.
 //!
 //! # Examples
@@ -94,8 +102,8 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -437,8 +445,8 @@ fn give(table: &'static [WordSlot], key: usize, info: impl FnOnce() -> RowInfo) 
 
 type Page = [[AtomicU64; COLS]; PAGE_ROWS];
 
-/// One thread's counters of one ledger (or the folded counters of ended threads):
-/// pages of rows allocated on first use.
+/// One thread slot's counters of one ledger (or the copy shared by threads without a
+/// slot): pages of rows allocated on first use.
 #[derive(Debug)]
 struct Rows {
     pages: [OnceLock<Box<Page>>; PAGES],
@@ -449,6 +457,15 @@ impl Rows {
         Rows {
             pages: [const { OnceLock::new() }; PAGES],
         }
+    }
+
+    /// The row's counters, if their page was made.
+    #[inline(always)]
+    fn made_cells(&self, row: RowId) -> Option<&[AtomicU64; COLS]> {
+        let i = row.index();
+        // `% PAGES`: no bounds check (a row's index is below `MAX_ROWS` anyway).
+        let page = self.pages[(i / PAGE_ROWS) % PAGES].get()?;
+        Some(&page[i % PAGE_ROWS])
     }
 
     #[inline(always)]
@@ -462,8 +479,7 @@ impl Rows {
     /// a store, no read-modify-write.
     #[inline(always)]
     fn bump(&self, row: RowId, col: usize, n: u64) {
-        let c = &self.cells(row)[col];
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        bump_cell(&self.cells(row)[col], n);
     }
 
     /// Adds `lines` and `bytes` written, by the one thread that writes these counters.
@@ -498,65 +514,95 @@ impl Rows {
             }
         }
     }
+}
 
-    /// Adds these counters into `into`, from any thread.
-    fn fold_into_shared(&self, into: &Rows) {
-        for (p, page) in self.pages.iter().enumerate() {
-            let Some(page) = page.get() else { continue };
-            for (r, cells) in page.iter().enumerate() {
-                let row = RowId::from_index(p * PAGE_ROWS + r);
-                for (col, c) in cells.iter().enumerate() {
-                    let n = c.load(Ordering::Relaxed);
-                    if n > 0 {
-                        into.add_shared(row, col, n);
-                    }
-                }
-            }
-        }
-    }
+/// Adds `n` to a counter only this thread writes: a load and a store.
+#[inline(always)]
+fn bump_cell(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 fn new_page() -> Box<Page> {
     Box::new([const { [const { AtomicU64::new(0) }; COLS] }; PAGE_ROWS])
 }
 
+/// The most threads that count at once in their own copies: a thread beyond them counts
+/// with atomic adds into a ledger's shared copy.
+const MAX_SLOTS: usize = 1024;
+
 /// What a ledger shares with the threads that count in it.
 #[derive(Debug)]
 struct Shared {
-    id: usize,
     started_at: SystemTime,
-    /// The counters of the threads that count in this ledger now.
-    threads: Mutex<Vec<Arc<Rows>>>,
-    /// The counters of threads that ended, and counts made while a thread's own were
-    /// not reachable (during its exit).
-    retired: Rows,
-}
-
-impl Shared {
-    /// Folds an ending thread's counters into `retired`, under the lock readers take.
-    fn retire(&self, rows: &Arc<Rows>) {
-        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
-        rows.fold_into_shared(&self.retired);
-        threads.retain(|t| !Arc::ptr_eq(t, rows));
-    }
-}
-
-/// A thread's counters in each ledger it counted in.
-#[derive(Default)]
-struct ThreadLedgers(Vec<(usize, Weak<Shared>, Arc<Rows>)>);
-
-impl Drop for ThreadLedgers {
-    fn drop(&mut self) {
-        for (_, ledger, rows) in self.0.drain(..) {
-            if let Some(ledger) = ledger.upgrade() {
-                ledger.retire(&rows);
-            }
-        }
-    }
+    /// The counters of each thread slot (see [`thread_slot`]), made on the slot's first
+    /// count: a slot's thread is the only one that writes them, and a thread that takes
+    /// a slot another thread gave back goes on counting in the same copy.
+    slots: Box<[OnceLock<Arc<Rows>>; MAX_SLOTS]>,
+    /// Counts made with atomic adds: by threads without a slot (beyond [`MAX_SLOTS`],
+    /// or ending), and by callers that already serialise their threads.
+    common: Rows,
 }
 
 thread_local! {
-    static MINE: RefCell<ThreadLedgers> = RefCell::new(ThreadLedgers::default());
+    /// This thread's slot + 1 (0: none yet; [`ENDING`]: the thread gave it back). No
+    /// destructor: reading it is one thread-local load, also while the thread ends.
+    static SLOT: Cell<u32> = const { Cell::new(0) };
+    /// Gives the slot back when the thread ends.
+    static SLOT_GUARD: RefCell<Option<SlotGuard>> = const { RefCell::new(None) };
+}
+
+/// [`SLOT`] of a thread that gave its slot back.
+const ENDING: u32 = u32::MAX;
+
+/// Slots given back by threads that ended, and the next never given.
+static FREE_SLOTS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
+
+/// A thread's hold on its slot (index + 1).
+struct SlotGuard(u32);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        // Counts made after this (by other thread-locals' destructors) go to the shared
+        // copy: the next thread to take the slot writes its counters.
+        let _ = SLOT.try_with(|s| s.set(ENDING));
+        FREE_SLOTS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(self.0);
+    }
+}
+
+/// This thread's slot, taken now if it has none; `None` once the thread is ending, and
+/// for threads beyond [`MAX_SLOTS`].
+fn thread_slot() -> Option<usize> {
+    let slot = SLOT.try_with(Cell::get).ok()?;
+    match slot {
+        ENDING => None,
+        0 => take_slot(),
+        s => Some(s as usize - 1).filter(|&i| i < MAX_SLOTS),
+    }
+}
+
+#[cold]
+fn take_slot() -> Option<usize> {
+    let slot = FREE_SLOTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop()
+        .unwrap_or_else(|| NEXT_SLOT.fetch_add(1, Ordering::Relaxed).saturating_add(1));
+    if slot == ENDING {
+        return None;
+    }
+    let guard = SlotGuard(slot);
+    // The guard first: a thread that cannot hold one (its thread-locals are being
+    // destroyed) gives the slot back at once and counts in the shared copy.
+    match SLOT_GUARD.try_with(|g| g.try_borrow_mut().map(|mut g| g.replace(guard))) {
+        Ok(Ok(_)) => {}
+        _ => return None,
+    }
+    SLOT.with(|s| s.set(slot));
+    Some(slot as usize - 1).filter(|&i| i < MAX_SLOTS)
 }
 
 /// The per-callsite counters of one logging setup (a filter and the writer it writes
@@ -575,13 +621,11 @@ impl Default for Ledger {
 impl Ledger {
     /// An empty ledger, started now.
     pub fn new() -> Self {
-        static IDS: AtomicUsize = AtomicUsize::new(1);
         Ledger {
             shared: Arc::new(Shared {
-                id: IDS.fetch_add(1, Ordering::Relaxed),
                 started_at: SystemTime::now(),
-                threads: Mutex::new(Vec::new()),
-                retired: Rows::new(),
+                slots: Box::new([const { OnceLock::new() }; MAX_SLOTS]),
+                common: Rows::new(),
             }),
         }
     }
@@ -596,68 +640,49 @@ impl Ledger {
     /// their threads (the recorder's).
     #[inline]
     pub(crate) fn add_shared(&self, row: RowId, col: usize, n: u64) {
-        self.shared.retired.add_shared(row, col, n);
+        self.shared.common.add_shared(row, col, n);
     }
 
     /// Adds `n` to column `col` of `row`, in this thread's copy (inlined: the
-    /// sampled-out path of the filter pays no call for it).
+    /// sampled-out path of the filter pays no call for it): a thread-local load, the
+    /// slot's copy, a load and a store.
     #[inline(always)]
     pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
-        let id = self.shared.id;
-        let done = MINE.try_with(|mine| {
-            let Ok(mine) = mine.try_borrow() else {
-                return false;
-            };
-            match mine.0.first() {
-                Some((i, _, rows)) if *i == id => {
-                    rows.bump(row, col, n);
-                    true
-                }
-                _ => false,
-            }
-        });
-        if done != Ok(true) {
-            self.add_slow(row, col, n);
+        let slot = SLOT.with(Cell::get) as usize;
+        // 0 (none yet) wraps to a slot that does not exist, as `ENDING` is one. No
+        // call returns here: the first count in a slot or a page is the slow way's.
+        let cells = self
+            .shared
+            .slots
+            .get(slot.wrapping_sub(1))
+            .and_then(OnceLock::get)
+            .and_then(|rows| rows.made_cells(row));
+        match cells {
+            Some(c) => bump_cell(&c[col], n),
+            None => self.add_slow(row, col, n),
         }
     }
 
-    /// [`Ledger::add`] when this ledger is not the thread's first, or the thread is
-    /// ending.
+    /// [`Ledger::add`] on this thread's first count in this ledger, or while the thread
+    /// is ending.
     #[cold]
+    #[inline(never)]
     fn add_slow(&self, row: RowId, col: usize, n: u64) {
-        let rows = self.local();
-        match rows {
+        match self.local() {
             Some(rows) => rows.bump(row, col, n),
-            None => self.shared.retired.add_shared(row, col, n),
+            None => self.shared.common.add_shared(row, col, n),
         }
     }
 
-    /// This thread's counters in this ledger (made and moved to the front now), or
-    /// `None` while the thread is ending.
+    /// This thread's counters in this ledger (made now if needed), or `None` while the
+    /// thread is ending.
     fn local(&self) -> Option<Arc<Rows>> {
-        let id = self.shared.id;
-        MINE.try_with(|mine| {
-            let mut mine = mine.try_borrow_mut().ok()?;
-            // Forget the ledgers that are gone.
-            mine.0.retain(|(_, l, _)| l.strong_count() > 0);
-            let at = match mine.0.iter().position(|(i, _, _)| *i == id) {
-                Some(at) => at,
-                None => {
-                    let rows = Arc::new(Rows::new());
-                    self.shared
-                        .threads
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(rows.clone());
-                    mine.0.push((id, Arc::downgrade(&self.shared), rows));
-                    mine.0.len() - 1
-                }
-            };
-            mine.0.swap(0, at);
-            Some(mine.0[0].2.clone())
-        })
-        .ok()
-        .flatten()
+        let slot = thread_slot()?;
+        Some(
+            self.shared.slots[slot]
+                .get_or_init(|| Arc::new(Rows::new()))
+                .clone(),
+        )
     }
 
     /// A counter of this thread's own for many adds in a row (the writer's thread
@@ -677,15 +702,10 @@ impl Ledger {
     /// Every row's counts now, per row index.
     fn counts(&self) -> Vec<[u64; COLS]> {
         let mut sums = vec![[0u64; COLS]; MAX_ROWS];
-        let threads = self
-            .shared
-            .threads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for t in threads.iter() {
-            t.fold_into(&mut sums);
+        for rows in self.shared.slots.iter().filter_map(OnceLock::get) {
+            rows.fold_into(&mut sums);
         }
-        self.shared.retired.fold_into(&mut sums);
+        self.shared.common.fold_into(&mut sums);
         sums
     }
 
@@ -746,7 +766,7 @@ impl LocalCounter {
     pub(crate) fn add(&self, row: RowId, col: usize, n: u64) {
         match &self.rows {
             Some(rows) => rows.bump(row, col, n),
-            None => self.ledger.shared.retired.add_shared(row, col, n),
+            None => self.ledger.shared.common.add_shared(row, col, n),
         }
     }
 
@@ -759,9 +779,9 @@ impl LocalCounter {
         match &self.rows {
             Some(rows) => rows.bump_written(row, lines, bytes),
             None => {
-                let retired = &self.ledger.shared.retired;
-                retired.add_shared(row, Col::Lines as usize, lines);
-                retired.add_shared(row, Col::Bytes as usize, bytes);
+                let common = &self.ledger.shared.common;
+                common.add_shared(row, Col::Lines as usize, lines);
+                common.add_shared(row, Col::Bytes as usize, bytes);
             }
         }
     }
@@ -1001,8 +1021,86 @@ mod tests {
         let counts = ledger.counts();
         assert_eq!(counts[7][Col::Lines as usize], 5);
         assert_eq!(counts[7][Col::Bytes as usize], 30);
-        // The ended thread's copy was folded and forgotten.
-        assert_eq!(ledger.shared.threads.lock().unwrap().len(), 1);
+        // The ended thread gave its slot back: the next thread counts in its copy, and
+        // nothing counted before is lost or counted twice.
+        let given_back = FREE_SLOTS.lock().unwrap().len();
+        assert!(given_back >= 1);
+        let l = ledger.clone();
+        std::thread::spawn(move || l.add(row, Col::Lines as usize, 1))
+            .join()
+            .unwrap();
+        assert_eq!(ledger.counts()[7][Col::Lines as usize], 6);
+        assert_eq!(ledger.counts()[7][Col::Bytes as usize], 30);
+    }
+
+    #[test]
+    fn a_thread_ending_counts_in_the_shared_copy() {
+        struct CountsWhenDropped(Ledger, RowId);
+        impl Drop for CountsWhenDropped {
+            fn drop(&mut self) {
+                // Runs among the thread's thread-local destructors.
+                self.0.add(self.1, 0, 1);
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<CountsWhenDropped>> = const { RefCell::new(None) };
+        }
+        let shared_count = |l: &Ledger, row: RowId| {
+            let mut sums = vec![[0u64; COLS]; MAX_ROWS];
+            l.shared.common.fold_into(&mut sums);
+            sums[row.index()][0]
+        };
+        // Destructors run last registered, first: made before the slot's guard, this
+        // one counts after the slot was given back, in the shared copy.
+        let ledger = Ledger::new();
+        let row = RowId::from_index(11);
+        let l = ledger.clone();
+        std::thread::spawn(move || {
+            LATE.with(|late| *late.borrow_mut() = Some(CountsWhenDropped(l.clone(), row)));
+            l.add(row, 0, 1);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ledger.counts()[11][0], 2);
+        assert_eq!(shared_count(&ledger, row), 1);
+        // Made after the guard, it counts in the thread's own copy still.
+        let ledger = Ledger::new();
+        let l = ledger.clone();
+        std::thread::spawn(move || {
+            l.add(row, 0, 1);
+            LATE.with(|late| *late.borrow_mut() = Some(CountsWhenDropped(l, row)));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(ledger.counts()[11][0], 2);
+        assert_eq!(shared_count(&ledger, row), 0);
+    }
+
+    #[test]
+    fn threads_taking_and_giving_back_slots_lose_no_count() {
+        let ledger = Ledger::new();
+        let row = RowId::from_index(13);
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let l = ledger.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let l = l.clone();
+                        std::thread::spawn(move || {
+                            for _ in 0..100 {
+                                l.add(row, 0, 1);
+                            }
+                        })
+                        .join()
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(ledger.counts()[13][0], 8 * 50 * 100);
     }
 
     #[test]

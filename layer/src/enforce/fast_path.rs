@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tracing_core::Metadata;
 
@@ -162,8 +162,9 @@ impl Shared {
             } else if w == FastWord::ENABLED {
                 return true;
             } else if w < 1 << FastWord::LOW && w & 3 == FastWord::SAMPLED {
-                let slot = (w >> 2) as usize & 0xff;
-                if let Some(rule) = self.rules.get(slot).and_then(OnceLock::get) {
+                // `% RULE_SLOTS`: a slot of the word is below it, no bounds check.
+                let slot = (w >> 2) as usize % RULE_SLOTS;
+                if let Some(rule) = self.rules[slot].get() {
                     if rule.keep(meta.level()) {
                         return true;
                     }
@@ -285,14 +286,27 @@ impl Shared {
 
     /// [`sampled_out`](Self::sampled_out) with the row index the callsite's word carries
     /// (0: none, looked up).
-    #[inline(never)]
+    #[inline(always)]
     fn sampled_out_in(&self, row: usize, meta: &Metadata<'_>) {
-        let row = match row {
-            0 => ledger::row_of(meta),
-            i => RowId::from_index(i),
-        };
-        self.ledger
-            .add(row, Col::policy(Reason::Sampled as usize), 1);
+        match row {
+            0 => self.sampled_out_looked_up(meta),
+            i => self.ledger.add(
+                RowId::from_index(i),
+                Col::policy(Reason::Sampled as usize),
+                1,
+            ),
+        }
+    }
+
+    /// [`sampled_out_in`](Self::sampled_out_in) for a callsite whose word has no row:
+    /// apart, so the common way saves no register for the lookup.
+    #[inline(never)]
+    fn sampled_out_looked_up(&self, meta: &Metadata<'_>) {
+        self.ledger.add(
+            ledger::row_of(meta),
+            Col::policy(Reason::Sampled as usize),
+            1,
+        );
     }
 
     #[inline]

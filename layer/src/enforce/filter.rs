@@ -79,7 +79,7 @@ pub(super) struct Shared {
     pub(super) callsites: RwLock<HashMap<usize, Arc<CallsiteState>>>,
     /// Sampling rules the lock-free path reaches by slot (kept for the filter's life, so
     /// their counts stay in the stats as those of live rules).
-    pub(super) rules: Box<[OnceLock<Arc<RuleCounters>>]>,
+    pub(super) rules: Box<[OnceLock<Arc<RuleCounters>>; RULE_SLOTS]>,
     pub(super) next_rule: AtomicUsize,
     pub(super) notices: Notices,
     pub(super) budget: Budget,
@@ -232,7 +232,7 @@ impl PolicyFilter {
             recorder: Recorder::new(ledger.clone()),
             ledger,
             callsites: RwLock::new(HashMap::new()),
-            rules: (0..RULE_SLOTS).map(|_| OnceLock::new()).collect(),
+            rules: Box::new([const { OnceLock::new() }; RULE_SLOTS]),
             next_rule: AtomicUsize::new(0),
             notices: Notices::default(),
             budget: Budget::new(),
