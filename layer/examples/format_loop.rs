@@ -41,6 +41,7 @@
 // A benchmark driver: a bad argument ends the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod counted;
 #[path = "../benches/events.rs"]
 mod events;
 
@@ -48,10 +49,8 @@ use events::six_fields;
 use logpolicy::clock::ManualClock;
 use logpolicy::format::Service;
 use logpolicy::policy::Redaction;
-use logpolicy::writer::{Output, Writer, WriterConfig};
-use logpolicy::{Directives, Format, FormatLayer, NullSink, Policy, PolicyFilter, PolicyLayer};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use logpolicy::{Format, FormatLayer, NullSink};
+use std::time::SystemTime;
 use tracing_subscriber::prelude::*;
 
 fn main() {
@@ -90,14 +89,7 @@ fn main() {
         }
         return;
     };
-    let config = WriterConfig::new(Output::Stdout)
-        .capacity_bytes(4 << 20)
-        .flush_timeout(Duration::from_secs(60))
-        .clock(Arc::new(clock.clone()));
-    let (writer, guard) = Writer::new(config).expect("writer");
-    let directives: Directives = directives.parse().expect("directives");
-    let policy = Policy::new(vec![PolicyLayer::baseline(directives)]);
-    let filter = PolicyFilter::with_clock(policy, clock.clone());
+    let (writer, guard, filter) = counted::writer_and_filter(&clock, directives);
     let layer = FormatLayer::new(format, writer.clone())
         .service(&service)
         .redaction(redaction)
@@ -107,14 +99,5 @@ fn main() {
         .with(filter)
         .with(layer)
         .init();
-    for _ in 0..n {
-        six_fields();
-    }
-    drop(guard);
-    let s = writer.stats();
-    eprintln!(
-        "written {} dropped {}",
-        s.level(tracing::Level::INFO).written,
-        s.dropped_total()
-    );
+    counted::run(n, six_fields, &writer, guard);
 }
