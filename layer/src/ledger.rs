@@ -527,8 +527,8 @@ fn new_page() -> Box<Page> {
 }
 
 /// The most threads that count at once in their own copies: a thread beyond them counts
-/// with atomic adds into a ledger's shared copy.
-const MAX_SLOTS: usize = 1024;
+/// with atomic adds into a ledger's shared copy (fewer in unit tests, which go past it).
+const MAX_SLOTS: usize = if cfg!(test) { 64 } else { 1024 };
 
 /// What a ledger shares with the threads that count in it.
 #[derive(Debug)]
@@ -586,11 +586,14 @@ fn thread_slot() -> Option<usize> {
 
 #[cold]
 fn take_slot() -> Option<usize> {
-    let slot = FREE_SLOTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop()
-        .unwrap_or_else(|| NEXT_SLOT.fetch_add(1, Ordering::Relaxed).saturating_add(1));
+    // The lowest slot given back first: slots past `MAX_SLOTS` have no copies.
+    let given_back = {
+        let mut free = FREE_SLOTS.lock().unwrap_or_else(PoisonError::into_inner);
+        let lowest = (0..free.len()).min_by_key(|&i| free[i]);
+        lowest.map(|i| free.swap_remove(i))
+    };
+    let slot =
+        given_back.unwrap_or_else(|| NEXT_SLOT.fetch_add(1, Ordering::Relaxed).saturating_add(1));
     if slot == ENDING {
         return None;
     }
@@ -1033,8 +1036,12 @@ mod tests {
         assert_eq!(ledger.counts()[7][Col::Bytes as usize], 30);
     }
 
+    /// Held by the tests that need a free slot, or take every slot.
+    static SLOT_TESTS: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_thread_ending_counts_in_the_shared_copy() {
+        let _one_at_a_time = SLOT_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
         struct CountsWhenDropped(Ledger, RowId);
         impl Drop for CountsWhenDropped {
             fn drop(&mut self) {
@@ -1074,6 +1081,41 @@ mod tests {
         .unwrap();
         assert_eq!(ledger.counts()[11][0], 2);
         assert_eq!(shared_count(&ledger, row), 0);
+    }
+
+    #[test]
+    fn threads_beyond_the_slots_count_in_the_shared_copy() {
+        let _one_at_a_time = SLOT_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
+        let ledger = Ledger::new();
+        let row = RowId::from_index(15);
+        let threads = MAX_SLOTS + 16;
+        // Every thread alive at once: at least 16 of them find no slot.
+        let all_counted = Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (l, all_counted) = (ledger.clone(), all_counted.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        l.add(row, 0, 1);
+                    }
+                    all_counted.wait();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(ledger.counts()[15][0], threads as u64 * 100);
+        let mut shared = vec![[0u64; COLS]; MAX_ROWS];
+        ledger.shared.common.fold_into(&mut shared);
+        assert!(shared[15][0] >= 16 * 100, "{}", shared[15][0]);
+        // The slots were given back: a new thread counts in its own copy again.
+        let l = ledger.clone();
+        std::thread::spawn(move || l.add(row, 0, 1)).join().unwrap();
+        let mut after = vec![[0u64; COLS]; MAX_ROWS];
+        ledger.shared.common.fold_into(&mut after);
+        assert_eq!(after[15][0], shared[15][0]);
+        assert_eq!(ledger.counts()[15][0], threads as u64 * 100 + 1);
     }
 
     #[test]
