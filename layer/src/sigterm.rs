@@ -41,7 +41,8 @@
 //! Installing a signal handler and asking for the current one have no safe interface
 //! in the standard library, `rustix` or `signal-hook` (whose registry calls every
 //! handler it replaced, so it cannot tell a service's own handler apart). This module
-//! is the only one of the crate allowed `unsafe` (a test holds this), for `sigaction`,
+//! is one of the two of the crate allowed `unsafe` (the other is the formatter's `Room`;
+//! a test holds this), for `sigaction`,
 //! `raise`, and the signal handler itself, which only calls `sigaction` and `write`
 //! (both async-signal-safe) and touches one atomic.
 

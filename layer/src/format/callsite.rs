@@ -54,7 +54,7 @@ pub(crate) struct CachedSite {
 
 /// Keys up to this long are copied as one fixed-size block (two vector moves and no
 /// call to `memcpy`, whose branches on the length mispredict as a line's keys alternate).
-const KEY_INLINE: usize = 32;
+pub(crate) const KEY_INLINE: usize = 32;
 
 /// A rendered key, padded to [`KEY_INLINE`] bytes: with a `"` right after it when it is
 /// shorter, so that a JSON key and the quote that opens a string value are one store.
@@ -186,6 +186,20 @@ impl CachedSite {
     #[inline]
     pub(crate) fn put_key_quote(&self, buf: &mut Vec<u8>, field: &Field) -> bool {
         self.put_rendered_key(buf, field, 1)
+    }
+
+    /// The rendered key of `field`, padded to [`KEY_INLINE`] bytes, and its length with
+    /// `quote` bytes (0 or 1) kept after it; `None` if it is not kept rendered or leaves
+    /// no room for the quote.
+    #[inline(always)]
+    pub(crate) fn rendered_key(
+        &self,
+        field: &Field,
+        quote: usize,
+    ) -> Option<(&[u8; KEY_INLINE], usize)> {
+        let key = self.keys.get(field.index())?;
+        let len = usize::from(key.len) + quote;
+        (key.len != 0 && len <= KEY_INLINE).then_some((&key.bytes, len))
     }
 
     /// The rendered key of `field` and the `quote` bytes (0 or 1) kept after it, as one

@@ -58,13 +58,20 @@ fn half_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// Whether any of the 8 bytes in `w` is a control character (below `0x20`, or `0x7f`).
-#[inline]
-fn word_has_control(w: u64) -> bool {
+/// The high bit of each byte of `w` that is a control character (below `0x20`, or
+/// `0x7f`), and maybe of bytes after it (as [`escape_bits`]: a yes/no).
+#[inline(always)]
+fn control_bits(w: u64) -> u64 {
     let control = w.wrapping_sub(ONES * 0x20) & !w;
     let d = w ^ (ONES * 0x7f);
     let del = d.wrapping_sub(ONES) & !d;
-    (control | del) & HIGH != 0
+    (control | del) & HIGH
+}
+
+/// Whether any of the 8 bytes in `w` is a control character (below `0x20`, or `0x7f`).
+#[inline]
+fn word_has_control(w: u64) -> bool {
+    control_bits(w) != 0
 }
 
 /// Whether `bytes` holds a byte that must be escaped: 8 bytes at a time (the last word
@@ -103,6 +110,73 @@ fn scan(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> 
         at += 8;
     }
     word_needs_escape(word_at(bytes, len - 8))
+}
+
+/// A value of at most 16 bytes as two 8-byte words to store one after the other, the
+/// first cut back to `keep` bytes (the second overlaps it, or is empty), as
+/// [`write_escaped`] stores a short string without a call to `memcpy`.
+#[derive(Clone, Copy)]
+pub(crate) struct Short {
+    pub(crate) first: [u8; 8],
+    pub(crate) keep: usize,
+    pub(crate) last: [u8; 8],
+    pub(crate) keep_last: usize,
+}
+
+/// `bytes` as a [`Short`], if at most 16 bytes and none flagged by `flagged` (a word test
+/// like [`escape_bits`], which must not flag `pad`, the byte that fills the words of
+/// values shorter than 8); loaded as [`write_escaped`] loads them: two overlapping words,
+/// two halves, or the first, middle and last byte.
+#[inline(always)]
+fn short_of(bytes: &[u8], pad: u8, flagged: impl Fn(u64) -> u64) -> Option<Short> {
+    let len = bytes.len();
+    let pads = ONES * u64::from(pad);
+    let (first, keep, last, keep_last, flags) = if len >= 8 {
+        if len > 16 {
+            return None;
+        }
+        let (a, b) = (word_at(bytes, 0), word_at(bytes, len - 8));
+        (a, len - 8, b, 8, flagged(a) | flagged(b))
+    } else if len >= 4 {
+        let (a, b) = (
+            u64::from(half_at(bytes, 0)),
+            u64::from(half_at(bytes, len - 4)),
+        );
+        (
+            a,
+            len - 4,
+            b,
+            4,
+            flagged(a | pads << 32) | flagged(b | pads << 32),
+        )
+    } else if len > 0 {
+        // 1 to 3 bytes: the first, the middle and the last byte are every byte.
+        let w = u64::from_le_bytes([bytes[0], bytes[len / 2], bytes[len - 1], 0, 0, 0, 0, 0]);
+        (w, len, 0, 0, flagged(w | pads << 24))
+    } else {
+        (0, 0, 0, 0, 0)
+    };
+    (flags == 0).then_some(Short {
+        first: first.to_le_bytes(),
+        keep,
+        last: last.to_le_bytes(),
+        keep_last,
+    })
+}
+
+/// `s` as a [`Short`] if it is at most 16 bytes and JSON escapes none of them.
+#[inline(always)]
+pub(crate) fn short_json(s: &str) -> Option<Short> {
+    short_of(s.as_bytes(), b' ', escape_bits)
+}
+
+/// `s` as a [`Short`] if it is 1 to 16 bytes, all of them bare in logfmt.
+#[inline(always)]
+pub(crate) fn short_bare(s: &str) -> Option<Short> {
+    if s.is_empty() {
+        return None;
+    }
+    short_of(s.as_bytes(), b'a', not_bare_bits)
 }
 
 /// Appends `s` to `buf` escaped for the inside of a JSON string: quotes, backslashes and
@@ -316,6 +390,53 @@ mod tests {
     /// Every byte value at every position of values 1 to 40 bytes long (around the half
     /// word, the word and the 16-byte limit), after a prefix: bare exactly when the
     /// table says every byte may be bare, and then copied as is; nothing written otherwise.
+    #[test]
+    fn a_short_value_is_taken_exactly_when_it_needs_nothing_and_stored_whole() {
+        use super::super::room::Room;
+        let store = |short: &Short| {
+            let mut buf = Vec::with_capacity(64);
+            buf.extend_from_slice(b"key=");
+            Room::take(&mut buf, 16).unwrap().put_short(short);
+            buf[4..].to_vec()
+        };
+        // Every length around the half word, the word and the 16-byte limit, with every
+        // byte value at the first, a middle and the last position.
+        for len in 0..=18usize {
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'v'; len];
+                    if len > 0 {
+                        bytes[at] = b;
+                    }
+                    let Ok(s) = std::str::from_utf8(&bytes) else {
+                        continue;
+                    };
+                    let json = short_json(s);
+                    let clean = len <= 16 && bytes.iter().all(|&b| ESCAPE[b as usize] == 0);
+                    assert_eq!(json.is_some(), clean, "json {bytes:?}");
+                    if let Some(short) = json {
+                        assert_eq!(store(&short), bytes, "json {bytes:?}");
+                    }
+                    let bare = short_bare(s);
+                    let all_bare = len > 0
+                        && len <= 16
+                        && bytes
+                            .iter()
+                            .all(|&b| crate::format::schema::LOGFMT_BARE[b as usize]);
+                    assert_eq!(bare.is_some(), all_bare, "logfmt {bytes:?}");
+                    if let Some(short) = bare {
+                        assert_eq!(store(&short), bytes, "logfmt {bytes:?}");
+                    }
+                }
+            }
+        }
+        // Multi-byte characters, whole.
+        for s in ["é", "ü-é", "日本", "→ ok", "emoji 😀!", "ßßßßßßßß"] {
+            let short = short_json(s).unwrap();
+            assert_eq!(store(&short), s.as_bytes());
+        }
+    }
+
     #[test]
     fn a_value_is_bare_exactly_as_the_table_says() {
         use crate::format::schema::LOGFMT_BARE;

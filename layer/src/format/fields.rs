@@ -4,8 +4,9 @@ use std::fmt::{self, Write as _};
 
 use tracing_core::field::{Field, Visit};
 
-use super::callsite::CachedSite;
-use super::escape::{has_control, write_escaped, Escaping, Raw};
+use super::callsite::{CachedSite, KEY_INLINE};
+use super::escape::{has_control, short_bare, short_json, write_escaped, Escaping, Raw};
+use super::room::Room;
 use super::schema::{write_key, write_logfmt_str, Keys, LOGFMT_BARE};
 use crate::clock::DIGIT_PAIRS;
 
@@ -43,6 +44,121 @@ fn put_key(buf: &mut Vec<u8>, callsite: Option<&'static CachedSite>, keys: Keys,
     if !callsite.is_some_and(|c| c.put_key(buf, field)) {
         write_key(buf, keys, field.name());
     }
+}
+
+/// Where a field goes: the line's buffer, the callsite's rendered keys (if any), the
+/// format's keys and the field. Its methods append the field's key and a value, the
+/// common values the short way: a rendered key and a value that fits in a few bytes are
+/// one [`Room`] and fixed-size stores, with no call that comes back, so the callers
+/// save no registers for them; anything else is the long way ([`Place::long`]), as a
+/// tail call.
+struct Place<'b, 'f> {
+    buf: &'b mut Vec<u8>,
+    callsite: Option<&'static CachedSite>,
+    keys: Keys,
+    field: &'f Field,
+}
+
+impl<'b, 'f> Place<'b, 'f> {
+    #[inline(always)]
+    fn new(
+        buf: &'b mut Vec<u8>,
+        callsite: Option<&'static CachedSite>,
+        keys: Keys,
+        field: &'f Field,
+    ) -> Self {
+        Place {
+            buf,
+            callsite,
+            keys,
+            field,
+        }
+    }
+
+    /// The field's rendered key, and `quote` bytes (0 or 1) kept after it.
+    #[inline(always)]
+    fn rendered_key(&self, quote: usize) -> Option<(&'static [u8; KEY_INLINE], usize)> {
+        self.callsite
+            .and_then(|c| c.rendered_key(self.field, quote))
+    }
+
+    /// The key, then `value` as `write` writes it.
+    #[inline(never)]
+    fn long<T>(self, value: T, write: fn(&mut Vec<u8>, T)) {
+        put_key(self.buf, self.callsite, self.keys, self.field);
+        write(self.buf, value);
+    }
+
+    /// A number: below 10,000 the short way.
+    #[inline(always)]
+    fn u64(self, value: u64) {
+        if value < 10_000 {
+            if let Some((key, len)) = self.rendered_key(0) {
+                if let Some(mut room) = Room::take(self.buf, KEY_INLINE + 4) {
+                    room.put(*key, len);
+                    let (digits, n) = small_digits(value);
+                    return room.put(digits, n);
+                }
+            }
+        }
+        self.long(value, write_u64);
+    }
+
+    /// A bool, the short way.
+    #[inline(always)]
+    fn bool(self, value: bool) {
+        if let Some((key, len)) = self.rendered_key(0) {
+            if let Some(mut room) = Room::take(self.buf, KEY_INLINE + 8) {
+                room.put(*key, len);
+                let word = if value {
+                    *b"true\0\0\0\0"
+                } else {
+                    *b"false\0\0\0"
+                };
+                return room.put(word, 5 - usize::from(value));
+            }
+        }
+        self.long(value, write_bool);
+    }
+
+    /// A string: quoted and escaped as JSON (the JSON formats' values, and the text
+    /// format's but the message's), or as logfmt writes it. Up to 16 bytes with nothing
+    /// to escape (for logfmt, 1 to 16 bytes, all bare) the short way; the key is looked
+    /// up before the value is looked at (4 instructions less a value than after).
+    #[inline(always)]
+    fn str(self, value: &str, logfmt: bool) {
+        let quote = usize::from(!logfmt);
+        if let Some((key, len)) = self.rendered_key(quote) {
+            let short = if logfmt {
+                short_bare(value)
+            } else {
+                short_json(value)
+            };
+            if let Some(short) = short {
+                if let Some(mut room) = Room::take(self.buf, KEY_INLINE + 16 + quote) {
+                    room.put(*key, len);
+                    room.put_short(&short);
+                    if !logfmt {
+                        room.put([b'"'], 1);
+                    }
+                    return;
+                }
+            }
+        }
+        let write = if logfmt {
+            write_logfmt_str
+        } else {
+            write_quoted
+        };
+        self.long(value, write);
+    }
+}
+
+/// `value` quoted and escaped as JSON.
+fn write_quoted(buf: &mut Vec<u8>, value: &str) {
+    buf.push(b'"');
+    write_escaped(buf, value);
+    buf.push(b'"');
 }
 
 /// `json-otel`'s fields: the message as `Body`, every other field inside `Attributes`.
@@ -141,9 +257,10 @@ impl OtelFields<'_, '_> {
 
 /// The `record_*` of [`OtelFields`]: an attribute is written as JSON writes it (the
 /// body inlined, one comparison more), the message by [`OtelFields::message`]. For the
-/// types a message has (`inline`: a string or `format_args!`), the message that comes
+/// type the macros' messages have (`inline`: `format_args!`), the message that comes
 /// first, as the macros record it, is written in place too; the others keep a tail call
-/// (nothing saved across it).
+/// (nothing saved across it). A string value is one of the others: with its message
+/// branch inlined too, each string attribute saved and restored six registers more.
 macro_rules! otel_record {
     (inline: $($name:ident($ty:ty) => $put:ident;)*) => {$(
         fn $name(&mut self, field: &Field, value: $ty) {
@@ -169,10 +286,10 @@ macro_rules! otel_record {
 
 impl Visit for OtelFields<'_, '_> {
     otel_record! { inline:
-        record_str(&str) => put_str;
         record_debug(&dyn fmt::Debug) => put_debug;
     }
     otel_record! { call:
+        record_str(&str) => put_str;
         record_i64(i64) => put_i64;
         record_u64(u64) => put_u64;
         record_i128(i128) => record_i128;
@@ -210,8 +327,7 @@ impl LogfmtFields<'_> {
 
 impl Visit for LogfmtFields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        put_key(self.buf, self.callsite, self.keys, field);
-        write_logfmt_str(self.buf, value);
+        Place::new(self.buf, self.callsite, self.keys, field).str(value, true);
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -227,8 +343,7 @@ impl Visit for LogfmtFields<'_> {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        put_key(self.buf, self.callsite, self.keys, field);
-        write_u64(self.buf, value);
+        Place::new(self.buf, self.callsite, self.keys, field).u64(value);
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
@@ -244,8 +359,7 @@ impl Visit for LogfmtFields<'_> {
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        put_key(self.buf, self.callsite, self.keys, field);
-        write_bool(self.buf, value);
+        Place::new(self.buf, self.callsite, self.keys, field).bool(value);
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
@@ -280,9 +394,7 @@ impl JsonFields<'_> {
 
     #[inline(always)]
     fn put_str(&mut self, field: &Field, value: &str) {
-        self.key_quote(field);
-        write_escaped(self.buf, value);
-        self.buf.push(b'"');
+        Place::new(self.buf, self.callsite, self.keys, field).str(value, false);
     }
 
     #[inline(always)]
@@ -300,14 +412,12 @@ impl JsonFields<'_> {
 
     #[inline(always)]
     fn put_u64(&mut self, field: &Field, value: u64) {
-        self.key(field);
-        write_u64(self.buf, value);
+        Place::new(self.buf, self.callsite, self.keys, field).u64(value);
     }
 
     #[inline(always)]
     fn put_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
-        write_bool(self.buf, value);
+        Place::new(self.buf, self.callsite, self.keys, field).bool(value);
     }
 }
 
@@ -452,21 +562,17 @@ impl<V: Buffered> Visit for Tracked<'_, V> {
     }
 }
 
-/// Appends `v` in decimal: the digits are made two at a time from a table and stored
-/// as one fixed-size block (no call to `memcpy`), the buffer then cut back to the
-/// number's length. Below 10,000 (status codes, counts, small latencies) a number is
-/// one or two table loads and one store of 2 or 4 bytes, shifted by a byte when it has
-/// an odd number of digits.
-#[inline]
-pub(crate) fn write_u64(buf: &mut Vec<u8>, v: u64) {
-    let at = buf.len();
+/// The digits of `v` (below 10,000) in a 4-byte block, and how many there are: one or
+/// two loads from the table of digit pairs, shifted by a byte when `v` has an odd number
+/// of digits.
+#[inline(always)]
+fn small_digits(v: u64) -> ([u8; 4], usize) {
     if v < 100 {
         let i = v as usize * 2;
         let odd = usize::from(v < 10);
-        let pair = u16::from_le_bytes([DIGIT_PAIRS[i], DIGIT_PAIRS[i + 1]]) >> (8 * odd);
-        buf.extend_from_slice(&pair.to_le_bytes());
-        buf.truncate(at + 2 - odd);
-    } else if v < 10_000 {
+        let pair = u32::from(u16::from_le_bytes([DIGIT_PAIRS[i], DIGIT_PAIRS[i + 1]])) >> (8 * odd);
+        (pair.to_le_bytes(), 2 - odd)
+    } else {
         let (hi, lo) = (v as usize / 100 * 2, v as usize % 100 * 2);
         let odd = usize::from(v < 1_000);
         let quad = u32::from_le_bytes([
@@ -475,8 +581,21 @@ pub(crate) fn write_u64(buf: &mut Vec<u8>, v: u64) {
             DIGIT_PAIRS[lo],
             DIGIT_PAIRS[lo + 1],
         ]) >> (8 * odd);
-        buf.extend_from_slice(&quad.to_le_bytes());
-        buf.truncate(at + 4 - odd);
+        (quad.to_le_bytes(), 4 - odd)
+    }
+}
+
+/// Appends `v` in decimal: the digits are made two at a time from a table and stored
+/// as one fixed-size block (no call to `memcpy`), the buffer then cut back to the
+/// number's length. Below 10,000 (status codes, counts, small latencies) a number is
+/// one or two table loads and one store of 4 bytes ([`small_digits`]).
+#[inline]
+pub(crate) fn write_u64(buf: &mut Vec<u8>, v: u64) {
+    if v < 10_000 {
+        let (digits, n) = small_digits(v);
+        let at = buf.len();
+        buf.extend_from_slice(&digits);
+        buf.truncate(at + n);
     } else {
         write_u64_long(buf, v);
     }
@@ -580,14 +699,25 @@ impl fmt::Write for ControlsEscaped<'_> {
     }
 }
 
-impl Visit for TextFields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
+impl TextFields<'_> {
+    /// A string value of the message, or of a callsite with no rendered keys.
+    #[inline(never)]
+    fn record_str_long(&mut self, field: &Field, value: &str) {
         if self.key(field) {
             write_controls_escaped(self.buf, value);
         } else {
-            self.buf.push(b'"');
-            write_escaped(self.buf, value);
-            self.buf.push(b'"');
+            write_quoted(self.buf, value);
+        }
+    }
+}
+
+impl Visit for TextFields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match self.callsite {
+            Some(c) if !c.is_message(field) => {
+                Place::new(self.buf, self.callsite, Keys::Text, field).str(value, false);
+            }
+            _ => self.record_str_long(field, value),
         }
     }
 
@@ -602,13 +732,11 @@ impl Visit for TextFields<'_> {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.key(field);
-        write_u64(self.buf, value);
+        Place::new(self.buf, self.callsite, Keys::Text, field).u64(value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
-        write_bool(self.buf, value);
+        Place::new(self.buf, self.callsite, Keys::Text, field).bool(value);
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {

@@ -88,6 +88,7 @@ mod escape;
 mod fields;
 pub(crate) mod own_line;
 mod redact;
+mod room;
 mod schema;
 mod service;
 mod trace_ids;
