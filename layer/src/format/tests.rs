@@ -250,3 +250,75 @@ fn otel_attributes_are_one_object_whatever_fields_are_absent() {
         );
     }
 }
+
+/// Numbers around the short way's limit (below 10,000), bools, and strings around its
+/// 16 bytes (with and without something to escape or quote), as each format writes
+/// them: JSON parses back to the values; logfmt and text show them as their long way
+/// writes them.
+#[test]
+fn short_values_read_back_in_every_format() {
+    let numbers = (0..=120u64)
+        .chain(990..=1_010)
+        .chain(9_990..=10_010)
+        .chain([u64::MAX]);
+    let strings = [
+        "",
+        "a",
+        "ab",
+        "abc",
+        "abcd",
+        "abcdefg",
+        "abcdefgh",
+        "abcdefghijklmnop",
+        "abcdefghijklmnopq",
+        "a b",
+        "a\"b",
+        "tab\there",
+        "é",
+        "日本語の文字",
+        "x=y",
+        "0123456789abcde\\",
+        "ends with a quote\"",
+    ];
+    for v in numbers {
+        let line = capture(Format::Json, || tracing::info!(n = v, b = v % 2 == 0, "m"));
+        let line = &json_lines(&line)[0];
+        assert_eq!(line["n"], serde_json::json!(v), "{v}");
+        assert_eq!(line["b"], serde_json::json!(v % 2 == 0), "{v}");
+        let logfmt = capture(Format::Logfmt, || {
+            tracing::info!(n = v, b = v % 2 == 0, "m")
+        });
+        assert!(
+            logfmt.ends_with(&format!(" n={v} b={}\n", v % 2 == 0)),
+            "{logfmt}"
+        );
+        let text = capture(Format::Text, || tracing::info!(n = v, b = v % 2 == 0, "m"));
+        assert!(
+            text.ends_with(&format!(" n={v} b={}\n", v % 2 == 0)),
+            "{text}"
+        );
+    }
+    for s in strings {
+        for format in [Format::Json, Format::JsonOtel, Format::JsonEcs] {
+            let line = capture(format, || tracing::info!(s = s, "m"));
+            let line = &json_lines(&line)[0];
+            let value = line
+                .get("s")
+                .or_else(|| line.get("Attributes").and_then(|a| a.get("s")))
+                .or_else(|| line.get("labels").and_then(|a| a.get("s")));
+            assert_eq!(
+                value,
+                Some(&serde_json::json!(s)),
+                "{format:?} {s:?}: {line}"
+            );
+        }
+        let mut logfmt = Vec::new();
+        crate::format::schema::write_logfmt_str(&mut logfmt, s);
+        let line = capture(Format::Logfmt, || tracing::info!(s = s, "m"));
+        let expected = format!(" s={}\n", String::from_utf8(logfmt).unwrap());
+        assert!(line.ends_with(&expected), "{line} {expected}");
+        let text = capture(Format::Text, || tracing::info!(s = s, "m"));
+        let quoted = serde_json::to_string(s).unwrap();
+        assert!(text.ends_with(&format!(" s={quoted}\n")), "{text} {quoted}");
+    }
+}
