@@ -1024,10 +1024,8 @@ mod tests {
         let counts = ledger.counts();
         assert_eq!(counts[7][Col::Lines as usize], 5);
         assert_eq!(counts[7][Col::Bytes as usize], 30);
-        // The ended thread gave its slot back: the next thread counts in its copy, and
-        // nothing counted before is lost or counted twice.
-        let given_back = FREE_SLOTS.lock().unwrap().len();
-        assert!(given_back >= 1);
+        // The ended thread gave its slot back (to the next thread, which may be another
+        // test's): nothing counted before is lost or counted twice.
         let l = ledger.clone();
         std::thread::spawn(move || l.add(row, Col::Lines as usize, 1))
             .join()
