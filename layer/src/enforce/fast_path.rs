@@ -281,32 +281,26 @@ impl Shared {
     /// the path that keeps the event stays as short as it was).
     #[inline(never)]
     fn sampled_out(&self, meta: &Metadata<'_>) {
-        self.sampled_out_in(0, meta);
+        self.ledger.add(
+            ledger::row_of(meta),
+            Col::policy(Reason::Sampled as usize),
+            1,
+        );
     }
 
     /// [`sampled_out`](Self::sampled_out) with the row index the callsite's word carries
     /// (0: none, looked up).
     #[inline(always)]
     fn sampled_out_in(&self, row: usize, meta: &Metadata<'_>) {
+        // No row: looked up out of line, so the common way saves no register for it.
         match row {
-            0 => self.sampled_out_looked_up(meta),
+            0 => self.sampled_out(meta),
             i => self.ledger.add(
                 RowId::from_index(i),
                 Col::policy(Reason::Sampled as usize),
                 1,
             ),
         }
-    }
-
-    /// [`sampled_out_in`](Self::sampled_out_in) for a callsite whose word has no row:
-    /// apart, so the common way saves no register for the lookup.
-    #[inline(never)]
-    fn sampled_out_looked_up(&self, meta: &Metadata<'_>) {
-        self.ledger.add(
-            ledger::row_of(meta),
-            Col::policy(Reason::Sampled as usize),
-            1,
-        );
     }
 
     #[inline]

@@ -206,16 +206,11 @@ impl CachedSite {
     /// fixed-size store cut back to their length.
     #[inline(always)]
     fn put_rendered_key(&self, buf: &mut Vec<u8>, field: &Field, quote: usize) -> bool {
-        let Some(key) = self.keys.get(field.index()) else {
+        let Some((key, len)) = self.rendered_key(field, quote) else {
             return false;
         };
-        let len = usize::from(key.len) + quote;
-        if key.len == 0 || len > KEY_INLINE {
-            return false;
-        }
-        buf.reserve(KEY_INLINE);
         let at = buf.len();
-        buf.extend_from_slice(&key.bytes);
+        buf.extend_from_slice(key);
         buf.truncate(at + len);
         true
     }

@@ -1,5 +1,7 @@
 //! JSON string escaping straight into a byte buffer.
 
+use super::room::Room;
+
 /// For each byte: 0 if it is written as is, else the character after the backslash
 /// (`u` meaning `\u00XX`).
 static ESCAPE: [u8; 256] = {
@@ -190,49 +192,23 @@ pub(crate) fn short_bare(s: &str) -> Option<Short> {
 /// 4 bytes), or, below 4 bytes, as one word built from its first, middle and last byte.
 #[inline(always)]
 pub(crate) fn write_escaped(buf: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
-    let len = bytes.len();
-    let at = buf.len();
-    if len >= 16 {
-        return write_escaped_blocks(buf, bytes);
+    if s.len() >= 16 {
+        return write_escaped_blocks(buf, s.as_bytes());
     }
-    if len >= 8 {
-        let (a, b) = (word_at(bytes, 0), word_at(bytes, len - 8));
-        if escape_bits(a) | escape_bits(b) != 0 {
-            return write_escaped_slow(buf, bytes);
-        }
-        return put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+    match short_json(s) {
+        Some(short) => put_short(buf, &short),
+        None => write_escaped_slow(buf, s.as_bytes()),
     }
-    if len >= 4 {
-        let (a, b) = (half_at(bytes, 0), half_at(bytes, len - 4));
-        // The upper half of the word is `0x20` bytes, which need nothing.
-        let pad = (ONES * 0x20) << 32;
-        if escape_bits(u64::from(a) | pad) | escape_bits(u64::from(b) | pad) != 0 {
-            return write_escaped_slow(buf, bytes);
-        }
-        return put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
-    }
-    if len == 0 {
-        return;
-    }
-    // 1 to 3 bytes: the first, the middle and the last byte are every byte.
-    let (x, y, z) = (bytes[0], bytes[len / 2], bytes[len - 1]);
-    if ESCAPE[x as usize] | ESCAPE[y as usize] | ESCAPE[z as usize] != 0 {
-        return write_escaped_slow(buf, bytes);
-    }
-    buf.extend_from_slice(&[x, y, z, 0]);
-    buf.truncate(at + len);
 }
 
-/// Appends the `len` bytes whose first `N` are `first` and last `N` are `last` (`N <=
-/// len <= 2 * N`): two fixed-size stores, the second overlapping the first.
+/// Appends a [`Short`]: two fixed-size stores into a [`Room`], the second overlapping
+/// the first.
 #[inline(always)]
-fn put_overlapping<const N: usize>(buf: &mut Vec<u8>, first: [u8; N], last: [u8; N], len: usize) {
-    let at = buf.len();
-    buf.reserve(2 * N);
-    buf.extend_from_slice(&first);
-    buf.truncate(at + len - N);
-    buf.extend_from_slice(&last);
+fn put_short(buf: &mut Vec<u8>, short: &Short) {
+    buf.reserve(16);
+    if let Some(mut room) = Room::take(buf, 16) {
+        room.put_short(short);
+    }
 }
 
 /// [`write_escaped`] for 16 bytes or more.
@@ -319,44 +295,23 @@ fn not_bare_bits(w: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn put_if_bare(buf: &mut Vec<u8>, bytes: &[u8]) -> bool {
     use super::schema::LOGFMT_BARE;
-    let len = bytes.len();
-    if len >= 8 {
-        if len > 16 {
-            if !bytes.iter().all(|&b| LOGFMT_BARE[b as usize]) {
-                return false;
-            }
-            buf.extend_from_slice(bytes);
-            return true;
-        }
-        let (a, b) = (word_at(bytes, 0), word_at(bytes, len - 8));
-        if not_bare_bits(a) | not_bare_bits(b) != 0 {
+    if bytes.len() > 16 {
+        if !bytes.iter().all(|&b| LOGFMT_BARE[b as usize]) {
             return false;
         }
-        put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
+        buf.extend_from_slice(bytes);
         return true;
     }
-    if len >= 4 {
-        let (a, b) = (half_at(bytes, 0), half_at(bytes, len - 4));
-        // The upper half of the word is `a` bytes, which are bare.
-        let pad = (ONES * u64::from(b'a')) << 32;
-        if not_bare_bits(u64::from(a) | pad) | not_bare_bits(u64::from(b) | pad) != 0 {
-            return false;
+    if bytes.is_empty() {
+        return false;
+    }
+    match short_of(bytes, b'a', not_bare_bits) {
+        Some(short) => {
+            put_short(buf, &short);
+            true
         }
-        put_overlapping(buf, a.to_le_bytes(), b.to_le_bytes(), len);
-        return true;
+        None => false,
     }
-    if len == 0 {
-        return false;
-    }
-    // 1 to 3 bytes: the first, the middle and the last byte are every byte.
-    let (x, y, z) = (bytes[0], bytes[len / 2], bytes[len - 1]);
-    if !(LOGFMT_BARE[x as usize] && LOGFMT_BARE[y as usize] && LOGFMT_BARE[z as usize]) {
-        return false;
-    }
-    let at = buf.len();
-    buf.extend_from_slice(&[x, y, z, 0]);
-    buf.truncate(at + len);
-    true
 }
 
 /// A `fmt::Write` that escapes what is written into it, so `Debug` output is escaped

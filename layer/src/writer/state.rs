@@ -501,8 +501,8 @@ impl Shared {
     /// Queues a line at once, in the common case of a steady flow: the lock free, no
     /// line posted before this one, the writer open, and room for the line in the chunk
     /// being filled. Returns `false`, having changed nothing, in every other case: the
-    /// caller then takes the long way ([`Writer::write_row_line`](super::Writer::write_row_line)),
-    /// which handles each of them.
+    /// caller then takes the long way (`Writer::write_row_line_slow`), which handles each
+    /// of them.
     #[inline]
     pub(super) fn append_now(&self, li: usize, row: RowId, always_keep: bool, line: &[u8]) -> bool {
         let Ok(mut st) = self.state.try_lock() else {
